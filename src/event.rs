@@ -1,0 +1,107 @@
+//! The `Event` vocabulary: what every source (tracker, sampler, launcher) tells the recorder.
+//!
+//! Sources emit `Stamped` events into one channel; the recorder folds them into a Run. Events
+//! are serde types so that a run can be streamed to a record file and replayed into the same
+//! Run. A source never formats output, and this module knows nothing of how events are produced.
+
+use crate::model::{Arg, Io, LaunchError, Sample, SamplerInfo, Source, Termination};
+use serde::{Deserialize, Serialize};
+
+/// An event and when it happened, in nanoseconds since the command was launched.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Stamped {
+    pub t_ns: u64,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    /// The run begins: the command, the tracker following it, and the root's pid (not yet
+    /// exec'd). `ppid` is ste's own pid.
+    Start {
+        command: Vec<Arg>,
+        tracker: String,
+        pid: i32,
+        ppid: i32,
+    },
+    /// Something the report must say for the figures to be trusted (a fallback, a limit).
+    Note { text: String },
+    /// Where a figure of the Run comes from; declared by the source that produces it.
+    Source { figure: String, source: Source },
+    /// A new task. It is a new process when `child_tid == child_tgid`, else a new thread of
+    /// `child_tgid`. `parent_tgid` is the process that created it.
+    Fork {
+        parent_tgid: i32,
+        child_tid: i32,
+        child_tgid: i32,
+    },
+    /// A successful exec in process `tgid`; `former_tid` is the thread that called it when
+    /// it was not the leader. `argv` is `None` when it could not be read.
+    Exec {
+        tgid: i32,
+        former_tid: i32,
+        argv: Option<Vec<Arg>>,
+    },
+    /// Figures read from a process whose memory was still attached as it exited.
+    ExitAccounts {
+        tgid: i32,
+        peak_rss_bytes: Option<u64>,
+        io: Option<Io>,
+    },
+    /// A thread ended. For the leader (`tid == tgid`) the status is the process's, when known.
+    Exit {
+        tid: i32,
+        tgid: i32,
+        status: Option<Termination>,
+    },
+    /// The command's first process was reaped with this status.
+    RootExit { status: Termination },
+    /// The command could not be started.
+    LaunchFailed { error: LaunchError },
+    /// One sampling round of the memory curve.
+    Sample { sample: Sample },
+    /// Tracker events were lost; the counts are increments.
+    Lost {
+        overruns: u64,
+        events_at_most: u64,
+        found_by_resync: u64,
+        exits_missed: u64,
+    },
+    /// How the sampler ran, once it has stopped.
+    SamplerDone { info: SamplerInfo },
+    /// The run is over. CPU of the reaped tree (`getrusage(RUSAGE_CHILDREN)`), ste's own cost,
+    /// and, when ste stopped before every process had ended, why.
+    End {
+        user_ns: u64,
+        sys_ns: u64,
+        ste_cpu_ns: u64,
+        ste_max_rss_bytes: u64,
+        stopped_waiting: Option<String>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialize_flat_with_a_kind_tag() {
+        let e = Stamped {
+            t_ns: 5,
+            event: Event::Fork {
+                parent_tgid: 1,
+                child_tid: 2,
+                child_tgid: 2,
+            },
+        };
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(
+            json,
+            r#"{"t_ns":5,"kind":"fork","parent_tgid":1,"child_tid":2,"child_tgid":2}"#
+        );
+        let back: Stamped = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, e);
+    }
+}

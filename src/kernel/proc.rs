@@ -1,0 +1,356 @@
+//! Readers of `/proc/PID/*` files: pure parsers of their text, and a `ProcFs` that reads them
+//! from a root that tests can point at a fake tree.
+//!
+//! Owns the knowledge of proc(5) formats. Knows nothing about trackers or the Run model beyond
+//! the plain `Io` value. Hot readers (`smaps_rollup`, `statm`, `status`) reuse one buffer per
+//! `ProcFs` and never allocate a path per call.
+
+use crate::model::{Arg, Io};
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+/// Page size used to convert `statm` pages to bytes.
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if v > 0 { v as u64 } else { 4096 }
+}
+
+/// The figures ste uses from `/proc/PID/smaps_rollup` (all in bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Rollup {
+    pub rss_bytes: u64,
+    pub pss_bytes: u64,
+    pub pss_anon_bytes: u64,
+    pub pss_file_bytes: u64,
+    pub pss_shmem_bytes: u64,
+    pub swap_bytes: u64,
+}
+
+/// The figures ste uses from `/proc/PID/status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Status {
+    pub tgid: Option<i32>,
+    pub ppid: Option<i32>,
+    pub threads: Option<u32>,
+    pub vm_hwm_bytes: Option<u64>,
+    pub vm_rss_bytes: Option<u64>,
+}
+
+/// The figures ste uses from `/proc/PID/stat`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    pub comm: Vec<u8>,
+    pub state: u8,
+    pub ppid: i32,
+    pub num_threads: i64,
+    /// Clock ticks since boot.
+    pub starttime: u64,
+}
+
+/// Parses `smaps_rollup` text. Returns `None` when the `Pss:` line is missing (a kernel thread
+/// or a process whose mm is gone prints only the header).
+pub fn parse_smaps_rollup(text: &str) -> Option<Rollup> {
+    let mut r = Rollup::default();
+    let mut seen_pss = false;
+    for line in text.lines() {
+        let Some((key, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let Some(kb) = kb_value(rest) else { continue };
+        match key {
+            "Rss" => r.rss_bytes = kb,
+            "Pss" => {
+                r.pss_bytes = kb;
+                seen_pss = true;
+            }
+            "Pss_Anon" => r.pss_anon_bytes = kb,
+            "Pss_File" => r.pss_file_bytes = kb,
+            "Pss_Shmem" => r.pss_shmem_bytes = kb,
+            "Swap" => r.swap_bytes = kb,
+            _ => {}
+        }
+    }
+    seen_pss.then_some(r)
+}
+
+/// Parses `status` text (only the fields ste uses).
+pub fn parse_status(text: &str) -> Status {
+    let mut s = Status::default();
+    for line in text.lines() {
+        let Some((key, rest)) = line.split_once(':') else {
+            continue;
+        };
+        match key {
+            "Tgid" => s.tgid = rest.trim().parse().ok(),
+            "PPid" => s.ppid = rest.trim().parse().ok(),
+            "Threads" => s.threads = rest.trim().parse().ok(),
+            "VmHWM" => s.vm_hwm_bytes = kb_value(rest),
+            "VmRSS" => s.vm_rss_bytes = kb_value(rest),
+            _ => {}
+        }
+    }
+    s
+}
+
+/// Parses `io` text. Returns `None` if a field is missing (kernel without task I/O accounting).
+pub fn parse_io(text: &str) -> Option<Io> {
+    let mut io = Io::default();
+    let mut seen = 0;
+    for line in text.lines() {
+        let Some((key, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let Ok(v) = rest.trim().parse::<u64>() else {
+            continue;
+        };
+        let slot = match key {
+            "rchar" => &mut io.rchar_bytes,
+            "wchar" => &mut io.wchar_bytes,
+            "syscr" => &mut io.syscr,
+            "syscw" => &mut io.syscw,
+            "read_bytes" => &mut io.read_bytes,
+            "write_bytes" => &mut io.write_bytes,
+            "cancelled_write_bytes" => &mut io.cancelled_write_bytes,
+            _ => continue,
+        };
+        *slot = v;
+        seen += 1;
+    }
+    (seen == 7).then_some(io)
+}
+
+/// Parses `stat`. The comm field is in parentheses and may itself contain spaces and `)`, so
+/// the fields are taken after the *last* `)`.
+pub fn parse_stat(text: &[u8]) -> Option<Stat> {
+    let open = text.iter().position(|&b| b == b'(')?;
+    let close = text.iter().rposition(|&b| b == b')')?;
+    let comm = text.get(open + 1..close)?.to_vec();
+    let rest = std::str::from_utf8(text.get(close + 1..)?).ok()?;
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // After comm: state(3) ppid(4) ... num_threads(20) ... starttime(22); f[0] is field 3.
+    Some(Stat {
+        comm,
+        state: *f.first()?.as_bytes().first()?,
+        ppid: f.get(1)?.parse().ok()?,
+        num_threads: f.get(17)?.parse().ok()?,
+        starttime: f.get(19)?.parse().ok()?,
+    })
+}
+
+/// Splits `cmdline` (NUL-separated, usually NUL-terminated) into argv.
+pub fn parse_cmdline(bytes: &[u8]) -> Vec<Arg> {
+    let body = bytes.strip_suffix(&[0]).unwrap_or(bytes);
+    if body.is_empty() {
+        return Vec::new();
+    }
+    body.split(|&b| b == 0).map(|a| Arg(a.to_vec())).collect()
+}
+
+/// Resident pages from `statm` (second field).
+pub fn parse_statm_resident(text: &str) -> Option<u64> {
+    text.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+fn kb_value(rest: &str) -> Option<u64> {
+    let mut it = rest.split_ascii_whitespace();
+    let n: u64 = it.next()?.parse().ok()?;
+    match it.next() {
+        Some("kB") | None => Some(n * 1024),
+        _ => None,
+    }
+}
+
+/// A /proc tree (the real one, or a fake one in tests) with a reusable read buffer.
+pub struct ProcFs {
+    root: PathBuf,
+    path: PathBuf,
+    buf: Vec<u8>,
+}
+
+impl Default for ProcFs {
+    fn default() -> Self {
+        Self::new("/proc")
+    }
+}
+
+impl ProcFs {
+    pub fn new(root: impl AsRef<Path>) -> Self {
+        ProcFs {
+            root: root.as_ref().to_path_buf(),
+            path: PathBuf::new(),
+            buf: Vec::with_capacity(4096),
+        }
+    }
+
+    /// Reads `<root>/<pid>/<file>` into the buffer and returns it.
+    fn read(&mut self, pid: i32, file: &str) -> io::Result<&[u8]> {
+        self.path.clear();
+        self.path.push(&self.root);
+        self.path.push(itoa(pid));
+        self.path.push(file);
+        self.buf.clear();
+        File::open(&self.path)?.read_to_end(&mut self.buf)?;
+        Ok(&self.buf)
+    }
+
+    fn read_str(&mut self, pid: i32, file: &str) -> io::Result<&str> {
+        let bytes = self.read(pid, file)?;
+        std::str::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+
+    pub fn cmdline(&mut self, pid: i32) -> io::Result<Vec<Arg>> {
+        Ok(parse_cmdline(self.read(pid, "cmdline")?))
+    }
+
+    pub fn status(&mut self, pid: i32) -> io::Result<Status> {
+        Ok(parse_status(self.read_str(pid, "status")?))
+    }
+
+    pub fn io(&mut self, pid: i32) -> io::Result<Option<Io>> {
+        Ok(parse_io(self.read_str(pid, "io")?))
+    }
+
+    pub fn smaps_rollup(&mut self, pid: i32) -> io::Result<Option<Rollup>> {
+        Ok(parse_smaps_rollup(self.read_str(pid, "smaps_rollup")?))
+    }
+
+    pub fn statm_resident_bytes(&mut self, pid: i32) -> io::Result<Option<u64>> {
+        let page = page_size();
+        Ok(parse_statm_resident(self.read_str(pid, "statm")?).map(|p| p * page))
+    }
+
+    pub fn stat(&mut self, pid: i32) -> io::Result<Option<Stat>> {
+        Ok(parse_stat(self.read(pid, "stat")?))
+    }
+
+    /// Whether `tid` is a thread of process `tgid` (`/proc/TGID/task/TID` exists).
+    pub fn is_thread_of(&mut self, tgid: i32, tid: i32) -> bool {
+        self.path.clear();
+        self.path.push(&self.root);
+        self.path.push(itoa(tgid));
+        self.path.push("task");
+        self.path.push(itoa(tid));
+        self.path.exists()
+    }
+
+    /// Every numeric entry of the root: the processes visible right now.
+    pub fn pids(&self) -> io::Result<Vec<i32>> {
+        let mut v = Vec::new();
+        for e in std::fs::read_dir(&self.root)? {
+            if let Some(pid) = e?.file_name().to_str().and_then(|n| n.parse().ok()) {
+                v.push(pid);
+            }
+        }
+        Ok(v)
+    }
+
+    /// Thread ids of process `pid`.
+    pub fn tasks(&self, pid: i32) -> io::Result<Vec<i32>> {
+        let mut v = Vec::new();
+        for e in std::fs::read_dir(self.root.join(itoa(pid)).join("task"))? {
+            if let Some(tid) = e?.file_name().to_str().and_then(|n| n.parse().ok()) {
+                v.push(tid);
+            }
+        }
+        Ok(v)
+    }
+}
+
+fn itoa(n: i32) -> String {
+    n.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROLLUP: &str =
+        "561fa8b06000-7ffee08a0000 ---p 00000000 00:00 0                          [rollup]
+Rss:                1616 kB
+Pss:                 760 kB
+Pss_Dirty:           112 kB
+Pss_Anon:            112 kB
+Pss_File:            648 kB
+Pss_Shmem:             0 kB
+Shared_Clean:       1368 kB
+Swap:                  4 kB
+SwapPss:               0 kB
+";
+
+    #[test]
+    fn rollup_from_captured_text() {
+        let r = parse_smaps_rollup(ROLLUP).unwrap();
+        assert_eq!(r.rss_bytes, 1616 * 1024);
+        assert_eq!(r.pss_bytes, 760 * 1024);
+        assert_eq!(r.pss_anon_bytes, 112 * 1024);
+        assert_eq!(r.pss_file_bytes, 648 * 1024);
+        assert_eq!(r.swap_bytes, 4096);
+        // A process without an mm prints nothing but the header line (or nothing at all).
+        assert_eq!(parse_smaps_rollup(""), None);
+    }
+
+    #[test]
+    fn status_fields() {
+        let text = "Name:\tcat\nTgid:\t2987\nPid:\t2987\nPPid:\t2982\nVmHWM:\t    1936 kB\nVmRSS:\t    1900 kB\nThreads:\t1\n";
+        let s = parse_status(text);
+        assert_eq!(s.tgid, Some(2987));
+        assert_eq!(s.ppid, Some(2982));
+        assert_eq!(s.vm_hwm_bytes, Some(1936 * 1024));
+        assert_eq!(s.vm_rss_bytes, Some(1900 * 1024));
+        assert_eq!(s.threads, Some(1));
+        // A zombie has no Vm* lines: unknown, not zero.
+        assert_eq!(parse_status("Tgid:\t5\n").vm_hwm_bytes, None);
+    }
+
+    #[test]
+    fn io_fields() {
+        let text = "rchar: 6976\nwchar: 10\nsyscr: 10\nsyscw: 1\nread_bytes: 4096\nwrite_bytes: 0\ncancelled_write_bytes: 0\n";
+        let io = parse_io(text).unwrap();
+        assert_eq!(io.rchar_bytes, 6976);
+        assert_eq!(io.read_bytes, 4096);
+        assert_eq!(parse_io("rchar: 1\n"), None);
+    }
+
+    #[test]
+    fn stat_with_hostile_comm() {
+        let text = b"1234 (a) b (c) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 3 0 987654 1000 10 0";
+        let s = parse_stat(text).unwrap();
+        assert_eq!(s.comm, b"a) b (c");
+        assert_eq!(s.state, b'S');
+        assert_eq!(s.ppid, 1);
+        assert_eq!(s.num_threads, 3);
+        assert_eq!(s.starttime, 987654);
+    }
+
+    #[test]
+    fn cmdline_splitting() {
+        assert_eq!(
+            parse_cmdline(b"ls\0-l\0\0"),
+            vec![Arg::from("ls"), Arg::from("-l"), Arg::from("")]
+        );
+        assert_eq!(parse_cmdline(b""), Vec::<Arg>::new());
+        assert_eq!(parse_cmdline(b"x"), vec![Arg::from("x")]);
+    }
+
+    #[test]
+    fn reads_from_a_fake_root() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("42/task/43")).unwrap();
+        std::fs::write(dir.path().join("42/smaps_rollup"), ROLLUP).unwrap();
+        std::fs::write(dir.path().join("42/cmdline"), b"a\0b\0").unwrap();
+        std::fs::write(dir.path().join("42/statm"), "10 3 1 1 0 1 0\n").unwrap();
+        let mut fs = ProcFs::new(dir.path());
+        assert_eq!(fs.smaps_rollup(42).unwrap().unwrap().pss_bytes, 760 * 1024);
+        assert_eq!(
+            fs.cmdline(42).unwrap(),
+            vec![Arg::from("a"), Arg::from("b")]
+        );
+        assert_eq!(fs.statm_resident_bytes(42).unwrap(), Some(3 * page_size()));
+        assert!(fs.is_thread_of(42, 43));
+        assert!(!fs.is_thread_of(42, 44));
+        assert_eq!(fs.pids().unwrap(), vec![42]);
+        assert!(fs.smaps_rollup(7).is_err());
+    }
+}

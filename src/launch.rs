@@ -1,0 +1,444 @@
+//! Starting the command: subreaper, privilege drop under sudo, a fork that waits for the
+//! tracker, exec, and the launch errors ste exits with (127/126/125).
+//!
+//! Owns the child between `fork` and `execve`. The child waits on a pipe until a tracker has
+//! registered it (ptrace seize, netlink listening), so no event of the tree can be missed, and
+//! reports an exec failure through a close-on-exec pipe. Everything the child needs is built
+//! before `fork`; after it, the child makes only async-signal-safe system calls.
+//!
+//! `std::process::Command` is not used because `spawn` returns only after the exec, while ste
+//! must learn the pid and register it before the exec happens (see KERNEL-NOTES, ptrace).
+
+use crate::model::{LaunchError, LaunchErrorKind};
+use anyhow::{Context, Result, bail};
+use std::ffi::{CString, OsStr, OsString};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+/// Makes ste the reaper of every orphan in its tree (`PR_SET_CHILD_SUBREAPER`).
+pub fn become_subreaper() -> Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()).context("prctl(PR_SET_CHILD_SUBREAPER)");
+    }
+    Ok(())
+}
+
+/// Who the command runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub uid: libc::uid_t,
+    pub gid: libc::gid_t,
+    pub groups: Vec<libc::gid_t>,
+    pub user: String,
+}
+
+impl Credentials {
+    /// Under `sudo`, the invoking user (from `SUDO_UID`, `SUDO_GID`, `SUDO_USER` and the
+    /// group database); `None` when ste is not root or was not started by sudo.
+    pub fn invoking_user() -> Result<Option<Credentials>> {
+        // SAFETY: getuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return Ok(None);
+        }
+        let (Some(uid), Some(gid)) = (std::env::var_os("SUDO_UID"), std::env::var_os("SUDO_GID"))
+        else {
+            return Ok(None);
+        };
+        let uid: libc::uid_t = uid
+            .to_str()
+            .and_then(|s| s.parse().ok())
+            .context("SUDO_UID is not a number")?;
+        let gid: libc::gid_t = gid
+            .to_str()
+            .and_then(|s| s.parse().ok())
+            .context("SUDO_GID is not a number")?;
+        if uid == 0 {
+            return Ok(None);
+        }
+        let user = std::env::var("SUDO_USER").unwrap_or_default();
+        let groups = if user.is_empty() {
+            vec![gid]
+        } else {
+            nix::unistd::getgrouplist(
+                &CString::new(user.clone())?,
+                nix::unistd::Gid::from_raw(gid),
+            )
+            .map(|g| g.into_iter().map(|g| g.as_raw()).collect())
+            .unwrap_or_else(|_| vec![gid])
+        };
+        Ok(Some(Credentials {
+            uid,
+            gid,
+            groups,
+            user,
+        }))
+    }
+}
+
+/// The command, resolved and converted for `execve`, ready to fork.
+pub struct Prepared {
+    argv: Vec<CString>,
+    /// Paths to try in order, as `execvp` would (each `PATH` entry, or the name itself).
+    candidates: Vec<CString>,
+    env: Vec<CString>,
+    creds: Option<Credentials>,
+}
+
+/// Environment variables the caller wants changed for the command.
+pub type EnvOverrides = Vec<(OsString, OsString)>;
+
+impl Prepared {
+    pub fn new(
+        command: &[OsString],
+        creds: Option<Credentials>,
+        env_overrides: &EnvOverrides,
+    ) -> Result<Prepared> {
+        let Some(name) = command.first() else {
+            bail!("no command given")
+        };
+        let argv = command
+            .iter()
+            .map(|a| CString::new(a.as_bytes()).context("an argument contains a NUL byte"))
+            .collect::<Result<Vec<_>>>()?;
+        let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+        for (k, v) in env_overrides {
+            env.retain(|(ek, _)| ek != k);
+            env.push((k.clone(), v.clone()));
+        }
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone());
+        let candidates = search_path(name, path.as_deref())?;
+        let env = env
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let mut kv = k.into_vec();
+                kv.push(b'=');
+                kv.extend(v.into_vec());
+                CString::new(kv).ok()
+            })
+            .collect();
+        Ok(Prepared {
+            argv,
+            candidates,
+            env,
+            creds,
+        })
+    }
+
+    pub fn credentials(&self) -> Option<&Credentials> {
+        self.creds.as_ref()
+    }
+
+    /// Forks the command. The child has dropped privileges, has `mask` as its signal mask (the
+    /// one ste started with) and waits for [`Child::release`]. Call this before ste starts any
+    /// thread, so the fork copies a single-threaded process.
+    pub fn fork(&self, mask: &libc::sigset_t) -> Result<Child> {
+        let (go_r, go_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let argv_ptrs = null_terminated(&self.argv);
+        let env_ptrs = null_terminated(&self.env);
+        let sh = c"/bin/sh";
+        // `sh path args...` for ENOEXEC, as execvp does for scripts without a shebang.
+        let mut sh_argv: Vec<*const libc::c_char> = Vec::with_capacity(self.argv.len() + 2);
+        sh_argv.push(sh.as_ptr());
+        sh_argv.push(std::ptr::null());
+        sh_argv.extend(self.argv.iter().skip(1).map(|a| a.as_ptr()));
+        sh_argv.push(std::ptr::null());
+        let cand_ptrs: Vec<*const libc::c_char> =
+            self.candidates.iter().map(|c| c.as_ptr()).collect();
+        let groups = self
+            .creds
+            .as_ref()
+            .map(|c| c.groups.clone())
+            .unwrap_or_default();
+
+        // SAFETY: ste calls this before starting any thread; the child below only makes
+        // async-signal-safe system calls on memory prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error()).context("fork");
+        }
+        if pid == 0 {
+            // SAFETY: child side; see above. Never returns.
+            unsafe {
+                child_after_fork(ChildPlan {
+                    go: go_r.as_raw_fd(),
+                    err: err_w.as_raw_fd(),
+                    argv: argv_ptrs.as_ptr(),
+                    env: env_ptrs.as_ptr(),
+                    candidates: &cand_ptrs,
+                    sh_argv: &mut sh_argv,
+                    creds: self.creds.as_ref().map(|c| (c.uid, c.gid)),
+                    groups: &groups,
+                    mask,
+                })
+            }
+        }
+        drop(go_r);
+        drop(err_w);
+        Ok(Child {
+            pid,
+            go: Some(go_w),
+            err: Some(err_r),
+            name: self.argv[0].to_bytes().to_vec(),
+        })
+    }
+}
+
+/// Resolves the command name the way `execvp` does: a name with a `/` is used as is, otherwise
+/// each `PATH` entry is tried in order (an empty entry means the current directory).
+fn search_path(name: &OsStr, path: Option<&OsStr>) -> Result<Vec<CString>> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() {
+        bail!("the command name is empty");
+    }
+    if bytes.contains(&b'/') {
+        return Ok(vec![CString::new(bytes)?]);
+    }
+    let path = path.map(|p| p.as_bytes()).unwrap_or(b"/bin:/usr/bin");
+    path.split(|&b| b == b':')
+        .map(|dir| {
+            let mut full = if dir.is_empty() {
+                b".".to_vec()
+            } else {
+                dir.to_vec()
+            };
+            full.push(b'/');
+            full.extend_from_slice(bytes);
+            CString::new(full).context("PATH contains a NUL byte")
+        })
+        .collect()
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("pipe2");
+    }
+    // SAFETY: pipe2 returned two fresh descriptors that nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn null_terminated(v: &[CString]) -> Vec<*const libc::c_char> {
+    v.iter()
+        .map(|c| c.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// What the child reports through the error pipe: the stage that failed, then errno.
+const STAGE_CREDENTIALS: u32 = 1;
+const STAGE_EXEC: u32 = 2;
+
+struct ChildPlan<'a> {
+    go: libc::c_int,
+    err: libc::c_int,
+    argv: *const *const libc::c_char,
+    env: *const *const libc::c_char,
+    candidates: &'a [*const libc::c_char],
+    sh_argv: &'a mut [*const libc::c_char],
+    creds: Option<(libc::uid_t, libc::gid_t)>,
+    groups: &'a [libc::gid_t],
+    mask: &'a libc::sigset_t,
+}
+
+/// The child between fork and exec. Only async-signal-safe system calls.
+unsafe fn child_after_fork(plan: ChildPlan<'_>) -> ! {
+    unsafe {
+        let report = |stage: u32, errno: i32| -> ! {
+            let msg = [stage.to_ne_bytes(), (errno as u32).to_ne_bytes()].concat();
+            libc::write(plan.err, msg.as_ptr().cast(), msg.len());
+            libc::_exit(if stage == STAGE_EXEC { 127 } else { 125 });
+        };
+        // Rust ignores SIGPIPE in ste; the command must get the default back. The signals ste
+        // waits for in its signal thread are blocked in ste; restore the mask it started with.
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::pthread_sigmask(libc::SIG_SETMASK, plan.mask, std::ptr::null_mut());
+        if let Some((uid, gid)) = plan.creds {
+            // Raw system calls: glibc's wrappers synchronise credentials across threads,
+            // machinery that has no business running in a forked child.
+            if libc::syscall(libc::SYS_setgroups, plan.groups.len(), plan.groups.as_ptr()) != 0
+                || libc::syscall(libc::SYS_setresgid, gid, gid, gid) != 0
+                || libc::syscall(libc::SYS_setresuid, uid, uid, uid) != 0
+            {
+                report(STAGE_CREDENTIALS, *libc::__errno_location());
+            }
+        }
+        let mut byte = 0u8;
+        loop {
+            let n = libc::read(plan.go, (&mut byte as *mut u8).cast(), 1);
+            if n == 1 {
+                break;
+            }
+            if n == 0 || *libc::__errno_location() != libc::EINTR {
+                // ste went away before releasing us: do not run the command unobserved.
+                libc::_exit(125);
+            }
+        }
+        libc::close(plan.go);
+        // execvp's rules: remember EACCES and keep looking; ENOENT/ENOTDIR keep looking; any
+        // other error stops the search.
+        let mut saw_eacces = false;
+        let mut last = libc::ENOENT;
+        for &cand in plan.candidates {
+            libc::execve(cand, plan.argv, plan.env);
+            let e = *libc::__errno_location();
+            if e == libc::ENOEXEC {
+                plan.sh_argv[1] = cand;
+                libc::execve(c"/bin/sh".as_ptr(), plan.sh_argv.as_ptr(), plan.env);
+                last = *libc::__errno_location();
+                break;
+            }
+            match e {
+                libc::EACCES => saw_eacces = true,
+                libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
+                _ => {
+                    last = e;
+                    break;
+                }
+            }
+            last = e;
+        }
+        if saw_eacces && (last == libc::ENOENT || last == libc::ENOTDIR) {
+            last = libc::EACCES;
+        }
+        report(STAGE_EXEC, last)
+    }
+}
+
+/// The forked command, waiting for [`Child::release`] until a tracker has registered it.
+pub struct Child {
+    pub pid: libc::pid_t,
+    go: Option<OwnedFd>,
+    err: Option<OwnedFd>,
+    name: Vec<u8>,
+}
+
+impl Child {
+    /// Lets the child go on to exec.
+    pub fn release(&mut self) -> Result<()> {
+        let go = self.go.take().context("child already released")?;
+        // SAFETY: writing one byte from a valid buffer to an owned pipe.
+        let n = unsafe { libc::write(go.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+        if n != 1 {
+            return Err(std::io::Error::last_os_error()).context("releasing the command");
+        }
+        Ok(())
+    }
+
+    /// Kills a child that was never released (ste could not set up tracking).
+    pub fn abandon(mut self) {
+        // Closing the pipe makes the waiting child exit 125 without running the command.
+        self.go.take();
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.pid), None);
+    }
+
+    /// Takes the exec-error pipe, to be read once the child has exec'd or exited.
+    pub fn take_exec_report(&mut self) -> ExecReport {
+        ExecReport {
+            fd: self.err.take(),
+            name: std::mem::take(&mut self.name),
+        }
+    }
+}
+
+/// The read end of the child's exec-error pipe.
+pub struct ExecReport {
+    fd: Option<OwnedFd>,
+    name: Vec<u8>,
+}
+
+impl ExecReport {
+    /// Blocks until the child exec'd (`Ok(())`) or failed to (`Err` with the launch error).
+    /// Call it when the child has exec'd or exited, or from a thread that may block.
+    pub fn outcome(mut self) -> std::result::Result<(), LaunchError> {
+        let Some(fd) = self.fd.take() else {
+            return Ok(());
+        };
+        let mut buf = [0u8; 8];
+        let mut got = 0;
+        while got < buf.len() {
+            // SAFETY: reading into the unfilled part of a valid buffer.
+            let n = unsafe {
+                libc::read(
+                    fd.as_raw_fd(),
+                    buf[got..].as_mut_ptr().cast(),
+                    buf.len() - got,
+                )
+            };
+            if n == 0 {
+                break;
+            }
+            if n < 0 {
+                if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                break;
+            }
+            got += n as usize;
+        }
+        if got < buf.len() {
+            return Ok(());
+        }
+        let stage = u32::from_ne_bytes(buf[..4].try_into().expect("4 bytes"));
+        let errno = u32::from_ne_bytes(buf[4..].try_into().expect("4 bytes")) as i32;
+        Err(launch_error(&self.name, stage, errno))
+    }
+}
+
+fn launch_error(name: &[u8], stage: u32, errno: i32) -> LaunchError {
+    let name = String::from_utf8_lossy(name);
+    let err = std::io::Error::from_raw_os_error(errno);
+    if stage == STAGE_CREDENTIALS {
+        return LaunchError {
+            kind: LaunchErrorKind::Other,
+            message: format!("could not switch to the invoking user to run {name}: {err}"),
+        };
+    }
+    match errno {
+        libc::ENOENT | libc::ENOTDIR => LaunchError {
+            kind: LaunchErrorKind::NotFound,
+            message: format!("{name}: command not found"),
+        },
+        _ => LaunchError {
+            kind: LaunchErrorKind::NotExecutable,
+            message: format!("{name}: cannot execute: {err}"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_search_follows_execvp() {
+        let c = search_path(OsStr::new("ls"), Some(OsStr::new("/a::/b"))).unwrap();
+        let c: Vec<_> = c.iter().map(|c| c.to_str().unwrap().to_string()).collect();
+        assert_eq!(c, ["/a/ls", "./ls", "/b/ls"]);
+        let c = search_path(OsStr::new("./x"), Some(OsStr::new("/a"))).unwrap();
+        assert_eq!(c[0].to_str().unwrap(), "./x");
+        assert!(search_path(OsStr::new(""), None).is_err());
+    }
+
+    #[test]
+    fn launch_errors_map_to_exit_statuses() {
+        assert_eq!(
+            launch_error(b"nope", STAGE_EXEC, libc::ENOENT).kind,
+            LaunchErrorKind::NotFound
+        );
+        assert_eq!(
+            launch_error(b"x", STAGE_EXEC, libc::EACCES).kind,
+            LaunchErrorKind::NotExecutable
+        );
+        assert_eq!(
+            launch_error(b"x", STAGE_CREDENTIALS, libc::EPERM).kind,
+            LaunchErrorKind::Other
+        );
+    }
+}

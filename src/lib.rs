@@ -1,0 +1,20 @@
+//! ste, the space-time explorer: runs a command and shows where its time and memory went.
+//!
+//! The flow (see docs in ARCHITECTURE.md): `launch` starts the command, `track` and `sample`
+//! emit `event`s into one channel (`sink`), the `recorder` folds them into a `model::Run`, and
+//! `report` renders the Run. `session` wires one run together.
+
+pub mod cli;
+pub mod event;
+pub mod kernel;
+pub mod launch;
+pub mod model;
+pub mod options;
+pub mod recorder;
+pub mod report;
+pub mod sample;
+pub mod session;
+pub mod signals;
+pub mod sink;
+pub mod track;
+pub mod units;

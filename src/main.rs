@@ -1,0 +1,24 @@
+//! The `ste` binary: parse, run, exit with the command's status.
+
+use clap::Parser;
+use std::process::ExitCode;
+use ste::cli::Cli;
+use ste::options::RunOptions;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // Usage errors are ste's own failure (125, as env(1) and timeout(1) do).
+            return ExitCode::from(if e.use_stderr() { 125 } else { 0 });
+        }
+    };
+    match ste::session::run(&RunOptions::from_args(cli.run)) {
+        Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("ste: {e:#}");
+            ExitCode::from(125)
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! `Arg`: one argv element (or any other byte string the kernel hands us) kept byte-exact.
+//!
+//! Linux argv is bytes, not UTF-8. The model keeps the bytes; serde writes a JSON string when
+//! they are valid UTF-8 (nearly always) and `{"bytes": [..]}` otherwise, so no byte is lost in a
+//! Run or a record file. Escaping for terminals lives here too, because every text output of
+//! argv must escape the same way.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt::Write as _;
+
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+pub struct Arg(pub Vec<u8>);
+
+impl Arg {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// Lossy text, for places that need a `str` (JSON consumers, HTML titles).
+    pub fn to_string_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.0).into_owned()
+    }
+
+    /// Printable, unambiguous form for a terminal: control bytes and invalid UTF-8 become
+    /// `\xNN` (with `\n`, `\t`, `\\` spelled out), and an argument that would not survive a shell
+    /// unquoted (spaces, quotes, empty) is wrapped in single quotes.
+    pub fn escaped(&self) -> String {
+        let mut out = String::with_capacity(self.0.len() + 2);
+        let mut chunks = self.0.utf8_chunks().peekable();
+        while let Some(chunk) = chunks.next() {
+            for c in chunk.valid().chars() {
+                match c {
+                    '\n' => out.push_str("\\n"),
+                    '\t' => out.push_str("\\t"),
+                    '\\' => out.push_str("\\\\"),
+                    c if c.is_control() => {
+                        let mut buf = [0u8; 4];
+                        for b in c.encode_utf8(&mut buf).bytes() {
+                            let _ = write!(out, "\\x{b:02x}");
+                        }
+                    }
+                    c => out.push(c),
+                }
+            }
+            for b in chunk.invalid() {
+                let _ = write!(out, "\\x{b:02x}");
+            }
+        }
+        let needs_quotes = self.0.is_empty()
+            || self.0.iter().any(|b| {
+                matches!(
+                    b,
+                    b' ' | b'\''
+                        | b'"'
+                        | b'`'
+                        | b'$'
+                        | b';'
+                        | b'&'
+                        | b'|'
+                        | b'<'
+                        | b'>'
+                        | b'('
+                        | b')'
+                        | b'*'
+                        | b'?'
+                        | b'['
+                        | b']'
+                        | b'#'
+                        | b'~'
+                        | b'{'
+                        | b'}'
+                )
+            });
+        if needs_quotes {
+            format!("'{}'", out.replace('\'', "'\\''"))
+        } else {
+            out
+        }
+    }
+}
+
+impl From<&str> for Arg {
+    fn from(s: &str) -> Self {
+        Arg(s.as_bytes().to_vec())
+    }
+}
+
+impl From<Vec<u8>> for Arg {
+    fn from(v: Vec<u8>) -> Self {
+        Arg(v)
+    }
+}
+
+impl std::fmt::Debug for Arg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(&self.0))
+    }
+}
+
+/// The escaped argv joined by spaces: `sh -c 'echo hi'`.
+pub fn join_escaped(argv: &[Arg]) -> String {
+    let mut out = String::new();
+    for (i, a) in argv.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(&a.escaped());
+    }
+    out
+}
+
+impl Serialize for Arg {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(&self.0) {
+            Ok(text) => s.serialize_str(text),
+            Err(_) => {
+                use serde::ser::SerializeStruct;
+                let mut st = s.serialize_struct("Arg", 1)?;
+                st.serialize_field("bytes", &self.0)?;
+                st.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Arg {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Text(String),
+            Bytes { bytes: Vec<u8> },
+        }
+        Ok(match Repr::deserialize(d)? {
+            Repr::Text(t) => Arg(t.into_bytes()),
+            Repr::Bytes { bytes } => Arg(bytes),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_control_and_invalid_bytes() {
+        assert_eq!(Arg::from("plain").escaped(), "plain");
+        assert_eq!(Arg::from("a b").escaped(), "'a b'");
+        assert_eq!(Arg::from("").escaped(), "''");
+        assert_eq!(Arg::from("it's").escaped(), r"'it'\''s'");
+        assert_eq!(Arg(b"x\x01\n\xffy".to_vec()).escaped(), r"x\x01\n\xffy");
+        assert_eq!(Arg::from("é").escaped(), "é");
+    }
+
+    #[test]
+    fn json_round_trip_is_lossless() {
+        let args = vec![Arg::from("ok"), Arg(vec![0x66, 0xff, 0x00])];
+        let json = serde_json::to_string(&args).unwrap();
+        assert_eq!(json, r#"["ok",{"bytes":[102,255,0]}]"#);
+        let back: Vec<Arg> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, args);
+    }
+}

@@ -1,0 +1,660 @@
+//! The recorder: folds the event stream into a Run.
+//!
+//! Single-threaded and deterministic: the same events always give the same Run, which is what
+//! lets a record file be re-rendered later. It owns the ledger of live processes and threads
+//! (pid reuse, threads that exec, leaders that exit before their threads) and nothing else: it
+//! never reads the kernel and never formats output.
+
+use crate::event::{Event, Stamped};
+use crate::model::{Exec, Exit, Io, Overhead, Process, Run, SCHEMA_VERSION, SamplerInfo, Totals};
+use std::collections::{BTreeMap, HashMap};
+
+/// What applying one event changed that a live view may want to show at once.
+pub enum Applied<'a> {
+    Nothing,
+    /// A new exec: the process and its exec record.
+    Exec(&'a Process, &'a Exec),
+}
+
+struct LiveProcess {
+    index: usize,
+    /// Its live threads.
+    tids: Vec<i32>,
+}
+
+pub struct Recorder {
+    run: Run,
+    /// Live thread id → its thread-group id.
+    threads: HashMap<i32, i32>,
+    /// Live thread-group id → its process entry.
+    live: HashMap<i32, LiveProcess>,
+    last_exec_ns: u64,
+    last_event_ns: u64,
+    end_ns: Option<u64>,
+    stopped_waiting: Option<String>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Recorder {
+    pub fn new() -> Self {
+        Recorder {
+            run: Run {
+                schema_version: SCHEMA_VERSION,
+                generator: format!("ste {}", env!("CARGO_PKG_VERSION")),
+                command: Vec::new(),
+                tracker: String::new(),
+                notes: Vec::new(),
+                exit: Exit::default(),
+                totals: Totals::default(),
+                processes: Vec::new(),
+                samples: Vec::new(),
+                sampler: SamplerInfo::default(),
+                overhead: Overhead {
+                    lost_events: Some(0),
+                    ..Default::default()
+                },
+                sources: BTreeMap::new(),
+            },
+            threads: HashMap::new(),
+            live: HashMap::new(),
+            last_exec_ns: 0,
+            last_event_ns: 0,
+            end_ns: None,
+            stopped_waiting: None,
+        }
+    }
+
+    /// Folds all events into a Run (replay of a record).
+    pub fn replay<'a>(events: impl IntoIterator<Item = &'a Stamped>) -> Run {
+        let mut rec = Recorder::new();
+        for e in events {
+            rec.apply(e);
+        }
+        rec.finish()
+    }
+
+    /// Thread-group ids of the processes alive right now, oldest first.
+    pub fn live_processes(&self) -> Vec<(i32, &Process)> {
+        let mut v: Vec<_> = self
+            .live
+            .iter()
+            .map(|(&pid, lp)| (pid, &self.run.processes[lp.index]))
+            .collect();
+        v.sort_by_key(|(_, p)| p.start_ns);
+        v
+    }
+
+    /// Whether the root process has been reaped.
+    pub fn root_exited(&self) -> bool {
+        self.run.exit.code.is_some()
+            || self.run.exit.signal.is_some()
+            || self.run.exit.launch_error.is_some()
+    }
+
+    /// The latest time stamp applied so far.
+    pub fn last_event_ns(&self) -> u64 {
+        self.last_event_ns
+    }
+
+    pub fn apply(&mut self, stamped: &Stamped) -> Applied<'_> {
+        let t = stamped.t_ns;
+        self.last_event_ns = self.last_event_ns.max(t);
+        match &stamped.event {
+            Event::Start {
+                command,
+                tracker,
+                pid,
+                ppid,
+            } => {
+                self.run.command = command.clone();
+                self.run.tracker = tracker.clone();
+                self.new_process(*pid, Some(*ppid), t);
+            }
+            Event::Note { text } => self.run.notes.push(text.clone()),
+            Event::Source { figure, source } => {
+                self.run.sources.insert(figure.clone(), source.clone());
+            }
+            Event::Fork {
+                parent_tgid,
+                child_tid,
+                child_tgid,
+            } => {
+                if child_tid == child_tgid {
+                    self.new_process(*child_tgid, Some(*parent_tgid), t);
+                } else if !self.threads.contains_key(child_tid) {
+                    let lp = self.live_or_orphan(*child_tgid, t);
+                    lp.tids.push(*child_tid);
+                    let index = lp.index;
+                    self.run.processes[index].threads += 1;
+                    self.threads.insert(*child_tid, *child_tgid);
+                }
+            }
+            Event::Exec {
+                tgid,
+                former_tid: _,
+                argv,
+            } => {
+                // After an exec the process has exactly one thread, its leader: the others
+                // were killed, and a non-leader that exec'd took over the leader's id.
+                let t = t.max(self.last_exec_ns);
+                self.last_exec_ns = t;
+                let lp = self.live_or_orphan(*tgid, t);
+                let stale = std::mem::replace(&mut lp.tids, vec![*tgid]);
+                let index = lp.index;
+                for tid in stale {
+                    self.threads.remove(&tid);
+                }
+                self.threads.insert(*tgid, *tgid);
+                let p = &mut self.run.processes[index];
+                p.execs.push(Exec {
+                    t_ns: t,
+                    argv: argv.clone(),
+                });
+                let p = &self.run.processes[index];
+                return Applied::Exec(p, p.execs.last().expect("just pushed"));
+            }
+            Event::ExitAccounts {
+                tgid,
+                peak_rss_bytes,
+                io,
+            } => {
+                if let Some(lp) = self.live.get(tgid) {
+                    let p = &mut self.run.processes[lp.index];
+                    p.peak_rss_bytes = max_opt(p.peak_rss_bytes, *peak_rss_bytes);
+                    p.io = max_io(p.io, *io);
+                }
+            }
+            Event::Exit {
+                tid,
+                tgid: _,
+                status,
+            } => {
+                let Some(tgid) = self.threads.remove(tid) else {
+                    return Applied::Nothing;
+                };
+                if let Some(lp) = self.live.get_mut(&tgid) {
+                    lp.tids.retain(|t| t != tid);
+                    let (index, remaining) = (lp.index, lp.tids.len());
+                    let p = &mut self.run.processes[index];
+                    if *tid == tgid
+                        && let Some(status) = status
+                    {
+                        p.exit_code = status.code();
+                        p.signal = status.signal();
+                    }
+                    if remaining == 0 {
+                        p.end_ns = Some(t);
+                        self.live.remove(&tgid);
+                    }
+                }
+            }
+            Event::RootExit { status } => {
+                self.run.exit.code = status.code();
+                self.run.exit.signal = status.signal();
+                if let crate::model::Termination::Signaled { core_dumped, .. } = status {
+                    self.run.exit.core_dumped = *core_dumped;
+                }
+            }
+            Event::LaunchFailed { error } => self.run.exit.launch_error = Some(error.clone()),
+            Event::Sample { sample } => {
+                let s = Sample { t_ns: t, ..*sample };
+                if self
+                    .run
+                    .totals
+                    .max_pss_bytes
+                    .is_none_or(|m| s.pss_bytes > m)
+                {
+                    self.run.totals.max_pss_bytes = Some(s.pss_bytes);
+                    self.run.totals.max_pss_t_ns = Some(t);
+                }
+                self.run.samples.push(s);
+            }
+            Event::Lost {
+                overruns,
+                events_at_most,
+                found_by_resync,
+                exits_missed,
+            } => {
+                let lost = &mut self.run.overhead.lost;
+                lost.overruns += overruns;
+                lost.events_at_most += events_at_most;
+                lost.found_by_resync += found_by_resync;
+                lost.exits_missed += exits_missed;
+            }
+            Event::SamplerDone { info } => self.run.sampler = info.clone(),
+            Event::End {
+                user_ns,
+                sys_ns,
+                ste_cpu_ns,
+                ste_max_rss_bytes,
+                stopped_waiting,
+            } => {
+                self.end_ns = Some(t);
+                self.run.totals.user_ns = Some(*user_ns);
+                self.run.totals.sys_ns = Some(*sys_ns);
+                self.run.overhead.cpu_ns = Some(*ste_cpu_ns);
+                self.run.overhead.max_rss_bytes = Some(*ste_max_rss_bytes);
+                self.stopped_waiting = stopped_waiting.clone();
+            }
+        }
+        Applied::Nothing
+    }
+
+    /// Closes the ledger and computes the totals.
+    pub fn finish(mut self) -> Run {
+        let run = &mut self.run;
+        let mut still_running = 0;
+        if self.stopped_waiting.is_some() {
+            still_running = self.live.len() as u64;
+        } else {
+            // The tree was fully reaped, so these processes are gone: their ends were lost.
+            run.overhead.lost.exits_missed += self.live.len() as u64;
+        }
+        if let Some(reason) = &self.stopped_waiting {
+            run.notes.push(format!(
+                "ste stopped waiting ({reason}) with {still_running} process{} still running; their figures are partial",
+                if still_running == 1 { "" } else { "es" }
+            ));
+        }
+        run.overhead.lost.argv_unread = run
+            .processes
+            .iter()
+            .flat_map(|p| &p.execs)
+            .filter(|e| e.argv.is_none())
+            .count() as u64;
+        let lost = &run.overhead.lost;
+        run.overhead.lost_events = if lost.overruns == 0 && lost.exits_missed == 0 {
+            Some(0)
+        } else if lost.overruns == 0 {
+            Some(lost.exits_missed)
+        } else {
+            None
+        };
+        let totals = &mut run.totals;
+        totals.wall_ns = self.end_ns.unwrap_or_else(|| {
+            run.processes
+                .iter()
+                .filter_map(|p| p.end_ns)
+                .max()
+                .unwrap_or(0)
+        });
+        totals.processes = run.processes.len() as u64;
+        totals.threads = run.processes.iter().map(|p| u64::from(p.threads)).sum();
+        totals.execs = run.processes.iter().map(|p| p.execs.len() as u64).sum();
+        totals.still_running = still_running;
+        if let Some(p) = run
+            .processes
+            .iter()
+            .filter(|p| p.peak_rss_bytes.is_some())
+            .max_by_key(|p| p.peak_rss_bytes)
+        {
+            totals.peak_rss_bytes = p.peak_rss_bytes;
+            totals.peak_rss_pid = Some(p.pid);
+        }
+        self.run
+    }
+
+    fn new_process(&mut self, pid: i32, ppid: Option<i32>, t: u64) {
+        if self.live.contains_key(&pid) {
+            // Already known (a resync may report a process the tracker also saw).
+            return;
+        }
+        let index = self.run.processes.len();
+        self.run.processes.push(Process {
+            pid,
+            ppid,
+            start_ns: t,
+            end_ns: None,
+            exit_code: None,
+            signal: None,
+            threads: 1,
+            peak_rss_bytes: None,
+            io: None,
+            execs: Vec::new(),
+        });
+        self.live.insert(
+            pid,
+            LiveProcess {
+                index,
+                tids: vec![pid],
+            },
+        );
+        self.threads.insert(pid, pid);
+    }
+
+    /// The live process `tgid`, created with an unknown parent if no fork announced it.
+    fn live_or_orphan(&mut self, tgid: i32, t: u64) -> &mut LiveProcess {
+        if !self.live.contains_key(&tgid) {
+            self.new_process(tgid, None, t);
+        }
+        self.live.get_mut(&tgid).expect("inserted above")
+    }
+}
+
+use crate::model::Sample;
+
+fn max_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// I/O counters only grow; the latest read of a process is the largest.
+fn max_io(a: Option<Io>, b: Option<Io>) -> Option<Io> {
+    match (a, b) {
+        (Some(a), Some(b)) if b.rchar_bytes >= a.rchar_bytes => Some(b),
+        (Some(a), Some(_)) => Some(a),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Arg, Termination};
+
+    fn at(t_ns: u64, event: Event) -> Stamped {
+        Stamped { t_ns, event }
+    }
+
+    fn start(pid: i32) -> Stamped {
+        at(
+            0,
+            Event::Start {
+                command: vec![Arg::from("sh")],
+                tracker: "ptrace".into(),
+                pid,
+                ppid: 1,
+            },
+        )
+    }
+
+    #[test]
+    fn counts_processes_threads_and_execs() {
+        let events = vec![
+            start(10),
+            at(
+                1,
+                Event::Exec {
+                    tgid: 10,
+                    former_tid: 10,
+                    argv: Some(vec![Arg::from("sh")]),
+                },
+            ),
+            at(
+                2,
+                Event::Fork {
+                    parent_tgid: 10,
+                    child_tid: 11,
+                    child_tgid: 11,
+                },
+            ),
+            at(
+                3,
+                Event::Fork {
+                    parent_tgid: 11,
+                    child_tid: 12,
+                    child_tgid: 11,
+                },
+            ),
+            at(
+                4,
+                Event::Exec {
+                    tgid: 11,
+                    former_tid: 11,
+                    argv: None,
+                },
+            ),
+            at(
+                5,
+                Event::Exit {
+                    tid: 12,
+                    tgid: 11,
+                    status: None,
+                },
+            ),
+            at(
+                6,
+                Event::Exit {
+                    tid: 11,
+                    tgid: 11,
+                    status: Some(Termination::Exited(3)),
+                },
+            ),
+            at(
+                7,
+                Event::Exit {
+                    tid: 10,
+                    tgid: 10,
+                    status: Some(Termination::Exited(0)),
+                },
+            ),
+            at(
+                7,
+                Event::RootExit {
+                    status: Termination::Exited(0),
+                },
+            ),
+            at(
+                8,
+                Event::End {
+                    user_ns: 1,
+                    sys_ns: 2,
+                    ste_cpu_ns: 3,
+                    ste_max_rss_bytes: 4,
+                    stopped_waiting: None,
+                },
+            ),
+        ];
+        let run = Recorder::replay(&events);
+        assert_eq!(run.totals.processes, 2);
+        assert_eq!(run.totals.threads, 3);
+        assert_eq!(run.totals.execs, 2);
+        assert_eq!(run.overhead.lost.argv_unread, 1);
+        assert_eq!(run.processes[1].exit_code, Some(3));
+        assert_eq!(run.processes[1].end_ns, Some(6));
+        assert_eq!(run.exit.code, Some(0));
+        assert_eq!(run.totals.wall_ns, 8);
+        assert_eq!(run.overhead.lost_events, Some(0));
+    }
+
+    #[test]
+    fn leader_exiting_first_ends_the_process_with_its_last_thread() {
+        let events = vec![
+            start(10),
+            at(
+                1,
+                Event::Fork {
+                    parent_tgid: 10,
+                    child_tid: 11,
+                    child_tgid: 10,
+                },
+            ),
+            at(
+                2,
+                Event::Exit {
+                    tid: 10,
+                    tgid: 10,
+                    status: Some(Termination::Exited(0)),
+                },
+            ),
+            at(
+                5,
+                Event::Exit {
+                    tid: 11,
+                    tgid: 10,
+                    status: None,
+                },
+            ),
+        ];
+        let run = Recorder::replay(&events);
+        assert_eq!(run.processes[0].end_ns, Some(5));
+        assert_eq!(run.processes[0].threads, 2);
+    }
+
+    #[test]
+    fn exec_from_a_thread_replaces_the_leader() {
+        let events = vec![
+            start(10),
+            at(
+                1,
+                Event::Fork {
+                    parent_tgid: 10,
+                    child_tid: 11,
+                    child_tgid: 10,
+                },
+            ),
+            at(
+                1,
+                Event::Fork {
+                    parent_tgid: 10,
+                    child_tid: 12,
+                    child_tgid: 10,
+                },
+            ),
+            // netlink order: the killed old leader reports an exit, then thread 11 execs.
+            at(
+                2,
+                Event::Exit {
+                    tid: 12,
+                    tgid: 10,
+                    status: None,
+                },
+            ),
+            at(
+                2,
+                Event::Exit {
+                    tid: 10,
+                    tgid: 10,
+                    status: Some(Termination::Exited(0)),
+                },
+            ),
+            at(
+                2,
+                Event::Exec {
+                    tgid: 10,
+                    former_tid: 11,
+                    argv: Some(vec![Arg::from("x")]),
+                },
+            ),
+            at(
+                3,
+                Event::Exit {
+                    tid: 11,
+                    tgid: 10,
+                    status: None,
+                },
+            ),
+            at(
+                4,
+                Event::Exit {
+                    tid: 10,
+                    tgid: 10,
+                    status: Some(Termination::Exited(5)),
+                },
+            ),
+        ];
+        let run = Recorder::replay(&events);
+        assert_eq!(run.processes[0].end_ns, Some(4));
+        assert_eq!(run.processes[0].exit_code, Some(5));
+        assert_eq!(run.processes[0].threads, 3);
+    }
+
+    #[test]
+    fn pid_reuse_makes_a_new_process() {
+        let events = vec![
+            start(10),
+            at(
+                1,
+                Event::Fork {
+                    parent_tgid: 10,
+                    child_tid: 11,
+                    child_tgid: 11,
+                },
+            ),
+            at(
+                2,
+                Event::Exit {
+                    tid: 11,
+                    tgid: 11,
+                    status: Some(Termination::Exited(0)),
+                },
+            ),
+            at(
+                3,
+                Event::Fork {
+                    parent_tgid: 10,
+                    child_tid: 11,
+                    child_tgid: 11,
+                },
+            ),
+            at(
+                4,
+                Event::Exit {
+                    tid: 11,
+                    tgid: 11,
+                    status: Some(Termination::Exited(1)),
+                },
+            ),
+        ];
+        let run = Recorder::replay(&events);
+        assert_eq!(run.totals.processes, 3);
+        assert_eq!(run.processes[2].exit_code, Some(1));
+    }
+
+    #[test]
+    fn unended_processes_are_still_running_or_missed() {
+        let mut events = vec![
+            start(10),
+            at(
+                1,
+                Event::Fork {
+                    parent_tgid: 10,
+                    child_tid: 11,
+                    child_tgid: 11,
+                },
+            ),
+            at(
+                2,
+                Event::Exit {
+                    tid: 10,
+                    tgid: 10,
+                    status: Some(Termination::Exited(0)),
+                },
+            ),
+        ];
+        let mut cut = events.clone();
+        cut.push(at(
+            3,
+            Event::End {
+                user_ns: 0,
+                sys_ns: 0,
+                ste_cpu_ns: 0,
+                ste_max_rss_bytes: 0,
+                stopped_waiting: Some("--linger 1s".into()),
+            },
+        ));
+        let run = Recorder::replay(&cut);
+        assert_eq!(run.totals.still_running, 1);
+        assert_eq!(run.overhead.lost_events, Some(0));
+        events.push(at(
+            3,
+            Event::End {
+                user_ns: 0,
+                sys_ns: 0,
+                ste_cpu_ns: 0,
+                ste_max_rss_bytes: 0,
+                stopped_waiting: None,
+            },
+        ));
+        let run = Recorder::replay(&events);
+        assert_eq!(run.overhead.lost.exits_missed, 1);
+        assert_eq!(run.overhead.lost_events, Some(1));
+    }
+}

@@ -1,0 +1,349 @@
+//! One run of a command: launch it under a tracker and the sampler, fold their events into a
+//! Run while printing `EXEC:` lines live, wait for lingering descendants, then render.
+//!
+//! Owns the order of start-up (subreaper, signal mask, fork, tracker, release), the event
+//! loop, signal forwarding and the linger policy. It reads no /proc file and formats no figure:
+//! sources and reports do.
+
+use crate::event::{Event, Stamped};
+use crate::launch::{self, Credentials, Prepared};
+use crate::model::{Run, Source, join_escaped, signal_name};
+use crate::options::RunOptions;
+use crate::recorder::{Applied, Recorder};
+use crate::report::{json, text};
+use crate::sample::Sampler;
+use crate::sink::{Clock, Msg, Sink};
+use crate::{signals, track};
+use anyhow::{Context, Result};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, Instant};
+
+/// After the command exits, how long ste waits before naming the descendants it waits for.
+const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
+
+/// Runs the command and returns the status ste should exit with.
+pub fn run(opts: &RunOptions) -> Result<i32> {
+    // Open every output before the command starts: a bad path must not cost a run.
+    let mut out = Output::open(opts.output.as_deref())?;
+    let mut json_file = match &opts.json {
+        Some(p) => Some((
+            File::create(p)
+                .with_context(|| format!("cannot create --json file {}", p.display()))?,
+            p.clone(),
+        )),
+        None => None,
+    };
+
+    launch::become_subreaper()?;
+    let creds = if opts.keep_root {
+        None
+    } else {
+        Credentials::invoking_user()?
+    };
+    let prepared = Prepared::new(&opts.command, creds, &Vec::new())?;
+    let original_mask = signals::block();
+    let clock = Clock::start();
+    let mut child = prepared.fork(&original_mask)?;
+    let (sink, rx) = Sink::new(clock);
+    let sampler = Sampler::new(opts.pace, sink.clone());
+    let tracker = match track::start(opts.tracker, &mut child, &sink, &sampler) {
+        Ok(kind) => kind,
+        Err(e) => {
+            child.abandon();
+            anyhow::bail!(e);
+        }
+    };
+    let command: Vec<_> = opts
+        .command
+        .iter()
+        .map(|a| crate::model::Arg(a.as_encoded_bytes().to_vec()))
+        .collect();
+    sink.emit_at(
+        0,
+        Event::Start {
+            command,
+            tracker: tracker.name().into(),
+            pid: child.pid,
+            ppid: std::process::id() as i32,
+        },
+    );
+    if let Some(c) = prepared.credentials() {
+        sink.emit(Event::Note {
+            text: format!("the command ran as {} (uid {}, gid {}), the user who invoked sudo; --keep-root runs it as root", c.user, c.uid, c.gid),
+        });
+    }
+    declare_sources(&sink);
+    sampler.declare_source();
+    sampler.spawn().context("cannot start the sampler thread")?;
+    signals::spawn(sink.clone()).context("cannot start the signal thread")?;
+    let root = child.pid;
+    child.release()?;
+
+    let mut rec = Recorder::new();
+    let (end_ns, stopped_waiting) = match event_loop(&mut rec, &rx, &mut out, opts, root) {
+        Ended::TreeDone(t_ns) => (t_ns, None),
+        Ended::StoppedWaiting(why) => (clock.now_ns(), Some(why)),
+    };
+
+    let info = sampler.stop();
+    while let Ok(msg) = rx.try_recv() {
+        if let Msg::Event(e) = msg {
+            apply(&mut rec, &e, &mut out, opts);
+        }
+    }
+    rec.apply(&Stamped {
+        t_ns: end_ns,
+        event: Event::SamplerDone { info },
+    });
+    let (children, me) = (rusage(libc::RUSAGE_CHILDREN), rusage(libc::RUSAGE_SELF));
+    rec.apply(&Stamped {
+        t_ns: end_ns,
+        event: Event::End {
+            user_ns: children.0,
+            sys_ns: children.1,
+            ste_cpu_ns: me.0 + me.1,
+            ste_max_rss_bytes: me.2,
+            stopped_waiting,
+        },
+    });
+    let run = rec.finish();
+    out.summary(&run, opts)?;
+    if let Some((file, path)) = json_file.take() {
+        write_json(&run, file, &path)?;
+    }
+    Ok(run.exit.ste_status())
+}
+
+fn declare_sources(sink: &Sink) {
+    let rusage = "getrusage(RUSAGE_CHILDREN) of ste, a subreaper: every reaped process of the tree, orphans included";
+    sink.emit(Event::Source {
+        figure: "user_ns".into(),
+        source: Source::exact(rusage),
+    });
+    sink.emit(Event::Source {
+        figure: "sys_ns".into(),
+        source: Source::exact(rusage),
+    });
+    sink.emit(Event::Source {
+        figure: "wall_ns".into(),
+        source: Source::exact(
+            "CLOCK_MONOTONIC from the launch to the end of the last process of the tree",
+        ),
+    });
+}
+
+enum Ended {
+    /// Every process of the tree ended; the last at this run time.
+    TreeDone(u64),
+    /// ste stopped waiting for lingering descendants, for this reason.
+    StoppedWaiting(String),
+}
+
+/// Receives events until the tree is over, or until ste stops waiting for lingering
+/// descendants.
+fn event_loop(
+    rec: &mut Recorder,
+    rx: &std::sync::mpsc::Receiver<Msg>,
+    out: &mut Output,
+    opts: &RunOptions,
+    root: i32,
+) -> Ended {
+    let mut root_gone_at: Option<Instant> = None;
+    let mut announced = false;
+    loop {
+        let timeout = match root_gone_at {
+            None => Duration::from_secs(1),
+            Some(t0) => {
+                let mut next = t0
+                    + if announced {
+                        Duration::from_secs(3600)
+                    } else {
+                        ANNOUNCE_AFTER
+                    };
+                if let Some(l) = opts.linger {
+                    next = next.min(t0 + l);
+                }
+                next.saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1))
+            }
+        };
+        match rx.recv_timeout(timeout) {
+            Ok(Msg::Event(e)) => {
+                let ends_root =
+                    matches!(e.event, Event::RootExit { .. } | Event::LaunchFailed { .. });
+                apply(rec, &e, out, opts);
+                if ends_root && root_gone_at.is_none() {
+                    root_gone_at = Some(Instant::now());
+                }
+            }
+            Ok(Msg::Signal {
+                signo,
+                from_terminal,
+            }) => {
+                if root_gone_at.is_some() {
+                    return Ended::StoppedWaiting(format!("interrupted by {}", signal_name(signo)));
+                }
+                // A signal from the terminal reached the command with ste's process group;
+                // one sent to ste alone is passed on.
+                if !from_terminal {
+                    // SAFETY: kill with integer arguments; the root is not reaped yet.
+                    unsafe { libc::kill(root, signo) };
+                }
+            }
+            Ok(Msg::TrackerDone { t_ns, error }) => {
+                if let Some(e) = error {
+                    rec.apply(&Stamped {
+                        t_ns,
+                        event: Event::Note {
+                            text: format!("the tracker stopped early: {e}"),
+                        },
+                    });
+                }
+                return Ended::TreeDone(t_ns);
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let Some(t0) = root_gone_at else { continue };
+                let live = rec.live_processes();
+                if live.is_empty() {
+                    continue;
+                }
+                if let Some(l) = opts.linger
+                    && t0.elapsed() >= l
+                {
+                    return Ended::StoppedWaiting(format!(
+                        "--linger {}",
+                        humantime::format_duration(l)
+                    ));
+                }
+                if !announced && t0.elapsed() >= ANNOUNCE_AFTER {
+                    announced = true;
+                    let names: Vec<String> = live
+                        .iter()
+                        .take(8)
+                        .map(|(pid, p)| format!("{pid} ({})", text::program(p)))
+                        .collect();
+                    let more = if live.len() > 8 {
+                        format!(" and {} more", live.len() - 8)
+                    } else {
+                        String::new()
+                    };
+                    eprintln!(
+                        "ste: the command exited; waiting for {} descendant{} still running: {}{more} (Ctrl-C stops waiting, --linger bounds it)",
+                        live.len(),
+                        if live.len() == 1 { "" } else { "s" },
+                        names.join(", ")
+                    );
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return Ended::TreeDone(rec_clock_fallback(rec)),
+        }
+    }
+}
+
+/// The channel closed without a tracker saying it was done (cannot happen while ste holds a
+/// sink; kept total): end at the last process end the ledger knows.
+fn rec_clock_fallback(rec: &Recorder) -> u64 {
+    rec.last_event_ns()
+}
+
+fn apply(rec: &mut Recorder, e: &Stamped, out: &mut Output, opts: &RunOptions) {
+    if let Applied::Exec(p, x) = rec.apply(e) {
+        out.live_line(&text::exec_line(p, x, opts.style));
+    }
+}
+
+/// (user ns, system ns, max RSS bytes) of `who`.
+fn rusage(who: libc::c_int) -> (u64, u64, u64) {
+    // SAFETY: a zeroed rusage is a valid output buffer.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into `ru`.
+    unsafe { libc::getrusage(who, &mut ru) };
+    let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1_000;
+    (ns(ru.ru_utime), ns(ru.ru_stime), ru.ru_maxrss as u64 * 1024)
+}
+
+fn write_json(run: &Run, file: File, path: &Path) -> Result<()> {
+    let mut w = BufWriter::new(file);
+    json::render(run, &mut w)
+        .and_then(|()| w.flush())
+        .with_context(|| {
+            format!(
+                "writing --json {} (the command exited with status {})",
+                path.display(),
+                run.exit.ste_status()
+            )
+        })
+}
+
+/// Where the report goes: stderr (errors ignored: a closed stderr must not stop the run) or a
+/// file (errors reported).
+enum Output {
+    Stderr,
+    File(BufWriter<File>, PathBuf, Option<std::io::Error>),
+}
+
+impl Output {
+    fn open(path: Option<&Path>) -> Result<Output> {
+        Ok(match path {
+            None => Output::Stderr,
+            Some(p) => Output::File(
+                BufWriter::new(
+                    File::create(p)
+                        .with_context(|| format!("cannot create --output file {}", p.display()))?,
+                ),
+                p.to_path_buf(),
+                None,
+            ),
+        })
+    }
+
+    fn live_line(&mut self, line: &str) {
+        match self {
+            Output::Stderr => {
+                let mut buf = String::with_capacity(line.len() + 1);
+                buf.push_str(line);
+                buf.push('\n');
+                let _ = std::io::stderr().write_all(buf.as_bytes());
+            }
+            Output::File(w, _, err) => {
+                if err.is_none()
+                    && let Err(e) = writeln!(w, "{line}")
+                {
+                    *err = Some(e);
+                }
+            }
+        }
+    }
+
+    fn summary(&mut self, run: &Run, opts: &RunOptions) -> Result<()> {
+        let mut buf = Vec::new();
+        text::render_summary(run, &mut buf, opts.style).expect("writing to memory");
+        match self {
+            Output::Stderr => {
+                let _ = std::io::stderr().write_all(&buf);
+                Ok(())
+            }
+            Output::File(w, path, err) => {
+                let res = match err.take() {
+                    Some(e) => Err(e),
+                    None => w.write_all(&buf).and_then(|()| w.flush()),
+                };
+                res.with_context(|| {
+                    format!(
+                        "writing --output {} (the command exited with status {})",
+                        path.display(),
+                        run.exit.ste_status()
+                    )
+                })
+            }
+        }
+    }
+}
+
+/// The command line for messages.
+pub fn describe(command: &[crate::model::Arg]) -> String {
+    join_escaped(command)
+}

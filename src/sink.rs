@@ -1,0 +1,102 @@
+//! The run's clock and the channel every source writes to.
+//!
+//! Owns time-stamping (nanoseconds of `CLOCK_MONOTONIC` since launch, the clock the proc
+//! connector and BPF also use) and the message type the session loop receives. Sources hold a
+//! `Sink`; only the session holds the receiving end.
+
+use crate::event::{Event, Stamped};
+use std::sync::mpsc::{Receiver, Sender, channel};
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// CPU time of the calling thread in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; both clocks exist on every Linux.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Time zero of a run.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    t0_monotonic_ns: u64,
+}
+
+impl Clock {
+    pub fn start() -> Self {
+        Clock {
+            t0_monotonic_ns: monotonic_ns(),
+        }
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        monotonic_ns().saturating_sub(self.t0_monotonic_ns)
+    }
+
+    /// Converts a kernel `CLOCK_MONOTONIC` timestamp to run time (0 if it predates launch).
+    pub fn from_monotonic(&self, ns: u64) -> u64 {
+        ns.saturating_sub(self.t0_monotonic_ns)
+    }
+}
+
+/// What the session loop receives.
+#[derive(Debug)]
+pub enum Msg {
+    Event(Stamped),
+    /// A signal ste received; `from_terminal` when the tty driver sent it to the whole
+    /// foreground process group (so the command received it too).
+    Signal {
+        signo: i32,
+        from_terminal: bool,
+    },
+    /// A tracker has nothing more to report: every process it followed has been reaped, the
+    /// last of them at `t_ns`.
+    TrackerDone {
+        t_ns: u64,
+        error: Option<String>,
+    },
+}
+
+/// A source's handle on the run's channel.
+#[derive(Clone)]
+pub struct Sink {
+    tx: Sender<Msg>,
+    clock: Clock,
+}
+
+impl Sink {
+    pub fn new(clock: Clock) -> (Sink, Receiver<Msg>) {
+        let (tx, rx) = channel();
+        (Sink { tx, clock }, rx)
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Emits an event stamped now.
+    pub fn emit(&self, event: Event) {
+        self.emit_at(self.clock.now_ns(), event);
+    }
+
+    /// Emits an event stamped with a run time the source measured itself.
+    pub fn emit_at(&self, t_ns: u64, event: Event) {
+        // The receiver only goes away when the session has finished; late events are moot.
+        let _ = self.tx.send(Msg::Event(Stamped { t_ns, event }));
+    }
+
+    pub fn send(&self, msg: Msg) {
+        let _ = self.tx.send(msg);
+    }
+}

@@ -1,0 +1,373 @@
+//! The ptrace tracker: fork/vfork/clone/exec/exit stops only, no syscall stops.
+//!
+//! Owns the tracer thread (ptrace is per thread: the thread that seizes is the only one that
+//! may wait for and restart the tracees). The root is seized with `PTRACE_SEIZE` while it waits
+//! on the launch pipe, so every descendant is auto-attached from its first instruction and
+//! group-stops are reported as `PTRACE_EVENT_STOP`, which `PTRACE_LISTEN` passes through
+//! without resuming the tracee (job control keeps working). argv is read at the exec stop
+//! (the process cannot have gone); `VmHWM` and `/proc/PID/io` at the exit stop, while the
+//! memory is still attached.
+//!
+//! Wait statuses are decoded here rather than with nix's `WaitStatus`, which rejects
+//! real-time signal numbers: a tracee stopped by one would never be restarted.
+
+use crate::event::Event;
+use crate::kernel::proc::ProcFs;
+use crate::launch::{Child, ExecReport};
+use crate::model::{Source, Termination};
+use crate::sample::Sampler;
+use crate::sink::{Msg, Sink};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::mpsc::sync_channel;
+
+const OPTIONS: libc::c_int = libc::PTRACE_O_TRACEFORK
+    | libc::PTRACE_O_TRACEVFORK
+    | libc::PTRACE_O_TRACECLONE
+    | libc::PTRACE_O_TRACEEXEC
+    | libc::PTRACE_O_TRACEEXIT;
+
+/// Starts the tracer thread and seizes `pid`. Returns once the seize succeeded (the child may
+/// then be released) or with the reason it failed.
+pub fn start(child: &mut Child, sink: Sink, sampler: Arc<Sampler>) -> Result<(), String> {
+    let pid = child.pid;
+    let (seized_tx, seized_rx) = sync_channel::<Result<(), String>>(1);
+    let (report_tx, report_rx) = sync_channel::<ExecReport>(1);
+    let spawned = std::thread::Builder::new()
+        .name("ste-ptrace".into())
+        .spawn(move || {
+            // SAFETY: seizing a process ste forked; the request takes integer arguments.
+            let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, OPTIONS as libc::c_long) };
+            if rc != 0 {
+                let err = std::io::Error::last_os_error();
+                let _ = seized_tx.send(Err(format!("PTRACE_SEIZE failed: {err}")));
+                return;
+            }
+            let _ = seized_tx.send(Ok(()));
+            let Ok(report) = report_rx.recv() else { return };
+            declare_sources(&sink);
+            let mut tracer = Tracer::new(pid, Some(report), sink.clone(), sampler);
+            let error = tracer.run().err();
+            sink.send(Msg::TrackerDone {
+                t_ns: sink.clock().now_ns(),
+                error,
+            });
+        });
+    if let Err(e) = spawned {
+        return Err(format!("cannot start the tracer thread: {e}"));
+    }
+    seized_rx
+        .recv()
+        .unwrap_or_else(|_| Err("the tracer thread died".into()))?;
+    report_tx
+        .send(child.take_exec_report())
+        .map_err(|_| "the tracer thread died".to_string())
+}
+
+fn declare_sources(sink: &Sink) {
+    for (figure, from) in [
+        (
+            "processes",
+            "ptrace fork/vfork/clone events of every task in the tree",
+        ),
+        ("threads", "ptrace clone events of every task in the tree"),
+        ("execs", "ptrace exec events, argv read at the exec stop"),
+        (
+            "peak_rss_bytes",
+            "VmHWM of /proc/PID/status at the ptrace exit stop",
+        ),
+        ("io", "/proc/PID/io at the ptrace exit stop"),
+    ] {
+        sink.emit(Event::Source {
+            figure: figure.into(),
+            source: Source::exact(from),
+        });
+    }
+}
+
+/// A decoded `waitpid` status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    Ended(Termination),
+    /// A ptrace event stop (`status >> 16`), with the stop signal.
+    Event(i32, i32),
+    /// A signal-delivery-stop.
+    Signal(i32),
+    Other,
+}
+
+fn decode(status: i32) -> Wait {
+    if let Some(t) = Termination::from_wait_status(status) {
+        return Wait::Ended(t);
+    }
+    if status & 0xff == 0x7f {
+        let sig = (status >> 8) & 0xff;
+        let event = (status >> 16) & 0xff;
+        if event != 0 {
+            return Wait::Event(event, sig);
+        }
+        return Wait::Signal(sig);
+    }
+    Wait::Other
+}
+
+struct Tracer {
+    root: i32,
+    report: Option<ExecReport>,
+    sink: Sink,
+    sampler: Arc<Sampler>,
+    procfs: ProcFs,
+    /// Every live traced task → its thread group.
+    tgid_of: HashMap<i32, i32>,
+    /// Live threads per thread group, and how many of them have passed their exit stop.
+    groups: HashMap<i32, Group>,
+    /// New tasks whose first stop arrived before their parent's fork event, with its signal.
+    early_stops: HashMap<i32, i32>,
+    /// New tasks announced by their parent whose first stop has not arrived yet.
+    expected: HashSet<i32>,
+}
+
+#[derive(Default)]
+struct Group {
+    threads: u32,
+    exiting: u32,
+}
+
+impl Tracer {
+    fn new(root: i32, report: Option<ExecReport>, sink: Sink, sampler: Arc<Sampler>) -> Self {
+        let mut t = Tracer {
+            root,
+            report,
+            sink,
+            sampler,
+            procfs: ProcFs::default(),
+            tgid_of: HashMap::new(),
+            groups: HashMap::new(),
+            early_stops: HashMap::new(),
+            expected: HashSet::new(),
+        };
+        t.tgid_of.insert(root, root);
+        t.groups.insert(
+            root,
+            Group {
+                threads: 1,
+                exiting: 0,
+            },
+        );
+        t.sampler.process_started(root);
+        t
+    }
+
+    fn run(&mut self) -> Result<(), String> {
+        loop {
+            let mut status = 0;
+            // SAFETY: waiting for any traced task or child; `status` is a valid int.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+            if pid < 0 {
+                let err = std::io::Error::last_os_error();
+                match err.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::ECHILD) => return Ok(()),
+                    _ => return Err(format!("waitpid: {err}")),
+                }
+            }
+            self.handle(pid, decode(status));
+        }
+    }
+
+    fn handle(&mut self, pid: i32, wait: Wait) {
+        match wait {
+            Wait::Ended(t) => self.ended(pid, t),
+            Wait::Event(libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK, _) => {
+                self.forked(pid, true)
+            }
+            Wait::Event(libc::PTRACE_EVENT_CLONE, _) => self.forked(pid, false),
+            Wait::Event(libc::PTRACE_EVENT_EXEC, _) => self.exec(pid),
+            Wait::Event(libc::PTRACE_EVENT_EXIT, _) => self.exit_stop(pid),
+            Wait::Event(libc::PTRACE_EVENT_STOP, sig) => self.stop(pid, sig),
+            Wait::Event(_, _) => restart(pid, 0),
+            // Signal-delivery-stop: deliver the signal unchanged.
+            Wait::Signal(sig) => restart(pid, sig),
+            Wait::Other => {}
+        }
+    }
+
+    fn forked(&mut self, pid: i32, is_process: bool) {
+        let child = event_msg(pid).map(|m| m as i32);
+        let parent_tgid = self.tgid_of.get(&pid).copied().unwrap_or(pid);
+        if let Some(child) = child {
+            let is_process = is_process || !self.procfs.is_thread_of(parent_tgid, child);
+            let child_tgid = if is_process { child } else { parent_tgid };
+            self.tgid_of.insert(child, child_tgid);
+            self.groups.entry(child_tgid).or_default().threads += 1;
+            self.sink.emit(Event::Fork {
+                parent_tgid,
+                child_tid: child,
+                child_tgid,
+            });
+            if is_process {
+                self.sampler.process_started(child);
+            }
+            match self.early_stops.remove(&child) {
+                Some(sig) => self.first_stop(child, sig),
+                None => {
+                    self.expected.insert(child);
+                }
+            }
+        }
+        restart(pid, 0);
+    }
+
+    fn exec(&mut self, pid: i32) {
+        let former = event_msg(pid).map(|m| m as i32).unwrap_or(pid);
+        if former != pid && self.tgid_of.remove(&former).is_some() {
+            // The exec'ing thread took over the leader's id; the old leader is gone.
+            if let Some(g) = self.groups.get_mut(&pid) {
+                g.threads = g.threads.saturating_sub(1).max(1);
+            }
+        }
+        let argv = self.procfs.cmdline(pid).ok();
+        self.sink.emit(Event::Exec {
+            tgid: pid,
+            former_tid: former,
+            argv,
+        });
+        self.sampler.process_exec(pid);
+        if pid == self.root {
+            // The exec succeeded, so the report pipe is closed: this read does not block.
+            self.report.take();
+        }
+        restart(pid, 0);
+    }
+
+    fn exit_stop(&mut self, tid: i32) {
+        let tgid = self.tgid_of.get(&tid).copied().unwrap_or(tid);
+        let g = self.groups.entry(tgid).or_default();
+        g.exiting += 1;
+        if g.exiting >= g.threads {
+            // Last thread of the group to reach its exit: read the group's figures through
+            // this thread's /proc entry (the leader may already be a zombie without an mm).
+            let peak_rss_bytes = self.procfs.status(tid).ok().and_then(|s| s.vm_hwm_bytes);
+            let io = self.procfs.io(tid).ok().flatten();
+            self.sink.emit(Event::ExitAccounts {
+                tgid,
+                peak_rss_bytes,
+                io,
+            });
+            self.sampler.at_exit(tid, &mut self.procfs);
+        }
+        restart(tid, 0);
+    }
+
+    fn stop(&mut self, pid: i32, sig: i32) {
+        if !self.tgid_of.contains_key(&pid) {
+            // A new task stopped before its parent's fork event was seen: hold it until then,
+            // so its events cannot come before its birth.
+            self.early_stops.insert(pid, sig);
+            return;
+        }
+        if self.expected.remove(&pid) {
+            self.first_stop(pid, sig);
+            return;
+        }
+        if is_stop_signal(sig) {
+            // Group-stop: stay stopped, but let the tracer hear of SIGCONT.
+            listen(pid);
+        } else {
+            restart(pid, 0);
+        }
+    }
+
+    fn first_stop(&mut self, pid: i32, sig: i32) {
+        if is_stop_signal(sig) {
+            listen(pid)
+        } else {
+            restart(pid, 0)
+        }
+    }
+
+    fn ended(&mut self, tid: i32, t: Termination) {
+        let Some(tgid) = self.tgid_of.remove(&tid) else {
+            return;
+        };
+        self.expected.remove(&tid);
+        let remaining = match self.groups.get_mut(&tgid) {
+            Some(g) => {
+                g.threads = g.threads.saturating_sub(1);
+                g.exiting = g.exiting.saturating_sub(1);
+                g.threads
+            }
+            None => 0,
+        };
+        let status = (tid == tgid).then_some(t);
+        self.sink.emit(Event::Exit { tid, tgid, status });
+        if remaining == 0 {
+            self.groups.remove(&tgid);
+            self.sampler.process_ended(tgid);
+        }
+        if tid == self.root {
+            if let Some(report) = self.report.take()
+                && let Err(error) = report.outcome()
+            {
+                self.sink.emit(Event::LaunchFailed { error });
+            }
+            self.sink.emit(Event::RootExit { status: t });
+        }
+    }
+}
+
+fn is_stop_signal(sig: i32) -> bool {
+    matches!(
+        sig,
+        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+    )
+}
+
+fn event_msg(pid: i32) -> Option<libc::c_ulong> {
+    let mut msg: libc::c_ulong = 0;
+    // SAFETY: PTRACE_GETEVENTMSG writes one unsigned long to `msg`.
+    let rc = unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETEVENTMSG,
+            pid,
+            0,
+            &mut msg as *mut libc::c_ulong,
+        )
+    };
+    (rc == 0).then_some(msg)
+}
+
+/// Restarts a stopped tracee, delivering `sig` (0: none). ESRCH (killed meanwhile) is fine:
+/// its end will be reported by waitpid.
+fn restart(pid: i32, sig: i32) {
+    // SAFETY: PTRACE_CONT with integer arguments.
+    unsafe { libc::ptrace(libc::PTRACE_CONT, pid, 0, sig as libc::c_long) };
+}
+
+fn listen(pid: i32) {
+    // SAFETY: PTRACE_LISTEN with integer arguments.
+    unsafe { libc::ptrace(libc::PTRACE_LISTEN, pid, 0, 0) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_statuses() {
+        assert_eq!(decode(0), Wait::Ended(Termination::Exited(0)));
+        assert_eq!(decode(0x0100), Wait::Ended(Termination::Exited(1)));
+        // SIGTRAP | PTRACE_EVENT_FORK << 8, as `status >> 8` reads it.
+        assert_eq!(
+            decode(0x7f | (libc::SIGTRAP << 8) | (libc::PTRACE_EVENT_FORK << 16)),
+            Wait::Event(libc::PTRACE_EVENT_FORK, libc::SIGTRAP)
+        );
+        // Group-stop under PTRACE_SEIZE.
+        assert_eq!(
+            decode(0x7f | (libc::SIGSTOP << 8) | (libc::PTRACE_EVENT_STOP << 16)),
+            Wait::Event(libc::PTRACE_EVENT_STOP, libc::SIGSTOP)
+        );
+        // A real-time signal delivery stop must decode (nix's WaitStatus would error).
+        assert_eq!(decode(0x7f | (40 << 8)), Wait::Signal(40));
+    }
+}
