@@ -13,11 +13,26 @@ use std::path::PathBuf;
     about = "Run a command and show where its time and memory went: every process, thread and exec of its tree, CPU time, and PSS over time.",
     long_about = None,
     after_help = "ste's report goes to stderr (or --output); the command's stdin, stdout, stderr, terminal, signals and exit status pass through.\nExit status: the command's; 128+N if signal N killed it; 127 command not found; 126 not executable; 125 ste's own failure.",
-    trailing_var_arg = true
+    trailing_var_arg = true,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    subcommand_value_name = "SUBCOMMAND",
+    override_usage = "ste [OPTIONS] [--] COMMAND [ARGS]...\n       ste <SUBCOMMAND> [ARGS]..."
 )]
 pub struct Cli {
+    #[command(subcommand)]
+    pub subcommand: Option<Subcommand>,
+
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+/// Jobs other than running a command. A command whose name is a subcommand's runs with
+/// `ste -- NAME` or `ste run NAME`.
+#[derive(clap::Subcommand, Debug)]
+pub enum Subcommand {
+    /// Run a command (the same as `ste [OPTIONS] COMMAND`).
+    Run(RunArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -126,6 +141,15 @@ mod tests {
         assert_eq!(cli.run.tracking.tracker, Some(TrackerKind::Netlink));
         let cli = Cli::try_parse_from(["ste", "--", "--weird"]).unwrap();
         assert_eq!(cli.run.command, ["--weird"]);
+    }
+
+    #[test]
+    fn subcommands_and_commands_named_like_them() {
+        let cli = Cli::try_parse_from(["ste", "run", "--linger", "1s", "ls"]).unwrap();
+        assert!(matches!(cli.subcommand, Some(Subcommand::Run(ref r)) if r.command == ["ls"]));
+        let cli = Cli::try_parse_from(["ste", "--", "run"]).unwrap();
+        assert!(cli.subcommand.is_none());
+        assert_eq!(cli.run.command, ["run"]);
     }
 
     #[test]

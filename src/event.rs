@@ -44,8 +44,9 @@ pub enum Event {
         former_tid: i32,
         argv: Option<Vec<Arg>>,
     },
-    /// Figures read from a process whose memory was still attached as it exited.
-    ExitAccounts {
+    /// Figures read from a live process: at its exit stop (ptrace), or at a sampling round
+    /// when the tracker cannot stop exiting processes. Peaks only grow; I/O counters only grow.
+    Accounts {
         tgid: i32,
         peak_rss_bytes: Option<u64>,
         io: Option<Io>,

@@ -282,7 +282,7 @@ unsafe fn child_after_fork(plan: ChildPlan<'_>) -> ! {
         }
         libc::close(plan.go);
         // execvp's rules: remember EACCES and keep looking; ENOENT/ENOTDIR keep looking; any
-        // other error stops the search.
+        // other error stops the search. stat(2) is async-signal-safe.
         let mut saw_eacces = false;
         let mut last = libc::ENOENT;
         for &cand in plan.candidates {
@@ -295,7 +295,17 @@ unsafe fn child_after_fork(plan: ChildPlan<'_>) -> ! {
                 break;
             }
             match e {
-                libc::EACCES => saw_eacces = true,
+                // Denied on the file itself means "found but not executable"; denied on a
+                // directory of PATH (stat fails too) means it was not found there, as bash says.
+                libc::EACCES => {
+                    let mut st: libc::stat = std::mem::zeroed();
+                    if libc::stat(cand, &mut st) == 0 {
+                        saw_eacces = true;
+                    } else {
+                        last = libc::ENOENT;
+                        continue;
+                    }
+                }
                 libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
                 _ => {
                     last = e;

@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use std::process::ExitCode;
-use ste::cli::Cli;
+use ste::cli::{Cli, Subcommand};
 use ste::options::RunOptions;
 
 fn main() -> ExitCode {
@@ -14,7 +14,11 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 125 } else { 0 });
         }
     };
-    match ste::session::run(&RunOptions::from_args(cli.run)) {
+    let result = match cli.subcommand {
+        None => ste::session::run(&RunOptions::from_args(cli.run)),
+        Some(Subcommand::Run(args)) => ste::session::run(&RunOptions::from_args(args)),
+    };
+    match result {
         Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),
         Err(e) => {
             eprintln!("ste: {e:#}");

@@ -158,7 +158,7 @@ impl Recorder {
                 let p = &self.run.processes[index];
                 return Applied::Exec(p, p.execs.last().expect("just pushed"));
             }
-            Event::ExitAccounts {
+            Event::Accounts {
                 tgid,
                 peak_rss_bytes,
                 io,

@@ -26,8 +26,7 @@ impl Arg {
     /// unquoted (spaces, quotes, empty) is wrapped in single quotes.
     pub fn escaped(&self) -> String {
         let mut out = String::with_capacity(self.0.len() + 2);
-        let mut chunks = self.0.utf8_chunks().peekable();
-        while let Some(chunk) = chunks.next() {
+        for chunk in self.0.utf8_chunks() {
             for c in chunk.valid().chars() {
                 match c {
                     '\n' => out.push_str("\\n"),

@@ -37,6 +37,8 @@ const MAX_ROUNDS_SCALE: u64 = 2_000;
 #[derive(Default, Clone, Copy)]
 struct Cached {
     pss: u64,
+    /// Last `VmHWM` reported for it (when reading peaks).
+    hwm: u64,
 }
 
 struct State {
@@ -62,6 +64,9 @@ pub struct Sampler {
     wake: Condvar,
     /// Serialises rounds taken by the sampling thread and by trackers at an exit stop.
     round: Mutex<ProcFs>,
+    /// Also read each process's `VmHWM` every round, for trackers that cannot read it when the
+    /// process exits.
+    read_peaks: std::sync::atomic::AtomicBool,
 }
 
 impl Sampler {
@@ -86,7 +91,22 @@ impl Sampler {
             }),
             wake: Condvar::new(),
             round: Mutex::new(ProcFs::default()),
+            read_peaks: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Makes every round also read `VmHWM` (~15 µs per process) and report it when it grew:
+    /// the high-water mark as of the last round before each process exits.
+    pub fn read_peaks(&self) {
+        self.read_peaks
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.sink.emit(Event::Source {
+            figure: "peak_rss_bytes".into(),
+            source: Source::sampled(
+                "VmHWM of /proc/PID/status, read at every sampling round",
+                "the kernel's high-water mark as of the last round before the process exited; growth after that round is missed",
+            ),
+        });
     }
 
     /// Declares where the memory curve comes from.
@@ -122,23 +142,32 @@ impl Sampler {
     pub fn process_started(&self, tgid: i32) {
         let mut st = self.state.lock().expect("sampler lock");
         st.live.insert(tgid, Cached::default());
-        st.nudged = true;
-        self.wake.notify_one();
+        self.nudge(&mut st);
     }
 
     /// A process exec'd: its memory changed completely.
     pub fn process_exec(&self, _tgid: i32) {
         let mut st = self.state.lock().expect("sampler lock");
-        st.nudged = true;
-        self.wake.notify_one();
+        self.nudge(&mut st);
     }
 
     /// A process is gone.
     pub fn process_ended(&self, tgid: i32) {
         let mut st = self.state.lock().expect("sampler lock");
         st.live.remove(&tgid);
+        self.nudge(&mut st);
+    }
+
+    /// Asks for a round soon. The sampling thread is woken only when the budget allows one
+    /// now: in a fork storm, waking it for nothing would steal CPU from the workload and from
+    /// the tracker.
+    fn nudge(&self, st: &mut State) {
         st.nudged = true;
-        self.wake.notify_one();
+        let now = self.sink.clock().now_ns();
+        self.refill(st, now);
+        if self.wait_before_round(st, now) == 0 {
+            self.wake.notify_one();
+        }
     }
 
     /// Called by a tracker while `tgid` is stopped in its exit with its memory still attached.
@@ -280,6 +309,7 @@ impl Sampler {
             t_ns: t,
             ..Default::default()
         };
+        let read_peaks = self.read_peaks.load(std::sync::atomic::Ordering::Relaxed);
         let mut read = Vec::with_capacity(pids.len());
         for pid in pids {
             match procfs.smaps_rollup(pid) {
@@ -287,7 +317,16 @@ impl Sampler {
                     sample.pss_bytes += r.pss_bytes;
                     sample.rss_bytes += r.rss_bytes;
                     sample.processes += 1;
-                    read.push((pid, r.pss_bytes));
+                    let hwm = if read_peaks {
+                        procfs
+                            .status(pid)
+                            .ok()
+                            .and_then(|s| s.vm_hwm_bytes)
+                            .unwrap_or(0)
+                    } else {
+                        0
+                    };
+                    read.push((pid, r.pss_bytes, hwm));
                 }
                 // No mm (a zombie) or gone since the list was taken: nothing to count.
                 Ok(None) => {}
@@ -298,11 +337,16 @@ impl Sampler {
             }
         }
         let cost = thread_cpu_ns().saturating_sub(cpu0);
+        let mut peaks = Vec::new();
         {
             let mut st = self.state.lock().expect("sampler lock");
-            for (pid, pss) in read {
+            for (pid, pss, hwm) in read {
                 if let Some(c) = st.live.get_mut(&pid) {
                     c.pss = pss;
+                    if hwm > c.hwm {
+                        c.hwm = hwm;
+                        peaks.push((pid, hwm));
+                    }
                 }
             }
             st.tokens_ns -= cost as f64;
@@ -318,6 +362,16 @@ impl Sampler {
         }
         if sample.processes > 0 || sample.unreadable > 0 {
             self.sink.emit_at(t, Event::Sample { sample });
+        }
+        for (tgid, hwm) in peaks {
+            self.sink.emit_at(
+                t,
+                Event::Accounts {
+                    tgid,
+                    peak_rss_bytes: Some(hwm),
+                    io: None,
+                },
+            );
         }
     }
 }

@@ -47,6 +47,8 @@ pub fn start(child: &mut Child, sink: Sink, sampler: Arc<Sampler>) -> Result<(),
         });
     }
     declare_sources(&sink);
+    // The proc connector reports an exit after the memory is gone: peaks come from the rounds.
+    sampler.read_peaks();
     let wake = eventfd().map_err(|e| format!("eventfd: {e}"))?;
     let report = child.take_exec_report();
     let done = Arc::new(Done {
@@ -117,14 +119,6 @@ fn declare_sources(sink: &Sink) {
             source: Source::exact(from),
         });
     }
-    sink.emit(Event::Source {
-        figure: "peak_rss_bytes".into(),
-        source: Source {
-            from: "none: the proc connector reports exits after the memory is released".into(),
-            exact: false,
-            note: Some("use the ptrace tracker for per-process peaks".into()),
-        },
-    });
 }
 
 /// Creating a thread makes the kernel send a fork event; if none arrives, this socket gets
@@ -213,6 +207,11 @@ impl Reader {
     }
 
     fn run(mut self, done: &Done) {
+        // argv is read from /proc when the exec event arrives, so every microsecond this thread
+        // waits for a CPU is a chance for a short process to be gone. Where allowed (root),
+        // run it ahead of the workload; otherwise this fails and nothing changes.
+        // SAFETY: setpriority on the calling thread's id.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
         let mut error = None;
         let end_ns = loop {
             match self.conn.recv(Duration::from_secs(1), Some(&done.wake)) {

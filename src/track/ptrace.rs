@@ -249,7 +249,7 @@ impl Tracer {
             // this thread's /proc entry (the leader may already be a zombie without an mm).
             let peak_rss_bytes = self.procfs.status(tid).ok().and_then(|s| s.vm_hwm_bytes);
             let io = self.procfs.io(tid).ok().flatten();
-            self.sink.emit(Event::ExitAccounts {
+            self.sink.emit(Event::Accounts {
                 tgid,
                 peak_rss_bytes,
                 io,

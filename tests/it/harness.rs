@@ -1,0 +1,227 @@
+//! Runs the real `ste` binary on fixture workloads, as root or as `nobody`, under a chosen
+//! tracker, and hands back its exit status, output and parsed JSON.
+//!
+//! Unprivileged runs use `setpriv --reuid=65534`, so they need the tests to run as root (CI
+//! does). The binaries are copied into a world-readable directory first, because the build
+//! tree may not be reachable for `nobody`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use ste::model::Run;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    Root,
+    Nobody,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracker {
+    Ptrace,
+    Netlink,
+}
+
+impl Tracker {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tracker::Ptrace => "ptrace",
+            Tracker::Netlink => "netlink",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Mode {
+    pub tracker: Tracker,
+    pub who: Who,
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A directory every user can read and write, holding copies of `ste` and the fixture.
+pub struct Bins {
+    pub dir: PathBuf,
+    pub ste: PathBuf,
+    pub fixture: PathBuf,
+}
+
+pub fn bins() -> &'static Bins {
+    static BINS: OnceLock<Bins> = OnceLock::new();
+    BINS.get_or_init(|| {
+        let ste = PathBuf::from(env!("CARGO_BIN_EXE_ste"));
+        let fixture = ste.parent().unwrap().join("examples/fixture");
+        assert!(fixture.exists(), "{} is missing: run `cargo test` (it builds the examples)", fixture.display());
+        // `cargo test --test it` does not rebuild examples: refuse a stale fixture.
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fixture.rs");
+        let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).unwrap();
+        assert!(
+            mtime(&fixture) >= mtime(&source),
+            "{} is older than examples/fixture.rs: run `cargo build --examples` (plain `cargo test` does it)",
+            fixture.display()
+        );
+        let dir = std::env::temp_dir().join(format!("ste-it-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        set_mode(&dir, 0o1777);
+        let copy = |from: &Path, name: &str| {
+            let to = dir.join(name);
+            std::fs::copy(from, &to).unwrap();
+            set_mode(&to, 0o755);
+            to
+        };
+        Bins { ste: copy(&ste, "ste"), fixture: copy(&fixture, "fixture"), dir }
+    })
+}
+
+pub fn set_mode(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A fresh path in the shared directory.
+pub fn scratch(name: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    bins().dir.join(format!("{n}-{name}"))
+}
+
+/// A `Command` that runs `program` as `who`.
+pub fn command_as(who: Who, program: &Path) -> Command {
+    match who {
+        Who::Root => {
+            assert!(
+                is_root(),
+                "this test runs ste as root: run the tests as root (CI does)"
+            );
+            Command::new(program)
+        }
+        Who::Nobody => {
+            assert!(
+                is_root(),
+                "switching to nobody needs root: run the tests as root (CI does)"
+            );
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(program);
+            c
+        }
+    }
+}
+
+/// What one ste run produced.
+pub struct Outcome {
+    pub output: Output,
+    pub run: Option<Run>,
+}
+
+impl Outcome {
+    pub fn status(&self) -> i32 {
+        self.output
+            .status
+            .code()
+            .expect("ste was killed by a signal")
+    }
+
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    pub fn run(&self) -> &Run {
+        self.run
+            .as_ref()
+            .unwrap_or_else(|| panic!("no JSON was written; stderr:\n{}", self.stderr()))
+    }
+
+    /// The `EXEC: [...]` lines of the report.
+    pub fn exec_lines(&self) -> Vec<String> {
+        self.stderr()
+            .lines()
+            .filter(|l| l.starts_with("EXEC: "))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// Runs `ste --tracker T --json J [extra] -- command...` as `mode.who`.
+pub fn ste(mode: Mode, extra: &[&str], command: &[&str]) -> Outcome {
+    ste_with(mode, extra, command, |_| {})
+}
+
+/// As [`ste`], letting the caller adjust the `Command` (stdin, environment).
+pub fn ste_with(
+    mode: Mode,
+    extra: &[&str],
+    command: &[&str],
+    adjust: impl FnOnce(&mut Command),
+) -> Outcome {
+    let json = scratch("run.json");
+    let mut c = command_as(mode.who, &bins().ste);
+    c.current_dir(&bins().dir)
+        .args(["--tracker", mode.tracker.name(), "--json"])
+        .arg(&json)
+        .args(extra)
+        .arg("--")
+        .args(command)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    adjust(&mut c);
+    let output = c.output().expect("cannot run ste");
+    let run = std::fs::read(&json)
+        .ok()
+        .filter(|b| !b.is_empty())
+        .map(|b| {
+            serde_json::from_slice::<Run>(&b).unwrap_or_else(|e| panic!("bad JSON from ste: {e}"))
+        });
+    let _ = std::fs::remove_file(&json);
+    Outcome { output, run }
+}
+
+/// The fixture's path as a string, for command lines.
+pub fn fixture() -> String {
+    bins().fixture.display().to_string()
+}
+
+/// Defines one test per tracker × privilege level, each calling `$body(Mode)`.
+#[macro_export]
+macro_rules! matrix {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+            #[test]
+            fn ptrace_root() {
+                ($body)(Mode {
+                    tracker: Tracker::Ptrace,
+                    who: Who::Root,
+                })
+            }
+            #[test]
+            fn ptrace_nobody() {
+                ($body)(Mode {
+                    tracker: Tracker::Ptrace,
+                    who: Who::Nobody,
+                })
+            }
+            #[test]
+            fn netlink_root() {
+                ($body)(Mode {
+                    tracker: Tracker::Netlink,
+                    who: Who::Root,
+                })
+            }
+            #[test]
+            fn netlink_nobody() {
+                ($body)(Mode {
+                    tracker: Tracker::Netlink,
+                    who: Who::Nobody,
+                })
+            }
+        }
+    };
+}
