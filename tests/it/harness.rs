@@ -42,38 +42,64 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// A directory every user can read and write, holding copies of `ste` and the fixture.
+/// A directory every user can read and write, holding a copy of `ste` (and of the examples,
+/// see [`example`]).
 pub struct Bins {
     pub dir: PathBuf,
     pub ste: PathBuf,
-    pub fixture: PathBuf,
 }
 
 pub fn bins() -> &'static Bins {
     static BINS: OnceLock<Bins> = OnceLock::new();
     BINS.get_or_init(|| {
-        let ste = PathBuf::from(env!("CARGO_BIN_EXE_ste"));
-        let fixture = ste.parent().unwrap().join("examples/fixture");
-        assert!(fixture.exists(), "{} is missing: run `cargo test` (it builds the examples)", fixture.display());
-        // `cargo test --test it` does not rebuild examples: refuse a stale fixture.
-        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fixture.rs");
-        let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).unwrap();
-        assert!(
-            mtime(&fixture) >= mtime(&source),
-            "{} is older than examples/fixture.rs: run `cargo build --examples` (plain `cargo test` does it)",
-            fixture.display()
-        );
         let dir = std::env::temp_dir().join(format!("ste-it-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         set_mode(&dir, 0o1777);
-        let copy = |from: &Path, name: &str| {
-            let to = dir.join(name);
-            std::fs::copy(from, &to).unwrap();
-            set_mode(&to, 0o755);
-            to
-        };
-        Bins { ste: copy(&ste, "ste"), fixture: copy(&fixture, "fixture"), dir }
+        let ste = dir.join("ste");
+        std::fs::copy(env!("CARGO_BIN_EXE_ste"), &ste).unwrap();
+        set_mode(&ste, 0o755);
+        Bins { ste, dir }
     })
+}
+
+/// The example program `examples/NAME.rs`, copied into the shared directory (for `nobody`).
+/// Each test area keeps its workloads in an example of its own.
+pub fn example(name: &str) -> PathBuf {
+    static COPIED: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut copied = COPIED.lock().unwrap();
+    if let Some((_, p)) = copied.iter().find(|(n, _)| n == name) {
+        return p.clone();
+    }
+    let p = copy_example(&bins().dir, name);
+    copied.push((name.to_string(), p.clone()));
+    p
+}
+
+fn copy_example(dir: &Path, name: &str) -> PathBuf {
+    let built = Path::new(env!("CARGO_BIN_EXE_ste"))
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(name);
+    assert!(
+        built.exists(),
+        "{} is missing: run `cargo test` (it builds the examples)",
+        built.display()
+    );
+    // `cargo test --test it` does not rebuild examples: refuse a stale one.
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(format!("{name}.rs"));
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).unwrap();
+    assert!(
+        mtime(&built) >= mtime(&source),
+        "{} is older than its source: run `cargo build --examples` (plain `cargo test` does it)",
+        built.display()
+    );
+    let to = dir.join(name);
+    std::fs::copy(&built, &to).unwrap();
+    set_mode(&to, 0o755);
+    to
 }
 
 pub fn set_mode(p: &Path, mode: u32) {
@@ -183,9 +209,9 @@ pub fn ste_with(
     Outcome { output, run }
 }
 
-/// The fixture's path as a string, for command lines.
+/// The core fixture's path (`examples/fixture.rs`) as a string, for command lines.
 pub fn fixture() -> String {
-    bins().fixture.display().to_string()
+    example("fixture").display().to_string()
 }
 
 /// Defines one test per tracker × privilege level, each calling `$body(Mode)`.
