@@ -90,8 +90,16 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 
     let info = sampler.stop();
     while let Ok(msg) = rx.try_recv() {
-        if let Msg::Event(e) = msg {
-            apply(&mut rec, &e, &mut out, opts);
+        match msg {
+            Msg::Event(e) => {
+                apply(&mut rec, &e, &mut out, opts);
+            }
+            Msg::Events(v) => {
+                for e in &v {
+                    apply(&mut rec, e, &mut out, opts);
+                }
+            }
+            _ => {}
         }
     }
     rec.apply(&Stamped {
@@ -172,11 +180,15 @@ fn event_loop(
         };
         match rx.recv_timeout(timeout) {
             Ok(Msg::Event(e)) => {
-                let ends_root =
-                    matches!(e.event, Event::RootExit { .. } | Event::LaunchFailed { .. });
-                apply(rec, &e, out, opts);
-                if ends_root && root_gone_at.is_none() {
+                if apply(rec, &e, out, opts) && root_gone_at.is_none() {
                     root_gone_at = Some(Instant::now());
+                }
+            }
+            Ok(Msg::Events(v)) => {
+                for e in &v {
+                    if apply(rec, e, out, opts) && root_gone_at.is_none() {
+                        root_gone_at = Some(Instant::now());
+                    }
                 }
             }
             Ok(Msg::Signal {
@@ -249,10 +261,13 @@ fn rec_clock_fallback(rec: &Recorder) -> u64 {
     rec.last_event_ns()
 }
 
-fn apply(rec: &mut Recorder, e: &Stamped, out: &mut Output, opts: &RunOptions) {
+/// Folds one event into the ledger, printing an exec line at once. Returns whether the event
+/// ends the root process (its reaping, or its failure to start).
+fn apply(rec: &mut Recorder, e: &Stamped, out: &mut Output, opts: &RunOptions) -> bool {
     if let Applied::Exec(p, x) = rec.apply(e) {
         out.live_line(&text::exec_line(p, x, opts.style));
     }
+    matches!(e.event, Event::RootExit { .. } | Event::LaunchFailed { .. })
 }
 
 /// (user ns, system ns, max RSS bytes) of `who`.

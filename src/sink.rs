@@ -54,6 +54,8 @@ impl Clock {
 #[derive(Debug)]
 pub enum Msg {
     Event(Stamped),
+    /// Several events, in order (see [`Batch`]).
+    Events(Vec<Stamped>),
     /// A signal ste received; `from_terminal` when the tty driver sent it to the whole
     /// foreground process group (so the command received it too).
     Signal {
@@ -98,5 +100,49 @@ impl Sink {
 
     pub fn send(&self, msg: Msg) {
         let _ = self.tx.send(msg);
+    }
+}
+
+/// A source's buffer of events: each is stamped when it happens, and they are sent together
+/// when the source is about to block (or the buffer is full), so the session thread wakes once
+/// per burst instead of once per event — in a fork storm that wake-up is most of the cost.
+pub struct Batch {
+    sink: Sink,
+    buf: Vec<Stamped>,
+}
+
+/// Events held at most before a batch is sent anyway, to bound the live view's delay.
+const BATCH_MAX: usize = 256;
+
+impl Batch {
+    pub fn new(sink: Sink) -> Self {
+        Batch {
+            sink,
+            buf: Vec::with_capacity(BATCH_MAX),
+        }
+    }
+
+    pub fn sink(&self) -> &Sink {
+        &self.sink
+    }
+
+    pub fn emit(&mut self, event: Event) {
+        let t_ns = self.sink.clock.now_ns();
+        self.emit_at(t_ns, event);
+    }
+
+    pub fn emit_at(&mut self, t_ns: u64, event: Event) {
+        self.buf.push(Stamped { t_ns, event });
+        if self.buf.len() >= BATCH_MAX {
+            self.flush();
+        }
+    }
+
+    /// Sends what is buffered.
+    pub fn flush(&mut self) {
+        if !self.buf.is_empty() {
+            let events = std::mem::replace(&mut self.buf, Vec::with_capacity(BATCH_MAX));
+            self.sink.send(Msg::Events(events));
+        }
     }
 }

@@ -170,13 +170,11 @@ impl Sampler {
         }
     }
 
-    /// Called by a tracker while `tgid` is stopped in its exit with its memory still attached.
-    /// Takes a round now when the process's resident memory could raise the peak and the
-    /// budget is not overdrawn. Costs one `statm` read (~15 µs) otherwise.
-    pub fn at_exit(&self, tgid: i32, procfs: &mut ProcFs) {
-        let Ok(Some(rss)) = procfs.statm_resident_bytes(tgid) else {
-            return;
-        };
+    /// Called by a tracker while process `tgid` is stopped in its exit with its memory still
+    /// attached, with the resident size it read there (`VmRSS`). Takes a round now when that
+    /// memory could raise the peak and the budget is not overdrawn by more than a round;
+    /// otherwise costs nothing.
+    pub fn at_exit(&self, tgid: i32, rss_bytes: u64) {
         {
             let mut st = self.state.lock().expect("sampler lock");
             let others: u64 = st
@@ -188,7 +186,10 @@ impl Sampler {
             let now = self.sink.clock().now_ns();
             self.refill(&mut st, now);
             let fixed = matches!(self.pace, Pace::Fixed(_));
-            if others + rss <= st.max_pss || (!fixed && st.tokens_ns < 0.0) {
+            // The exit stop is the last chance to see this memory, so the round may go up to
+            // one round into debt; the debt delays the next periodic round, so the budget still
+            // holds over time.
+            if others + rss_bytes <= st.max_pss || (!fixed && st.tokens_ns < -st.round_cost_ns) {
                 return;
             }
         }

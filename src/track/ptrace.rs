@@ -16,7 +16,7 @@ use crate::kernel::proc::ProcFs;
 use crate::launch::{Child, ExecReport};
 use crate::model::{Source, Termination};
 use crate::sample::Sampler;
-use crate::sink::{Msg, Sink};
+use crate::sink::{Batch, Msg, Sink};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::mpsc::sync_channel;
@@ -46,8 +46,9 @@ pub fn start(child: &mut Child, sink: Sink, sampler: Arc<Sampler>) -> Result<(),
             let _ = seized_tx.send(Ok(()));
             let Ok(report) = report_rx.recv() else { return };
             declare_sources(&sink);
-            let mut tracer = Tracer::new(pid, Some(report), sink.clone(), sampler);
+            let mut tracer = Tracer::new(pid, Some(report), Batch::new(sink.clone()), sampler);
             let error = tracer.run().err();
+            tracer.sink.flush();
             sink.send(Msg::TrackerDone {
                 t_ns: sink.clock().now_ns(),
                 error,
@@ -114,7 +115,7 @@ fn decode(status: i32) -> Wait {
 struct Tracer {
     root: i32,
     report: Option<ExecReport>,
-    sink: Sink,
+    sink: Batch,
     sampler: Arc<Sampler>,
     procfs: ProcFs,
     /// Every live traced task → its thread group.
@@ -134,7 +135,7 @@ struct Group {
 }
 
 impl Tracer {
-    fn new(root: i32, report: Option<ExecReport>, sink: Sink, sampler: Arc<Sampler>) -> Self {
+    fn new(root: i32, report: Option<ExecReport>, sink: Batch, sampler: Arc<Sampler>) -> Self {
         let mut t = Tracer {
             root,
             report,
@@ -162,7 +163,13 @@ impl Tracer {
         loop {
             let mut status = 0;
             // SAFETY: waiting for any traced task or child; `status` is a valid int.
-            let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+            let mut pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL | libc::WNOHANG) };
+            if pid == 0 {
+                // Nothing pending: send what this burst produced, then block.
+                self.sink.flush();
+                // SAFETY: as above.
+                pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+            }
             if pid < 0 {
                 let err = std::io::Error::last_os_error();
                 match err.raw_os_error() {
@@ -247,14 +254,16 @@ impl Tracer {
         if g.exiting >= g.threads {
             // Last thread of the group to reach its exit: read the group's figures through
             // this thread's /proc entry (the leader may already be a zombie without an mm).
-            let peak_rss_bytes = self.procfs.status(tid).ok().and_then(|s| s.vm_hwm_bytes);
+            let status = self.procfs.status(tid).ok();
             let io = self.procfs.io(tid).ok().flatten();
             self.sink.emit(Event::Accounts {
                 tgid,
-                peak_rss_bytes,
+                peak_rss_bytes: status.and_then(|s| s.vm_hwm_bytes),
                 io,
             });
-            self.sampler.at_exit(tid, &mut self.procfs);
+            if let Some(rss) = status.and_then(|s| s.vm_rss_bytes) {
+                self.sampler.at_exit(tgid, rss);
+            }
         }
         restart(tid, 0);
     }

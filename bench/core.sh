@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The cost of ste's core (issue 2), side by side in one hyperfine run per workload: the bare
+# command, ste with each tracker, /usr/bin/time -v and strace -f -c. Then ste's own CPU while a
+# 4 GiB process sleeps, ste's peak RSS on the fork loop, and `ste true` against `true`.
+#
+#   bench/core.sh            # all of it (a few minutes)
+#   RUNS=20 bench/core.sh    # more runs per command
+#
+# Budgets (issue 2): ptrace ≤ 1.15× bare and netlink ≤ 1.05× bare on the fork loop; ste's own CPU
+# ≤ 2 % of wall while the 4 GiB process sleeps; ste's peak RSS ≤ 20 MiB on the fork loop;
+# `ste true` ≤ 5 ms more than `true`. Results: bench/results/core-*.{json,md}.
+source "$(dirname "$0")/lib.sh"
+need hyperfine strace python3 /usr/bin/time
+
+RUNS=${RUNS:-10}
+FORK_LOOP="sh -c 'i=0; while [ \$i -lt 2000 ]; do /bin/true; i=\$((i+1)); done'"
+PROJECT=$(mktemp -d /tmp/ste-bench-project.XXXXXX)
+trap 'rm -rf "$PROJECT"' EXIT
+make_c_project "$PROJECT" 60
+
+# One hyperfine run per workload: every way of running it, side by side.
+compare() {
+    local name=$1 cmd=$2 runs=$3; shift 3
+    hyperfine -N --warmup 1 --runs "$runs" "$@" \
+        --export-json "$RESULTS/core-$name.json" --export-markdown "$RESULTS/core-$name.md" \
+        -n bare "$cmd" \
+        -n "ste (ptrace)" "$STE --tracker ptrace -o /dev/null -- $cmd" \
+        -n "ste (netlink)" "$STE --tracker netlink -o /dev/null -- $cmd" \
+        -n "/usr/bin/time -v" "/usr/bin/time -v -o /dev/null $cmd" \
+        -n "strace -f -c" "strace -f -c -o /dev/null $cmd"
+}
+
+compare fork-loop "$FORK_LOOP" "$RUNS"
+compare fill-1gib "$FIXTURE fill 1024" "$RUNS"
+compare threads-64 "$FIXTURE threads 64 8 0" "$RUNS"
+compare build "make -s -j2 -C $PROJECT" 5 --prepare "make -s -C $PROJECT clean"
+
+# ste's own CPU while a 4 GiB process sleeps 5 s: the same fill with and without the sleep, so
+# the difference is what ste spent during the sleep alone.
+for hold in 0 5000; do
+    "$STE" -o /dev/null --json "$RESULTS/core-sleep-$hold.json" -- "$FIXTURE" fill 4096 "$hold"
+done
+
+# ste's peak RSS on the fork loop.
+eval "$STE -o /dev/null --json $RESULTS/core-forkloop-run.json -- $FORK_LOOP"
+
+# `ste true` against `true`.
+hyperfine -N --warmup 5 --runs 100 --export-json "$RESULTS/core-true.json" \
+    -n true "true" -n "ste true" "$STE -o /dev/null true" >/dev/null
+
+python3 - "$RESULTS" <<'EOF'
+import json, sys
+r = sys.argv[1]
+def load(n): return json.load(open(f"{r}/core-{n}.json"))
+lines = ["| workload | command | mean | × bare |", "|---|---|---|---|"]
+for w in ["fork-loop", "fill-1gib", "threads-64", "build"]:
+    res = load(w)["results"]
+    bare = res[0]["mean"]
+    for x in res:
+        lines.append(f"| {w} | {x['command']} | {x['mean']*1000:.1f} ms ± {x['stddev']*1000:.1f} | {x['mean']/bare:.3f} |")
+a, b = load("sleep-0"), load("sleep-5000")
+d_cpu = b["overhead"]["cpu_ns"] - a["overhead"]["cpu_ns"]
+d_wall = b["totals"]["wall_ns"] - a["totals"]["wall_ns"]
+lines.append("")
+lines.append(f"ste's own CPU while a 4 GiB process sleeps 5 s: {d_cpu/1e6:.1f} ms over {d_wall/1e9:.2f} s = {100*d_cpu/d_wall:.2f} % of wall "
+             f"(whole 4 GiB run: {b['overhead']['cpu_ns']/1e6:.1f} ms of {b['totals']['wall_ns']/1e9:.2f} s; sampler {b['sampler']['rounds']} rounds, {b['sampler']['cpu_ns']/1e6:.1f} ms)")
+f = load("forkloop-run")
+lines.append(f"ste's peak RSS on the fork loop: {f['overhead']['max_rss_bytes']/2**20:.1f} MiB ({f['totals']['processes']} processes)")
+t = load("true")["results"]
+lines.append(f"`ste true` − `true`: {(t[1]['mean']-t[0]['mean'])*1000:.2f} ms ({t[0]['mean']*1000:.2f} ms → {t[1]['mean']*1000:.2f} ms)")
+open(f"{r}/core-summary.md", "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+EOF
