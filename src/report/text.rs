@@ -209,6 +209,26 @@ fn sampler_text(run: &Run) -> String {
         }
         _ => {}
     }
+    let unreadable: Vec<&crate::model::Sample> =
+        run.samples.iter().filter(|x| x.unreadable > 0).collect();
+    if let Some(most) = unreadable.iter().map(|x| x.unreadable).max() {
+        let at_max = run
+            .samples
+            .iter()
+            .find(|x| Some(x.t_ns) == run.totals.max_pss_t_ns)
+            .is_some_and(|x| x.unreadable > 0);
+        out += &format!(
+            "; up to {most} process{} per round could not be read (permission denied: setuid or non-dumpable programs) and are left out of PSS in {} round{}{}",
+            if most == 1 { "" } else { "es" },
+            unreadable.len(),
+            if unreadable.len() == 1 { "" } else { "s" },
+            if at_max {
+                ", including the one of Max PSS, which is therefore a lower bound"
+            } else {
+                ""
+            }
+        );
+    }
     out
 }
 
@@ -279,4 +299,145 @@ fn still_running_text(run: &Run) -> String {
         },
         alive.join(", ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Arg, Exit, Overhead, Process, Sample, SamplerInfo, Source, Totals};
+
+    /// A run like the seed's `fill`: one process, a staircase to 1 GiB.
+    pub(crate) fn fill_run() -> Run {
+        let samples: Vec<Sample> = (0..=12)
+            .map(|i| Sample {
+                t_ns: i * 100_000_000,
+                pss_bytes: i * (1 << 30) / 12,
+                rss_bytes: i * (1 << 30) / 12,
+                processes: 1,
+                unreadable: 0,
+            })
+            .collect();
+        let mut sources = std::collections::BTreeMap::new();
+        sources.insert(
+            "peak_rss_bytes".to_string(),
+            Source::exact("VmHWM of /proc/PID/status at the ptrace exit stop"),
+        );
+        Run {
+            schema_version: 1,
+            generator: "ste test".into(),
+            command: vec![Arg::from("./fill")],
+            tracker: "ptrace".into(),
+            notes: vec!["an example note".into()],
+            exit: Exit {
+                code: Some(0),
+                ..Default::default()
+            },
+            totals: Totals {
+                wall_ns: 1_229_000_000,
+                user_ns: Some(1_109_000_000),
+                sys_ns: Some(87_000_000),
+                processes: 1,
+                threads: 1,
+                execs: 1,
+                max_pss_bytes: Some(1_073_762_304),
+                max_pss_t_ns: Some(1_200_000_000),
+                peak_rss_bytes: Some(1_074_790_400),
+                peak_rss_pid: Some(42),
+                still_running: 0,
+            },
+            processes: vec![Process {
+                pid: 42,
+                ppid: Some(1),
+                start_ns: 0,
+                end_ns: Some(1_229_000_000),
+                exit_code: Some(0),
+                signal: None,
+                threads: 1,
+                peak_rss_bytes: Some(1_074_790_400),
+                io: None,
+                execs: vec![Exec {
+                    t_ns: 100_000,
+                    argv: Some(vec![Arg::from("/home/leaf/fill")]),
+                }],
+            }],
+            samples,
+            sampler: SamplerInfo {
+                mode: "adaptive".into(),
+                budget: Some(0.01),
+                burst_ns: Some(1_000_000),
+                interval_ns: None,
+                rounds: 13,
+                effective_interval_ns: Some(100_000_000),
+                max_gap_ns: Some(100_000_000),
+                cpu_ns: 12_000_000,
+            },
+            overhead: Overhead {
+                cpu_ns: Some(15_000_000),
+                max_rss_bytes: Some(4 << 20),
+                lost_events: Some(0),
+                ..Default::default()
+            },
+            sources,
+        }
+    }
+
+    fn render_to_string(run: &Run) -> String {
+        let mut out = Vec::new();
+        render(
+            run,
+            &mut out,
+            Style {
+                width: 80,
+                color: false,
+            },
+        )
+        .unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_seed_layout_then_stes_lines() {
+        insta::assert_snapshot!(render_to_string(&fill_run()));
+    }
+
+    #[test]
+    fn unknowns_read_n_a() {
+        let mut run = fill_run();
+        run.totals.user_ns = None;
+        run.totals.max_pss_bytes = None;
+        run.samples.clear();
+        run.totals.peak_rss_bytes = None;
+        let text = render_to_string(&run);
+        assert!(text.contains("Max PSS: n/a\n"), "{text}");
+        assert!(
+            text.contains("user-space: n/a - kernel-space: 87ms"),
+            "{text}"
+        );
+        assert!(text.contains("Peak RSS: n/a"), "{text}");
+        assert!(!text.contains("Max PSS: 0"), "{text}");
+    }
+
+    #[test]
+    fn lost_argv_and_killed_commands() {
+        let mut run = fill_run();
+        run.processes[0].execs[0].argv = None;
+        run.overhead.lost.argv_unread = 1;
+        run.exit = Exit {
+            signal: Some(9),
+            ..Default::default()
+        };
+        let text = render_to_string(&run);
+        assert!(
+            text.starts_with("EXEC: [?] (pid 42: argv unreadable"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Exit status: killed by signal 9 (SIGKILL) (ste exits 137)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Lost events: argv of 1 exec unreadable"),
+            "{text}"
+        );
+    }
 }

@@ -39,6 +39,10 @@ struct Cached {
     pss: u64,
     /// Last `VmHWM` reported for it (when reading peaks).
     hwm: u64,
+    /// Its smaps_rollup was refused (a setuid or non-dumpable program). Only an exec can
+    /// change that, so it is not retried until then: failing is cheap, and retrying every
+    /// round would spin the sampler at its fastest pace for nothing.
+    unreadable: bool,
 }
 
 struct State {
@@ -146,8 +150,11 @@ impl Sampler {
     }
 
     /// A process exec'd: its memory changed completely.
-    pub fn process_exec(&self, _tgid: i32) {
+    pub fn process_exec(&self, tgid: i32) {
         let mut st = self.state.lock().expect("sampler lock");
+        if let Some(c) = st.live.get_mut(&tgid) {
+            c.unreadable = false;
+        }
         self.nudge(&mut st);
     }
 
@@ -238,14 +245,15 @@ impl Sampler {
             let now = self.sink.clock().now_ns();
             self.refill(&mut st, now);
             let wait = self.wait_before_round(&st, now);
-            if wait == 0 && !st.live.is_empty() {
+            let readable = st.live.values().any(|c| !c.unreadable);
+            if wait == 0 && readable {
                 st.nudged = false;
                 drop(st);
                 self.round();
                 st = self.state.lock().expect("sampler lock");
                 continue;
             }
-            let timeout = if st.live.is_empty() {
+            let timeout = if !readable {
                 Duration::from_millis(100)
             } else {
                 Duration::from_nanos(wait.max(100_000))
@@ -296,20 +304,27 @@ impl Sampler {
     /// One round: read every live process, emit the sum.
     fn round(&self) {
         let mut procfs = self.round.lock().expect("round lock");
-        let pids: Vec<i32> = self
-            .state
-            .lock()
-            .expect("sampler lock")
-            .live
-            .keys()
-            .copied()
-            .collect();
+        let (pids, known_unreadable) = {
+            let st = self.state.lock().expect("sampler lock");
+            let pids: Vec<i32> = st
+                .live
+                .iter()
+                .filter(|(_, c)| !c.unreadable)
+                .map(|(p, _)| *p)
+                .collect();
+            (
+                pids,
+                (st.live.len() - st.live.iter().filter(|(_, c)| !c.unreadable).count()) as u32,
+            )
+        };
         let t = self.sink.clock().now_ns();
         let cpu0 = thread_cpu_ns();
         let mut sample = Sample {
             t_ns: t,
+            unreadable: known_unreadable,
             ..Default::default()
         };
+        let mut refused = Vec::new();
         let read_peaks = self.read_peaks.load(std::sync::atomic::Ordering::Relaxed);
         let mut read = Vec::with_capacity(pids.len());
         for pid in pids {
@@ -334,13 +349,21 @@ impl Sampler {
                 Err(e)
                     if e.raw_os_error() == Some(libc::ENOENT)
                         || e.raw_os_error() == Some(libc::ESRCH) => {}
-                Err(_) => sample.unreadable += 1,
+                Err(_) => {
+                    sample.unreadable += 1;
+                    refused.push(pid);
+                }
             }
         }
         let cost = thread_cpu_ns().saturating_sub(cpu0);
         let mut peaks = Vec::new();
         {
             let mut st = self.state.lock().expect("sampler lock");
+            for pid in refused {
+                if let Some(c) = st.live.get_mut(&pid) {
+                    c.unreadable = true;
+                }
+            }
             for (pid, pss, hwm) in read {
                 if let Some(c) = st.live.get_mut(&pid) {
                     c.pss = pss;

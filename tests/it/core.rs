@@ -485,3 +485,144 @@ fn falls_back_to_netlink_when_ste_is_itself_traced() {
     assert!(err.contains("fell back to the netlink tracker"), "{err}");
     assert_eq!(run.totals.processes, 2);
 }
+
+#[test]
+fn under_sudo_the_command_runs_as_the_invoking_user() {
+    // What sudo leaves in the environment of the root process it starts.
+    let run = |extra: &[&str], cmd: &[&str]| {
+        let mut c = command_as(Who::Root, &bins().ste);
+        c.current_dir(&bins().dir)
+            .args(extra)
+            .arg("--")
+            .args(cmd)
+            .env("SUDO_UID", "65534")
+            .env("SUDO_GID", "65534")
+            .env("SUDO_USER", "nobody")
+            .env("NO_COLOR", "1");
+        c.output().unwrap()
+    };
+    let o = run(&[], &["id", "-u"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "65534\n");
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("the command ran as nobody (uid 65534, gid 65534)")
+    );
+    let o = run(&[], &["id", "-G"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "65534\n",
+        "supplementary groups are the user's"
+    );
+    let o = run(&["--keep-root"], &["id", "-u"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "0\n");
+}
+
+/// Runs `shell_command` on a pseudo-terminal of 120 columns (util-linux `script`) and returns
+/// what the terminal showed.
+fn on_a_terminal(shell_command: &str, no_color: bool) -> String {
+    let mut c = std::process::Command::new("script");
+    c.args([
+        "-qec",
+        &format!("stty cols 120 rows 40; {shell_command}"),
+        "/dev/null",
+    ]);
+    c.env_remove("NO_COLOR");
+    if no_color {
+        c.env("NO_COLOR", "1");
+    }
+    let o = c.output().expect("script (util-linux) is needed");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn colour_and_width_follow_the_terminal() {
+    let ste = bins().ste.display().to_string();
+    let shown = on_a_terminal(&format!("{ste} /bin/true"), false);
+    assert!(
+        shown.contains("\x1b[1;32mEXEC:\x1b[0m [/bin/true]"),
+        "{shown:?}"
+    );
+    let plain = on_a_terminal(&format!("{ste} /bin/true"), true);
+    assert!(
+        !plain.contains('\x1b'),
+        "NO_COLOR must disable colour: {plain:?}"
+    );
+    // The chart spans the terminal: its time axis is exactly 120 columns wide.
+    let axis = plain.lines().find(|l| l.contains('└')).expect("a chart");
+    assert_eq!(axis.trim_end_matches('\r').chars().count(), 120, "{axis:?}");
+    // Not on a terminal: 80 columns, no colour.
+    let o = std::process::Command::new(&bins().ste)
+        .env_remove("NO_COLOR")
+        .arg("/bin/true")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert!(!text.contains('\x1b'));
+    assert_eq!(
+        text.lines()
+            .find(|l| l.contains('└'))
+            .unwrap()
+            .chars()
+            .count(),
+        80
+    );
+}
+
+#[test]
+fn a_full_disk_is_reported_with_the_commands_status() {
+    let o = std::process::Command::new(&bins().ste)
+        .args(["--json", "/dev/full", "--", "/bin/sh", "-c", "exit 3"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(err.contains("the command exited with status 3"), "{err}");
+    // The text report was not lost.
+    assert!(err.contains("Num process = 1"), "{err}");
+}
+
+#[test]
+fn a_closed_stdout_is_the_commands_business() {
+    let o = std::process::Command::new("/bin/sh")
+        .args(["-c", r#"exec "$0" -- /bin/sh -c 'echo hi; exit 3' >&-"#])
+        .arg(&bins().ste)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("Exit status: 3"), "{err}");
+}
+
+#[test]
+fn processes_ste_may_not_read_are_counted_not_zero() {
+    // A setuid-root copy of sleep: run by nobody, it is root's and not dumpable, so nobody
+    // cannot read its smaps_rollup. Under netlink it keeps its privileges; under ptrace the
+    // kernel ignores the setuid bit of a traced program, so it stays readable.
+    let suid = scratch("suid-sleep");
+    std::fs::copy("/bin/sleep", &suid).unwrap();
+    set_mode(&suid, 0o4755);
+    let netlink = Mode {
+        tracker: Tracker::Netlink,
+        who: Who::Nobody,
+    };
+    let o = ste(netlink, &[], &[suid.to_str().unwrap(), "0.5"]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    assert!(
+        o.run().samples.iter().any(|s| s.unreadable == 1),
+        "{:?}",
+        o.run().samples
+    );
+    assert!(
+        o.stderr().contains("could not be read (permission denied"),
+        "{}",
+        o.stderr()
+    );
+    let ptrace = Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Nobody,
+    };
+    let o = ste(ptrace, &[], &[suid.to_str().unwrap(), "0.5"]);
+    assert!(o.run().samples.iter().all(|s| s.unreadable == 0));
+}
