@@ -3,3 +3,4 @@
 
 pub mod cn_proc;
 pub mod proc;
+pub mod taskstats;
