@@ -117,7 +117,10 @@ pub fn own_hierarchies(memberships: &[Membership], mounts: &[Mount]) -> Vec<Hier
             let v2 = m.hierarchy == 0 && m.controllers.is_empty();
             let mount = mounts.iter().find(|mt| {
                 mt.v2 == v2
-                    && (v2 || m.controllers.iter().all(|c| mt.options.iter().any(|o| o == c)))
+                    && (v2
+                        || m.controllers
+                            .iter()
+                            .all(|c| mt.options.iter().any(|o| o == c)))
             })?;
             let rel = if mount.root == "/" {
                 m.path.as_str()
@@ -265,7 +268,10 @@ mod tests {
         assert_eq!(m.file_bytes, 391573504);
         let v2 = parse_keyed("anon 1048576\nfile 4096\nkernel 8192\nsock 0\n");
         let m = memory_stat(&v2, true).unwrap();
-        assert_eq!((m.anon_bytes, m.file_bytes, m.kernel_bytes), (1048576, 4096, Some(8192)));
+        assert_eq!(
+            (m.anon_bytes, m.file_bytes, m.kernel_bytes),
+            (1048576, 4096, Some(8192))
+        );
         assert_eq!(memory_stat(&parse_keyed(""), true), None);
     }
 
@@ -274,7 +280,9 @@ mod tests {
         assert_eq!(parse_number("631242752\n"), Some(631242752));
         assert_eq!(parse_number("max\n"), None);
         // cpu.stat of /sys/fs/cgroup/unified on this machine.
-        let k = parse_keyed("usage_usec 1471140730\nuser_usec 1175319910\nsystem_usec 295820820\nnice_usec 0\n");
+        let k = parse_keyed(
+            "usage_usec 1471140730\nuser_usec 1175319910\nsystem_usec 295820820\nnice_usec 0\n",
+        );
         assert_eq!(k["user_usec"], 1175319910);
     }
 

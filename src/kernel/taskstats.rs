@@ -25,7 +25,6 @@ use std::time::Duration;
 const NLMSG_HDRLEN: usize = 16;
 const GENL_HDRLEN: usize = 4;
 const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
 const GENL_ID_CTRL: u16 = 0x10;
 const CTRL_CMD_GETFAMILY: u8 = 3;
 const CTRL_ATTR_FAMILY_ID: u16 = 1;

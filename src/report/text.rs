@@ -90,6 +90,7 @@ pub fn render_summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<
     if t.still_running > 0 {
         writeln!(w, "Still running: {}", still_running_text(run))?;
     }
+    crate::report::accounting::render(run, w, style)?;
     let o = &run.overhead;
     if let Some(cpu) = o.cpu_ns {
         let share = if t.wall_ns > 0 {
