@@ -39,9 +39,10 @@ fn peak(run: &Run, pid: i32) -> u64 {
         .0
 }
 
-/// taskstats reads the kernel's per-CPU RSS counters without summing them (/proc sums them):
-/// its high-water mark can be off by the counters' batches, 32 pages per CPU and counter.
-const TASKSTATS_SLACK: u64 = 2 * MIB;
+/// The kernel keeps RSS in per-CPU counters and reads them without summing the per-CPU parts
+/// (for VmHWM and taskstats alike): two reads of the same peak can differ by the counters'
+/// batches, 32 pages per CPU and counter (measured: 31 pages apart here).
+const RSS_COUNTER_SLACK: u64 = MIB;
 
 matrix!(group_peak_and_exact_process_peaks, |mode: Mode| {
     let o = ste(
@@ -54,17 +55,17 @@ matrix!(group_peak_and_exact_process_peaks, |mode: Mode| {
     let reported = reported_peaks(&o.stdout());
     assert_eq!(reported.len(), 4, "{}", o.stdout());
     for (&pid, &bytes) in &reported {
-        let ours = peak(run, pid);
-        match (mode.tracker, mode.who) {
-            // VmHWM read at the exit stop: the kernel's figure exactly.
-            (Tracker::Ptrace, _) => assert_eq!(ours, bytes, "pid {pid}\n{}", o.stderr()),
-            // taskstats' hiwater_rss (netlink cannot stop an exiting process).
-            (Tracker::Netlink, Who::Root) => assert!(
-                ours.abs_diff(bytes) <= TASKSTATS_SLACK,
-                "pid {pid}: {ours} vs VmHWM {bytes}"
-            ),
-            (Tracker::Netlink, Who::Nobody) => {}
+        // ptrace: VmHWM at the exit stop; netlink as root: taskstats' hiwater_rss. Without
+        // either (netlink as nobody) the peak is only sampled.
+        if mode.tracker == Tracker::Netlink && mode.who == Who::Nobody {
+            continue;
         }
+        let ours = peak(run, pid);
+        assert!(
+            ours.abs_diff(bytes) <= RSS_COUNTER_SLACK,
+            "pid {pid}: {ours} vs its own VmHWM {bytes}\n{}",
+            o.stderr()
+        );
     }
     let acc = run.accounting.as_ref().expect("accounting");
     match mode.who {
@@ -198,7 +199,7 @@ matrix!(
             "the child's peak {ours} shows its parent's floor"
         );
         assert!(
-            ours.abs_diff(reported) <= TASKSTATS_SLACK,
+            ours.abs_diff(reported) <= RSS_COUNTER_SLACK,
             "{ours} vs {reported}"
         );
     }
@@ -375,7 +376,7 @@ fn monitor_catches_a_known_exit_with_its_exact_peak() {
     assert_eq!(e["exit_code"], 3);
     let rss = e["peak_rss_bytes"].as_u64().unwrap();
     assert!(
-        rss.abs_diff(reported) <= TASKSTATS_SLACK,
+        rss.abs_diff(reported) <= RSS_COUNTER_SLACK,
         "{rss} vs VmHWM {reported}"
     );
     // The filters held: only our command, only non-zero exits.
