@@ -80,6 +80,11 @@ pub struct AccountingArgs {
     #[arg(long)]
     pub kill_lingering: bool,
 
+    /// No exact accounting at all (no cgroup, no taskstats, no per-process ledger): the core
+    /// tracker alone, e.g. to measure what accounting costs.
+    #[arg(long, conflicts_with_all = ["delays", "kill_lingering", "no_cgroup", "no_taskstats"])]
+    pub no_accounting: bool,
+
     /// Do not run the command in a cgroup of its own.
     #[arg(long)]
     pub no_cgroup: bool,

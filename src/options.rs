@@ -51,8 +51,9 @@ impl RunOptions {
         };
         RunOptions {
             accounting: crate::account::Options {
-                taskstats: !acc.no_taskstats,
-                cgroup: !acc.no_cgroup,
+                off: acc.no_accounting,
+                taskstats: !acc.no_taskstats && !acc.no_accounting,
+                cgroup: !acc.no_cgroup && !acc.no_accounting,
                 delays: acc.delays,
                 kill_lingering: acc.kill_lingering,
             },

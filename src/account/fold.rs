@@ -60,7 +60,7 @@ pub fn apply(run: &mut Run, index: Option<usize>, t_ns: u64, event: &AccountEven
         }
         AccountEvent::GroupEnd { end } => {
             if let Some(g) = acc(run).group.as_mut() {
-                g.end = Some(*end);
+                g.end = Some(**end);
             }
         }
         AccountEvent::Unavailable { figure, why } => {
@@ -370,7 +370,7 @@ mod tests {
                     tgid,
                     start_ns,
                     source: LedgerSource::Taskstats,
-                    figures: f,
+                    figures: Box::new(f),
                 },
             },
         )
@@ -429,10 +429,10 @@ mod tests {
                 907 * MS,
                 Event::Accounting {
                     event: AccountEvent::GroupEnd {
-                        end: GroupEnd {
+                        end: Box::new(GroupEnd {
                             memory_peak_bytes: Some(310 << 20),
                             ..Default::default()
-                        },
+                        }),
                     },
                 },
             ),

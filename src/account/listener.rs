@@ -96,10 +96,7 @@ fn forward(received: Received, sink: &Sink) {
             let t_ns = sink.clock().now_ns();
             for m in ms {
                 if let Message::Stats { stats, .. } = m {
-                    sink.send(Msg::Task {
-                        t_ns,
-                        stats: Box::new(stats),
-                    });
+                    sink.send(Msg::Task { t_ns, stats });
                 }
             }
         }

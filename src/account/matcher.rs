@@ -76,7 +76,7 @@ fn event(tgid: i32, start_ns: u64, s: &TaskStats) -> Event {
             tgid,
             start_ns: Some(start_ns),
             source: LedgerSource::Taskstats,
-            figures: figures(s),
+            figures: Box::new(figures(s)),
         },
     }
 }

@@ -33,6 +33,8 @@ pub const TASKSTATS_RCVBUF: usize = 16 << 20;
 /// Accounting settings of a run.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
+    /// `--no-accounting`: none of it, the core tracker alone.
+    pub off: bool,
     pub taskstats: bool,
     pub cgroup: bool,
     pub delays: bool,
@@ -82,6 +84,12 @@ impl Session {
             delays: None,
             early: Vec::new(),
         };
+        if opts.off {
+            crate::track::ptrace::set_ledger_figures(false);
+            s.early
+                .push(unavailable("exact accounting", "--no-accounting"));
+            return s;
+        }
         if opts.cgroup {
             match Group::create(Path::new("/proc/self")).and_then(|g| {
                 let procs = g.open_procs()?;
@@ -184,6 +192,9 @@ impl Session {
             }
         }
         self.procs.clear();
+        if self.opts.off {
+            return;
+        }
         if self.taskstats.is_some() {
             declare(
                 sink,
@@ -273,7 +284,9 @@ impl Session {
         let mut out = Vec::new();
         if let Some(g) = self.group.take() {
             out.push(Event::Accounting {
-                event: AccountEvent::GroupEnd { end: g.end() },
+                event: AccountEvent::GroupEnd {
+                    end: Box::new(g.end()),
+                },
             });
             // Dropping the last reference removes the directories.
             drop(g);

@@ -133,7 +133,7 @@ impl Gatherer {
         let group_over = tgid_aggregate.is_some();
         let entry = self.pending.remove(&tgid);
         let mut records = entry.map(|(_, r)| r).unwrap_or_default();
-        records.push(stats);
+        records.push(*stats);
         // The group ended (its aggregate came), or a single-threaded process's leader exited.
         let single = records.len() == 1 && pid == tgid;
         if group_over || single {
@@ -457,8 +457,8 @@ mod tests {
     fn stats(r: TaskStats, aggregate: bool) -> Message {
         Message::Stats {
             pid: r.pid,
-            tgid_aggregate: aggregate.then(|| (r.tgid.unwrap(), TaskStats::default())),
-            stats: r,
+            tgid_aggregate: aggregate.then(|| Box::new((r.tgid.unwrap(), TaskStats::default()))),
+            stats: Box::new(r),
         }
     }
 

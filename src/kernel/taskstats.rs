@@ -237,8 +237,8 @@ pub enum Message {
     /// more than one thread, the group's aggregate (delay accounting sums only).
     Stats {
         pid: u32,
-        stats: TaskStats,
-        tgid_aggregate: Option<(u32, TaskStats)>,
+        stats: Box<TaskStats>,
+        tgid_aggregate: Option<Box<(u32, TaskStats)>>,
     },
     /// The kernel's answer to a request: 0 or a negative errno.
     Ack(i32),
@@ -301,8 +301,8 @@ pub fn parse_message(msg: &[u8], family: u16) -> Message {
     match pid {
         Some((pid, stats)) => Message::Stats {
             pid,
-            stats,
-            tgid_aggregate: tgid,
+            stats: Box::new(stats),
+            tgid_aggregate: tgid.map(Box::new),
         },
         None => Message::Other,
     }
@@ -492,7 +492,7 @@ impl Taskstats {
             let n = self.recv_raw(Some(Duration::from_millis(200)))?;
             for m in messages(&self.buf[..n]).map(|m| parse_message(m, family)) {
                 match m {
-                    Message::Stats { pid: p, stats, .. } if p == pid => return Ok(stats),
+                    Message::Stats { pid: p, stats, .. } if p == pid => return Ok(*stats),
                     Message::Ack(e) if e < 0 => return Err(io::Error::from_raw_os_error(-e)),
                     _ => {}
                 }

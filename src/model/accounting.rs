@@ -180,7 +180,7 @@ pub enum AccountEvent {
         tgid: i32,
         start_ns: Option<u64>,
         source: LedgerSource,
-        figures: Figures,
+        figures: Box<Figures>,
     },
     /// ste ran the command in its own cgroup: the version (1 or 2) and directories.
     Group { version: u8, dirs: Vec<String> },
@@ -191,7 +191,7 @@ pub enum AccountEvent {
         file_bytes: u64,
     },
     /// The group's exact figures once the tree has ended.
-    GroupEnd { end: GroupEnd },
+    GroupEnd { end: Box<GroupEnd> },
     /// An exact figure ste could not measure on this run, and why.
     Unavailable { figure: String, why: String },
     /// Whether delay accounting (`kernel.task_delayacct`) was on for the run, and whether ste

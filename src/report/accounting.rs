@@ -445,7 +445,7 @@ fn top(run: &Run, w: &mut dyn Write, style: Style, n: usize) -> io::Result<()> {
             .iter()
             .filter_map(|p| key(p).map(|k| (p, k)))
             .collect();
-        v.sort_by(|a, b| b.1.cmp(&a.1));
+        v.sort_by_key(|x| std::cmp::Reverse(x.1));
         v.into_iter().take(n).map(|(p, _)| p).collect()
     };
     let cpu = by(&|p| p.ledger.as_ref().and_then(|l| l.cpu()).map(|x| x.0));
@@ -482,14 +482,14 @@ mod tests {
                         tgid: pid,
                         start_ns: None,
                         source: LedgerSource::Taskstats,
-                        figures: Figures {
+                        figures: Box::new(Figures {
                             cpu_ns: Some(cpu * ms),
                             task_time_ns: Some(t),
                             peak_rss_bytes: Some(rss << 20),
                             read_bytes: Some(0),
                             write_bytes: Some(4096),
                             ..Default::default()
-                        },
+                        }),
                     },
                 },
             )

@@ -303,7 +303,7 @@ impl Tracer {
                     tgid,
                     start_ns: None,
                     source: LedgerSource::ExitStop,
-                    figures,
+                    figures: Box::new(figures),
                 },
             });
         }
@@ -353,7 +353,7 @@ impl Tracer {
                 tgid,
                 start_ns: None,
                 source: LedgerSource::Wait4,
-                figures: own,
+                figures: Box::new(own),
             },
         });
     }
