@@ -116,11 +116,15 @@ fn from_taskstats(records: &[TaskStats], leader: &TaskStats) -> Exited {
 #[derive(Default)]
 pub struct Gatherer {
     pending: HashMap<u32, (Instant, Vec<TaskStats>)>,
+    /// Groups recently printed from their leader's record alone.
+    printed: std::collections::VecDeque<u32>,
 }
 
 impl Gatherer {
-    /// Takes one message; returns the process it completes, if any.
-    pub fn take(&mut self, m: Message) -> Option<Exited> {
+    /// Takes one message; returns the process it completes, if any. `others_alive(tgid)` says
+    /// whether the group still has threads: a leader's record without the group's aggregate
+    /// is either a single-threaded process's or a leader that exited before its threads.
+    pub fn take(&mut self, m: Message, others_alive: impl Fn(u32) -> bool) -> Option<Exited> {
         let Message::Stats {
             pid,
             stats,
@@ -135,8 +139,19 @@ impl Gatherer {
         let mut records = entry.map(|(_, r)| r).unwrap_or_default();
         records.push(*stats);
         // The group ended (its aggregate came), or a single-threaded process's leader exited.
-        let single = records.len() == 1 && pid == tgid;
+        let single = records.len() == 1 && pid == tgid && !others_alive(tgid);
+        if group_over && self.printed.contains(&tgid) {
+            // Its leader was taken for a single-threaded process: the threads were leaving.
+            self.printed.retain(|t| *t != tgid);
+            return None;
+        }
         if group_over || single {
+            if single {
+                self.printed.push_back(tgid);
+                if self.printed.len() > 256 {
+                    self.printed.pop_front();
+                }
+            }
             let leader = records
                 .iter()
                 .find(|r| r.pid == tgid)
@@ -289,7 +304,7 @@ fn taskstats_loop(
         match ts.recv(t, Some(sig)).context("taskstats")? {
             Received::Messages(ms) => {
                 for m in ms {
-                    if let Some(e) = g.take(m)
+                    if let Some(e) = g.take(m, other_threads_alive)
                         && !emit(&e)?
                     {
                         return Ok(0);
@@ -306,6 +321,18 @@ fn taskstats_loop(
         );
     }
     Ok(0)
+}
+
+/// Whether /proc still lists threads of `tgid` besides its (exited) leader.
+fn other_threads_alive(tgid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{tgid}/task"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name() != *tgid.to_string())
+                .count()
+                > 0
+        })
+        .unwrap_or(false)
 }
 
 /// What the connector source knows of a live process.
@@ -465,23 +492,28 @@ mod tests {
     #[test]
     fn single_and_multi_threaded_processes() {
         let mut g = Gatherer::default();
-        let e = g.take(stats(rec(5, 5, 1000, 7), false)).unwrap();
+        let none = |_| false;
+        let e = g.take(stats(rec(5, 5, 1000, 7), false), none).unwrap();
         assert_eq!(e.pid, 5);
         assert_eq!(e.peak_rss_bytes, Some(1000 * 1024));
         assert_eq!(e.exit_code, Some(2));
         assert_eq!(e.runtime_ns, Some(1_500_000));
         // Two threads of 9, then the leader with the group's aggregate.
-        assert!(g.take(stats(rec(10, 9, 2000, 1), false)).is_none());
-        assert!(g.take(stats(rec(11, 9, 2100, 2), false)).is_none());
-        let e = g.take(stats(rec(9, 9, 2200, 3), true)).unwrap();
+        assert!(g.take(stats(rec(10, 9, 2000, 1), false), none).is_none());
+        assert!(g.take(stats(rec(11, 9, 2100, 2), false), none).is_none());
+        let e = g.take(stats(rec(9, 9, 2200, 3), true), none).unwrap();
         assert_eq!((e.pid, e.threads), (9, 3));
         assert_eq!(e.cpu_ns, Some(6));
         assert_eq!(e.peak_rss_bytes, Some(2200 * 1024));
         // The leader of 20 exits first, then its last thread ends the group.
-        assert!(g.take(stats(rec(21, 20, 10, 1), false)).is_none());
-        assert!(g.take(stats(rec(20, 20, 10, 1), false)).is_none());
-        let e = g.take(stats(rec(22, 20, 10, 1), true)).unwrap();
+        assert!(g.take(stats(rec(21, 20, 10, 1), false), none).is_none());
+        assert!(g.take(stats(rec(20, 20, 10, 1), false), none).is_none());
+        let e = g.take(stats(rec(22, 20, 10, 1), true), none).unwrap();
         assert_eq!((e.pid, e.threads, e.exit_code), (20, 3, Some(2)));
+        // The leader of 30 exits first, its threads still running: held until the group ends.
+        assert!(g.take(stats(rec(30, 30, 10, 1), false), |_| true).is_none());
+        let e = g.take(stats(rec(31, 30, 10, 1), true), none).unwrap();
+        assert_eq!((e.pid, e.threads), (30, 2));
     }
 
     #[test]
