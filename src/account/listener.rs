@@ -15,10 +15,11 @@ use crate::sink::{Msg, Sink};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// How often the group's memory is sampled: two reads of ~20 µs each, 0.2 % of a core.
-const SAMPLE_EVERY: Duration = Duration::from_millis(20);
+/// How often the group's memory is sampled (two reads of ~20 µs each, 0.2 % of a core) and
+/// queued taskstats records are taken.
+const TICK: Duration = Duration::from_millis(20);
 
 pub struct Listener {
     wake: OwnedFd,
@@ -113,40 +114,18 @@ fn run(mut ts: Option<Taskstats>, group: Option<Arc<Group>>, sink: &Sink, wake: 
         anon: 0,
         file: 0,
     };
-    let mut next_sample = Instant::now();
     loop {
-        if let Some(g) = &group
-            && Instant::now() >= next_sample
-        {
+        if let Some(g) = &group {
             sample(g, sink, &mut max);
-            next_sample = Instant::now() + SAMPLE_EVERY;
         }
-        let timeout = if group.is_some() {
-            next_sample.saturating_duration_since(Instant::now())
-        } else {
-            Duration::from_secs(3600)
-        };
-        let stopped = match ts.as_mut() {
-            Some(t) => match t.recv(timeout, Some(wake)) {
-                Ok(Received::Timeout) => woken(wake),
-                Ok(r) => {
-                    forward(r, sink);
-                    false
-                }
-                Err(_) => woken(wake),
-            },
-            None => wait_for(wake, timeout),
-        };
+        // Records wait in the socket's 16 MiB buffer and are taken in batches: waking for
+        // each one would cost the workload a context switch per exit on a busy machine.
+        let stopped = wait_for(wake, TICK);
+        if let Some(t) = ts.as_mut() {
+            drain(t, sink);
+        }
         if stopped {
             break;
-        }
-    }
-    if let Some(t) = ts.as_mut() {
-        while let Ok(r) = t.recv_now() {
-            if matches!(r, Received::Timeout) {
-                break;
-            }
-            forward(r, sink);
         }
     }
     if let Some(g) = &group {
@@ -154,9 +133,14 @@ fn run(mut ts: Option<Taskstats>, group: Option<Arc<Group>>, sink: &Sink, wake: 
     }
 }
 
-/// Whether the eventfd was written (without consuming it).
-fn woken(wake: &OwnedFd) -> bool {
-    wait_for(wake, Duration::ZERO)
+/// Forwards every record already queued.
+fn drain(t: &mut Taskstats, sink: &Sink) {
+    loop {
+        match t.recv_now() {
+            Ok(Received::Timeout) | Err(_) => return,
+            Ok(r) => forward(r, sink),
+        }
+    }
 }
 
 /// Waits up to `timeout` for the eventfd; true once it was written.

@@ -3,5 +3,6 @@
 
 pub mod cgroup;
 pub mod cn_proc;
+pub mod netlink;
 pub mod proc;
 pub mod taskstats;

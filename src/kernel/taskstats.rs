@@ -19,7 +19,7 @@
 //! the family lookup too, but every command is refused with EPERM.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 const NLMSG_HDRLEN: usize = 16;
@@ -151,17 +151,7 @@ const LAYOUT_V15: Layout = Layout {
 
 const TS_COMM_LEN: usize = 32;
 
-fn u16_at(b: &[u8], off: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(off..off + 2)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(off..off + 4)?.try_into().ok()?))
-}
-
-fn u64_at(b: &[u8], off: usize) -> Option<u64> {
-    Some(u64::from_ne_bytes(b.get(off..off + 8)?.try_into().ok()?))
-}
+use super::netlink::{u16_at, u32_at, u64_at};
 
 /// Decodes a `struct taskstats` by its version. `None` when the bytes are too short for the
 /// basic and extended accounting fields every version since 4 carries.
@@ -343,69 +333,17 @@ impl Taskstats {
     /// Opens a socket and looks up the family. `rcvbuf_bytes` is forced past `rmem_max` (needs
     /// CAP_NET_ADMIN, which taskstats needs anyway).
     pub fn open(rcvbuf_bytes: usize) -> io::Result<Taskstats> {
-        // SAFETY: plain socket creation.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_GENERIC,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let size = rcvbuf_bytes.min(i32::MAX as usize) as libc::c_int;
-        // SAFETY: setsockopt with a valid int; failure leaves the default buffer.
-        unsafe {
-            if setsockopt_int(&fd, libc::SO_RCVBUFFORCE, size) != 0 {
-                setsockopt_int(&fd, libc::SO_RCVBUF, size);
-            }
-        }
-        // SAFETY: a zeroed sockaddr_nl is valid; nl_pid 0 lets the kernel pick the port id.
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as u16;
-        // SAFETY: binding a valid sockaddr_nl of the right size.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let (fd, rcvbuf_bytes) =
+            super::netlink::open(libc::SOCK_RAW, libc::NETLINK_GENERIC, 0, rcvbuf_bytes)?;
         let mut t = Taskstats {
             fd,
             family: 0,
             seq: 0,
             buf: vec![0; 64 * 1024],
-            rcvbuf_bytes: 0,
+            rcvbuf_bytes,
         };
-        t.rcvbuf_bytes = t.rcvbuf()?;
         t.family = t.resolve_family()?;
         Ok(t)
-    }
-
-    fn rcvbuf(&self) -> io::Result<usize> {
-        let mut v: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt into a valid int with its length.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUF,
-                (&mut v as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(v as usize)
     }
 
     fn send(&mut self, ty: u16, cmd: u8, attr: u16, value: &[u8]) -> io::Result<()> {
@@ -423,12 +361,7 @@ impl Taskstats {
         m.extend(attr.to_ne_bytes());
         m.extend(value);
         m.resize(total, 0);
-        // SAFETY: sending an initialised buffer of its own length.
-        let n = unsafe { libc::send(self.fd.as_raw_fd(), m.as_ptr().cast(), m.len(), 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        super::netlink::send(&self.fd, &m)
     }
 
     fn resolve_family(&mut self) -> io::Result<u16> {
@@ -534,35 +467,7 @@ impl Taskstats {
 
     /// Waits up to `timeout` for a datagram, or until `wake` becomes readable (`Timeout`).
     pub fn recv(&mut self, timeout: Duration, wake: Option<&OwnedFd>) -> io::Result<Received> {
-        let mut pfds = [
-            libc::pollfd {
-                fd: self.fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: wake.map_or(-1, |w| w.as_raw_fd()),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: polling two valid pollfds (a negative fd is ignored).
-        let rc = unsafe {
-            libc::poll(
-                pfds.as_mut_ptr(),
-                2,
-                timeout.as_millis().min(i32::MAX as u128) as i32,
-            )
-        };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted {
-                Ok(Received::Timeout)
-            } else {
-                Err(e)
-            };
-        }
-        if pfds[0].revents == 0 {
+        if !super::netlink::wait_readable(&self.fd, timeout, wake)? {
             return Ok(Received::Timeout);
         }
         self.recv_now()
@@ -580,57 +485,21 @@ impl Taskstats {
                 ))
             }
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => Ok(Received::Overrun),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Received::Timeout),
             Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(Received::Timeout),
             Err(e) => Err(e),
         }
     }
 
-    /// One datagram into the buffer: blocking up to `timeout`, or not at all with `None`.
+    /// One datagram into the buffer, waiting up to `timeout` (`TimedOut` when none came), or
+    /// not at all with `None`.
     fn recv_raw(&mut self, timeout: Option<Duration>) -> io::Result<usize> {
-        if let Some(t) = timeout {
-            let mut pfd = libc::pollfd {
-                fd: self.fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: polling one valid pollfd.
-            let rc = unsafe { libc::poll(&mut pfd, 1, t.as_millis().min(i32::MAX as u128) as i32) };
-            if rc == 0 {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "timed out"));
-            }
+        if let Some(t) = timeout
+            && !super::netlink::wait_readable(&self.fd, t, None)?
+        {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "timed out"));
         }
-        loop {
-            // SAFETY: receiving into an owned buffer of its full length.
-            let n = unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    self.buf.as_mut_ptr().cast(),
-                    self.buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if n >= 0 {
-                return Ok(n as usize);
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
-    }
-}
-
-unsafe fn setsockopt_int(fd: &OwnedFd, opt: libc::c_int, v: libc::c_int) -> libc::c_int {
-    // SAFETY: the caller passes a valid socket; the value is a plain int.
-    unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            opt,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as u32,
-        )
+        super::netlink::recv_now(&self.fd, &mut self.buf)?
+            .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "nothing queued"))
     }
 }
 
