@@ -315,34 +315,57 @@ fn tree_and_top_views() {
     assert!(err.contains("Critical path: "), "{err}");
 }
 
-/// Runs `ste monitor ARGS` as `who`, in the background.
-fn monitor(who: Who, args: &[&str]) -> std::process::Child {
-    command_as(who, &bins().ste)
+/// Runs `ste monitor ARGS` as `who` while the fixture runs `fixture_args` (and `others`);
+/// returns the monitor's JSON lines and what each fixture printed.
+fn catch(
+    who: Who,
+    args: &[&str],
+    fixture_args: &[&str],
+    others: &[&[&str]],
+) -> (Vec<serde_json::Value>, Vec<std::process::Output>) {
+    let m = command_as(who, &bins().ste)
         .arg("monitor")
         .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap()
-}
-
-fn monitored(child: std::process::Child) -> Vec<serde_json::Value> {
-    let out = child.wait_with_output().unwrap();
+        .unwrap();
+    // Let the monitor subscribe before the process it must catch starts.
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let runs: Vec<_> = std::iter::once(fixture_args)
+        .chain(others.iter().copied())
+        .map(|a| {
+            std::process::Command::new(fixture())
+                .args(a)
+                .output()
+                .unwrap()
+        })
+        .collect();
+    let out = m.wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout)
+    let lines = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
+        .collect();
+    (lines, runs)
+}
+
+/// The pid and own VmHWM a fixture run printed.
+fn pid_and_peak(o: &std::process::Output) -> (i32, u64) {
+    reported_peaks(&String::from_utf8_lossy(&o.stdout))
+        .into_iter()
+        .next()
+        .expect("a peak line")
 }
 
 #[test]
 fn monitor_catches_a_known_exit_with_its_exact_peak() {
-    let m = monitor(
+    let (lines, runs) = catch(
         Who::Root,
         &[
             "--duration",
@@ -352,22 +375,11 @@ fn monitor_catches_a_known_exit_with_its_exact_peak() {
             "accounting_fix",
             "--nonzero-exit",
         ],
+        &["fill", "64", "3"],
+        &[&["fill", "1"]],
     );
-    std::thread::sleep(std::time::Duration::from_millis(700));
-    let run = std::process::Command::new(fixture())
-        .args(["fill", "64", "3"])
-        .output()
-        .unwrap();
-    assert_eq!(run.status.code(), Some(3));
-    let ok = std::process::Command::new(fixture())
-        .args(["fill", "1"])
-        .output()
-        .unwrap();
-    let (&pid, &reported) = reported_peaks(&String::from_utf8_lossy(&run.stdout))
-        .iter()
-        .next()
-        .unwrap();
-    let lines = monitored(m);
+    assert_eq!(runs[0].status.code(), Some(3));
+    let (pid, reported) = pid_and_peak(&runs[0]);
     let e = lines
         .iter()
         .find(|e| e["pid"] == pid)
@@ -380,10 +392,7 @@ fn monitor_catches_a_known_exit_with_its_exact_peak() {
         "{rss} vs VmHWM {reported}"
     );
     // The filters held: only our command, only non-zero exits.
-    let ok_pid = reported_peaks(&String::from_utf8_lossy(&ok.stdout))
-        .into_keys()
-        .next()
-        .unwrap();
+    let (ok_pid, _) = pid_and_peak(&runs[1]);
     assert!(
         lines
             .iter()
@@ -393,17 +402,13 @@ fn monitor_catches_a_known_exit_with_its_exact_peak() {
 
 #[test]
 fn monitor_without_privileges_uses_the_proc_connector() {
-    let m = monitor(Who::Nobody, &["--duration", "2s", "--json"]);
-    std::thread::sleep(std::time::Duration::from_millis(700));
-    let run = std::process::Command::new(fixture())
-        .args(["fill", "8", "5"])
-        .output()
-        .unwrap();
-    let pid = reported_peaks(&String::from_utf8_lossy(&run.stdout))
-        .into_keys()
-        .next()
-        .unwrap();
-    let lines = monitored(m);
+    let (lines, runs) = catch(
+        Who::Nobody,
+        &["--duration", "2s", "--json"],
+        &["fill", "8", "5"],
+        &[],
+    );
+    let (pid, _) = pid_and_peak(&runs[0]);
     let e = lines
         .iter()
         .find(|e| e["pid"] == pid)
