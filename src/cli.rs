@@ -33,6 +33,8 @@ pub struct Cli {
 pub enum Subcommand {
     /// Run a command (the same as `ste [OPTIONS] COMMAND`).
     Run(RunArgs),
+    /// Show every process that exits on the machine, one line each, until Ctrl-C (tsmon).
+    Monitor(MonitorArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -52,6 +54,110 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub privileges: PrivilegeArgs,
+
+    #[command(flatten)]
+    pub accounting: AccountingArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Accounting")]
+pub struct AccountingArgs {
+    /// Print the process ledger as a tree: pid, argv, lifetime, CPU, peak RSS, I/O, exit status.
+    #[arg(long)]
+    pub tree: bool,
+
+    /// Print the N costliest processes, by CPU and by peak RSS.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+
+    /// Switch kernel.task_delayacct on for the run (root), so block-I/O and swap/reclaim waits
+    /// are measured; the previous setting is restored afterwards.
+    #[arg(long)]
+    pub delays: bool,
+
+    /// End the descendants still running when ste stops waiting for them (SIGTERM, then
+    /// SIGKILL), through ste's cgroup when there is one. Without --linger, ste waits 500ms.
+    #[arg(long)]
+    pub kill_lingering: bool,
+
+    /// No exact accounting at all (no cgroup, no taskstats, no per-process ledger): the core
+    /// tracker alone, e.g. to measure what accounting costs.
+    #[arg(long, conflicts_with_all = ["delays", "kill_lingering", "no_cgroup", "no_taskstats"])]
+    pub no_accounting: bool,
+
+    /// Do not run the command in a cgroup of its own.
+    #[arg(long)]
+    pub no_cgroup: bool,
+
+    /// Do not listen to taskstats exit records.
+    #[arg(long)]
+    pub no_taskstats: bool,
+}
+
+/// `ste monitor`: the seed's tsmon.
+#[derive(Args, Debug, Clone)]
+pub struct MonitorArgs {
+    /// Stop after DURATION (e.g. 10s, 1m). Default: until Ctrl-C.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<std::time::Duration>,
+
+    /// Only processes whose high-water RSS reached SIZE (e.g. 100M, 1G, 4096).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub min_rss: Option<u64>,
+
+    /// Only processes that used at least DURATION of CPU (e.g. 10ms).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub min_cpu: Option<std::time::Duration>,
+
+    /// Only processes whose command name contains TEXT.
+    #[arg(long, value_name = "TEXT")]
+    pub comm: Option<String>,
+
+    /// Only processes that exited with a non-zero status or were killed by a signal.
+    #[arg(long)]
+    pub nonzero_exit: bool,
+
+    /// Print JSON lines instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Where the records come from: taskstats (root) or the proc connector plus /proc.
+    /// Default: taskstats when it works.
+    #[arg(long, value_enum, value_name = "SOURCE")]
+    pub source: Option<MonitorSource>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MonitorSource {
+    Taskstats,
+    Connector,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => {
+            let unit = t[i..].to_ascii_lowercase();
+            let m: u64 = match unit.trim_end_matches("ib").trim_end_matches('b') {
+                "" => 1,
+                "k" => 1 << 10,
+                "m" => 1 << 20,
+                "g" => 1 << 30,
+                "t" => 1 << 40,
+                _ => return Err(format!("{s:?}: unknown unit (examples: 4096, 100M, 1G)")),
+            };
+            (&t[..i], m)
+        }
+        None => (t, 1),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (examples: 4096, 100M, 1G)"))?;
+    if v < 0.0 {
+        return Err("must not be negative".into());
+    }
+    Ok((v * mult as f64) as u64)
 }
 
 #[derive(Args, Debug, Clone)]
@@ -159,5 +265,33 @@ mod tests {
         assert!(Cli::try_parse_from(["ste", "--sample-budget", "0", "true"]).is_err());
         assert!(Cli::try_parse_from(["ste", "--tracker", "magic", "true"]).is_err());
         assert!((parse_percent("2%").unwrap() - 0.02).abs() < 1e-12);
+    }
+
+    #[test]
+    fn accounting_and_monitor_flags() {
+        let cli = Cli::try_parse_from(["ste", "--tree", "--top", "5", "--delays", "make"]).unwrap();
+        assert!(cli.run.accounting.tree && cli.run.accounting.delays);
+        assert_eq!(cli.run.accounting.top, Some(5));
+        let cli = Cli::try_parse_from([
+            "ste",
+            "monitor",
+            "--duration",
+            "2s",
+            "--min-rss",
+            "100M",
+            "--comm",
+            "cc",
+            "--json",
+        ])
+        .unwrap();
+        let Some(Subcommand::Monitor(m)) = cli.subcommand else {
+            panic!("not monitor")
+        };
+        assert_eq!(m.min_rss, Some(100 << 20));
+        assert_eq!(m.duration, Some(std::time::Duration::from_secs(2)));
+        assert!(m.json);
+        assert_eq!(parse_size("1.5G").unwrap(), 3 << 29);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert!(parse_size("3 parsecs").is_err());
     }
 }

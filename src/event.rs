@@ -4,7 +4,7 @@
 //! are serde types so that a run can be streamed to a record file and replayed into the same
 //! Run. A source never formats output, and this module knows nothing of how events are produced.
 
-use crate::model::{Arg, Io, LaunchError, Sample, SamplerInfo, Source, Termination};
+use crate::model::{AccountEvent, Arg, Io, LaunchError, Sample, SamplerInfo, Source, Termination};
 use serde::{Deserialize, Serialize};
 
 /// An event and when it happened, in nanoseconds since the command was launched.
@@ -81,6 +81,9 @@ pub enum Event {
         ste_max_rss_bytes: u64,
         stopped_waiting: Option<String>,
     },
+    /// Exact accounting: taskstats records, the exit stop's and wait4's figures, ste's cgroup
+    /// (see `model::AccountEvent`).
+    Accounting { event: AccountEvent },
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! emit `event`s into one channel (`sink`), the `recorder` folds them into a `model::Run`, and
 //! `report` renders the Run. `session` wires one run together.
 
+pub mod account;
 pub mod cli;
 pub mod event;
 pub mod kernel;

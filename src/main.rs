@@ -17,6 +17,7 @@ fn main() -> ExitCode {
     let result = match cli.subcommand {
         None => ste::session::run(&RunOptions::from_args(cli.run)),
         Some(Subcommand::Run(args)) => ste::session::run(&RunOptions::from_args(args)),
+        Some(Subcommand::Monitor(args)) => ste::account::monitor::run(&args),
     };
     match result {
         Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),

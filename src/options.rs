@@ -10,6 +10,9 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// How long `--kill-lingering` waits after the command exits when `--linger` is not given.
+const KILL_LINGERING_AFTER: Duration = Duration::from_millis(500);
+
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub command: Vec<OsString>,
@@ -21,6 +24,8 @@ pub struct RunOptions {
     pub linger: Option<Duration>,
     pub pace: Pace,
     pub keep_root: bool,
+    pub accounting: crate::account::Options,
+    pub views: crate::report::accounting::Views,
 }
 
 impl RunOptions {
@@ -39,7 +44,23 @@ impl RunOptions {
         } else {
             80
         };
+        let acc = &a.accounting;
+        let linger = match (a.tracking.linger, acc.kill_lingering) {
+            (None, true) => Some(KILL_LINGERING_AFTER),
+            (l, _) => l,
+        };
         RunOptions {
+            accounting: crate::account::Options {
+                off: acc.no_accounting,
+                taskstats: !acc.no_taskstats && !acc.no_accounting,
+                cgroup: !acc.no_cgroup && !acc.no_accounting,
+                delays: acc.delays,
+                kill_lingering: acc.kill_lingering,
+            },
+            views: crate::report::accounting::Views {
+                tree: acc.tree,
+                top: acc.top,
+            },
             command: a.command,
             output: a.output.output,
             json: a.output.json,
@@ -48,7 +69,7 @@ impl RunOptions {
                 color,
             },
             tracker: a.tracking.tracker,
-            linger: a.tracking.linger,
+            linger,
             pace: match a.memory.interval {
                 Some(d) => Pace::Fixed(d),
                 None => Pace::Budget(a.memory.sample_budget),

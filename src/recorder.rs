@@ -28,6 +28,8 @@ pub struct Recorder {
     threads: HashMap<i32, i32>,
     /// Live thread-group id → its process entry.
     live: HashMap<i32, LiveProcess>,
+    /// Every entry of each pid, oldest first (pids are reused).
+    by_pid: HashMap<i32, Vec<usize>>,
     last_exec_ns: u64,
     last_event_ns: u64,
     end_ns: Option<u64>,
@@ -59,9 +61,11 @@ impl Recorder {
                     ..Default::default()
                 },
                 sources: BTreeMap::new(),
+                accounting: None,
             },
             threads: HashMap::new(),
             live: HashMap::new(),
+            by_pid: HashMap::new(),
             last_exec_ns: 0,
             last_event_ns: 0,
             end_ns: None,
@@ -241,6 +245,12 @@ impl Recorder {
                 self.run.overhead.max_rss_bytes = Some(*ste_max_rss_bytes);
                 self.stopped_waiting = stopped_waiting.clone();
             }
+            Event::Accounting { event } => {
+                let index = event
+                    .process()
+                    .and_then(|(tgid, start)| self.process_index(tgid, start));
+                crate::account::fold::apply(&mut self.run, index, t, event);
+            }
         }
         Applied::Nothing
     }
@@ -296,7 +306,32 @@ impl Recorder {
             totals.peak_rss_bytes = p.peak_rss_bytes;
             totals.peak_rss_pid = Some(p.pid);
         }
+        crate::account::fold::finish(&mut self.run);
         self.run
+    }
+
+    /// The Run as folded so far.
+    pub fn run(&self) -> &Run {
+        &self.run
+    }
+
+    /// The entries of `pid` in the Run's process list, oldest first (pids are reused).
+    pub fn entries_of(&self, pid: i32) -> &[usize] {
+        self.by_pid.get(&pid).map_or(&[], Vec::as_slice)
+    }
+
+    /// The entry of process `tgid`: the one that started at `start_ns`, or the live one.
+    fn process_index(&self, tgid: i32, start_ns: Option<u64>) -> Option<usize> {
+        match start_ns {
+            None => self.live.get(&tgid).map(|lp| lp.index),
+            Some(s) => self
+                .by_pid
+                .get(&tgid)?
+                .iter()
+                .rev()
+                .copied()
+                .find(|&i| self.run.processes[i].start_ns == s),
+        }
     }
 
     fn new_process(&mut self, pid: i32, ppid: Option<i32>, t: u64) {
@@ -305,6 +340,7 @@ impl Recorder {
             return;
         }
         let index = self.run.processes.len();
+        self.by_pid.entry(pid).or_default().push(index);
         self.run.processes.push(Process {
             pid,
             ppid,
@@ -316,6 +352,7 @@ impl Recorder {
             peak_rss_bytes: None,
             io: None,
             execs: Vec::new(),
+            ledger: None,
         });
         self.live.insert(
             pid,

@@ -5,6 +5,7 @@
 //! loop, signal forwarding and the linger policy. It reads no /proc file and formats no figure:
 //! sources and reports do.
 
+use crate::account;
 use crate::event::{Event, Stamped};
 use crate::launch::{self, Credentials, Prepared};
 use crate::model::{Run, Source, join_escaped, signal_name};
@@ -23,6 +24,16 @@ use std::time::{Duration, Instant};
 
 /// After the command exits, how long ste waits before naming the descendants it waits for.
 const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
+/// How long `--kill-lingering` gives its SIGTERM, then its SIGKILL, to take effect.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// The state of waiting for the tree after the command exited.
+#[derive(Clone, Copy)]
+struct Waiting {
+    root_gone_at: Option<Instant>,
+    announced: bool,
+    linger: Option<Duration>,
+}
 
 /// Runs the command and returns the status ste should exit with.
 pub fn run(opts: &RunOptions) -> Result<i32> {
@@ -44,6 +55,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         Credentials::invoking_user()?
     };
     let prepared = Prepared::new(&opts.command, creds, &Vec::new())?;
+    let mut accounting = account::Session::prepare(&opts.accounting);
     let original_mask = signals::block();
     let clock = Clock::start();
     let mut child = prepared.fork(&original_mask)?;
@@ -79,28 +91,67 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     sampler.declare_source();
     sampler.spawn().context("cannot start the sampler thread")?;
     signals::spawn(sink.clone()).context("cannot start the signal thread")?;
+    accounting.start(&sink, child.pid, tracker.name());
     let root = child.pid;
     child.release()?;
 
     let mut rec = Recorder::new();
-    let (end_ns, stopped_waiting) = match event_loop(&mut rec, &rx, &mut out, opts, root) {
-        Ended::TreeDone(t_ns) => (t_ns, None),
-        Ended::StoppedWaiting(why) => (clock.now_ns(), Some(why)),
+    let mut wait = Waiting {
+        root_gone_at: None,
+        announced: false,
+        linger: opts.linger,
+    };
+    let mut kills = [libc::SIGTERM, libc::SIGKILL].into_iter();
+    let (end_ns, stopped_waiting) = loop {
+        match event_loop(
+            &mut rec,
+            &rx,
+            &mut out,
+            opts,
+            root,
+            &mut accounting,
+            &mut wait,
+        ) {
+            Ended::TreeDone(t_ns) => break (t_ns, None),
+            Ended::StoppedWaiting(why) => {
+                // --kill-lingering: SIGTERM, then SIGKILL, each followed by a grace period.
+                if accounting.kills_lingering()
+                    && let Some(signal) = kills.next()
+                {
+                    if let Some(e) = accounting.kill_lingering(&rec, signal) {
+                        sink.emit(e);
+                    }
+                    wait.root_gone_at = Some(Instant::now());
+                    wait.announced = true;
+                    wait.linger = Some(KILL_GRACE);
+                    continue;
+                }
+                break (clock.now_ns(), Some(why));
+            }
+        }
     };
 
     let info = sampler.stop();
+    accounting.stop();
     while let Ok(msg) = rx.try_recv() {
         match msg {
             Msg::Event(e) => {
-                apply(&mut rec, &e, &mut out, opts);
+                apply(&mut rec, &e, &mut out, opts, &mut accounting);
             }
             Msg::Events(v) => {
                 for e in &v {
-                    apply(&mut rec, e, &mut out, opts);
+                    apply(&mut rec, e, &mut out, opts, &mut accounting);
                 }
             }
+            Msg::Task { t_ns, stats } => task(&mut rec, &mut accounting, t_ns, stats),
             _ => {}
         }
+    }
+    for event in accounting.finish() {
+        rec.apply(&Stamped {
+            t_ns: end_ns,
+            event,
+        });
     }
     rec.apply(&Stamped {
         t_ns: end_ns,
@@ -158,10 +209,15 @@ fn event_loop(
     out: &mut Output,
     opts: &RunOptions,
     root: i32,
+    acc: &mut account::Session,
+    wait: &mut Waiting,
 ) -> Ended {
-    let mut root_gone_at: Option<Instant> = None;
-    let mut announced = false;
     loop {
+        let Waiting {
+            root_gone_at,
+            announced,
+            linger,
+        } = *wait;
         let timeout = match root_gone_at {
             None => Duration::from_secs(1),
             Some(t0) => {
@@ -171,7 +227,7 @@ fn event_loop(
                     } else {
                         ANNOUNCE_AFTER
                     };
-                if let Some(l) = opts.linger {
+                if let Some(l) = linger {
                     next = next.min(t0 + l);
                 }
                 next.saturating_duration_since(Instant::now())
@@ -180,17 +236,18 @@ fn event_loop(
         };
         match rx.recv_timeout(timeout) {
             Ok(Msg::Event(e)) => {
-                if apply(rec, &e, out, opts) && root_gone_at.is_none() {
-                    root_gone_at = Some(Instant::now());
+                if apply(rec, &e, out, opts, acc) && wait.root_gone_at.is_none() {
+                    wait.root_gone_at = Some(Instant::now());
                 }
             }
             Ok(Msg::Events(v)) => {
                 for e in &v {
-                    if apply(rec, e, out, opts) && root_gone_at.is_none() {
-                        root_gone_at = Some(Instant::now());
+                    if apply(rec, e, out, opts, acc) && wait.root_gone_at.is_none() {
+                        wait.root_gone_at = Some(Instant::now());
                     }
                 }
             }
+            Ok(Msg::Task { t_ns, stats }) => task(rec, acc, t_ns, stats),
             Ok(Msg::Signal {
                 signo,
                 from_terminal,
@@ -222,7 +279,7 @@ fn event_loop(
                 if live.is_empty() {
                     continue;
                 }
-                if let Some(l) = opts.linger
+                if let Some(l) = linger
                     && t0.elapsed() >= l
                 {
                     return Ended::StoppedWaiting(format!(
@@ -231,7 +288,7 @@ fn event_loop(
                     ));
                 }
                 if !announced && t0.elapsed() >= ANNOUNCE_AFTER {
-                    announced = true;
+                    wait.announced = true;
                     let names: Vec<String> = live
                         .iter()
                         .take(8)
@@ -261,13 +318,38 @@ fn rec_clock_fallback(rec: &Recorder) -> u64 {
     rec.last_event_ns()
 }
 
-/// Folds one event into the ledger, printing an exec line at once. Returns whether the event
-/// ends the root process (its reaping, or its failure to start).
-fn apply(rec: &mut Recorder, e: &Stamped, out: &mut Output, opts: &RunOptions) -> bool {
+/// Folds one event into the ledger, printing an exec line at once, and applies the accounting
+/// records it lets the matcher place. Returns whether the event ends the root process (its
+/// reaping, or its failure to start).
+fn apply(
+    rec: &mut Recorder,
+    e: &Stamped,
+    out: &mut Output,
+    opts: &RunOptions,
+    acc: &mut account::Session,
+) -> bool {
     if let Applied::Exec(p, x) = rec.apply(e) {
         out.live_line(&text::exec_line(p, x, opts.style));
     }
+    for event in acc.newly_matched(rec) {
+        rec.apply(&Stamped {
+            t_ns: e.t_ns,
+            event,
+        });
+    }
     matches!(e.event, Event::RootExit { .. } | Event::LaunchFailed { .. })
+}
+
+/// A taskstats record: applied when it is one of the tree's.
+fn task(
+    rec: &mut Recorder,
+    acc: &mut account::Session,
+    t_ns: u64,
+    stats: Box<crate::kernel::taskstats::TaskStats>,
+) {
+    if let Some(event) = acc.on_task(rec, t_ns, stats) {
+        rec.apply(&Stamped { t_ns, event });
+    }
 }
 
 /// (user ns, system ns, max RSS bytes) of `who`.
@@ -336,6 +418,8 @@ impl Output {
     fn summary(&mut self, run: &Run, opts: &RunOptions) -> Result<()> {
         let mut buf = Vec::new();
         text::render_summary(run, &mut buf, opts.style).expect("writing to memory");
+        crate::report::accounting::render_views(run, &mut buf, opts.style, opts.views)
+            .expect("writing to memory");
         match self {
             Output::Stderr => {
                 let _ = std::io::stderr().write_all(&buf);

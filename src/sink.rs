@@ -68,6 +68,12 @@ pub enum Msg {
         t_ns: u64,
         error: Option<String>,
     },
+    /// A taskstats exit record of some thread on the machine, received at `t_ns`; the session
+    /// matches it to the tree (see `account::matcher`).
+    Task {
+        t_ns: u64,
+        stats: Box<crate::kernel::taskstats::TaskStats>,
+    },
 }
 
 /// A source's handle on the run's channel.

@@ -8,7 +8,7 @@
 //! so the caller can count what was lost.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 const CN_IDX_PROC: u32 = 1;
@@ -63,16 +63,10 @@ pub enum ProcEventKind {
     Other(u32),
 }
 
-fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(off..off + 4)?.try_into().ok()?))
-}
+use super::netlink::{u32_at, u64_at};
 
 fn i32_at(b: &[u8], off: usize) -> Option<i32> {
     u32_at(b, off).map(|v| v as i32)
-}
-
-fn u64_at(b: &[u8], off: usize) -> Option<u64> {
-    Some(u64::from_ne_bytes(b.get(off..off + 8)?.try_into().ok()?))
 }
 
 /// Parses one netlink datagram from the connector. Returns `None` for anything that is not a
@@ -146,69 +140,20 @@ impl Connector {
     /// Opens and subscribes. `rcvbuf_bytes` is forced past `rmem_max` when ste has
     /// CAP_NET_ADMIN, else capped by it. `filter` asks for fork/exec/exit events only.
     pub fn open(rcvbuf_bytes: usize, filter: bool) -> io::Result<Connector> {
-        // SAFETY: plain socket creation.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-                libc::NETLINK_CONNECTOR,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a fresh descriptor owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let size = rcvbuf_bytes as libc::c_int;
-        // SAFETY: setsockopt with a valid int option value.
-        let forced = unsafe { setsockopt_int(&fd, libc::SO_RCVBUFFORCE, size) } == 0;
-        if !forced {
-            // SAFETY: as above.
-            unsafe { setsockopt_int(&fd, libc::SO_RCVBUF, size) };
-        }
-        // SAFETY: a zeroed sockaddr_nl is valid; nl_pid 0 lets the kernel pick a port id.
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as u16;
-        addr.nl_groups = CN_IDX_PROC;
-        // SAFETY: binding a valid sockaddr_nl of the right size.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let (fd, rcvbuf_bytes) = super::netlink::open(
+            libc::SOCK_DGRAM,
+            libc::NETLINK_CONNECTOR,
+            CN_IDX_PROC,
+            rcvbuf_bytes,
+        )?;
         let mut c = Connector {
             fd,
             buf: vec![0; 8192],
             filtered: false,
-            rcvbuf_bytes: 0,
+            rcvbuf_bytes,
         };
-        c.rcvbuf_bytes = c.rcvbuf()?;
         c.subscribe(filter)?;
         Ok(c)
-    }
-
-    fn rcvbuf(&self) -> io::Result<usize> {
-        let mut v: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt into a valid int with its length.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUF,
-                (&mut v as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(v as usize)
     }
 
     /// Sends `PROC_CN_MCAST_LISTEN`, with the 6.6+ `struct proc_input` event filter when asked
@@ -233,11 +178,7 @@ impl Connector {
         msg.extend((payload.len() as u16).to_ne_bytes());
         msg.extend(0u16.to_ne_bytes()); // flags
         msg.extend(payload);
-        // SAFETY: sending an initialised buffer of `msg.len()` bytes.
-        let n = unsafe { libc::send(self.fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        super::netlink::send(&self.fd, &msg)?;
         self.filtered = filter;
         Ok(())
     }
@@ -245,35 +186,7 @@ impl Connector {
     /// Waits up to `timeout` for one datagram, or until `wake` (any readable descriptor, such
     /// as an eventfd) becomes readable, which returns `Timeout` at once.
     pub fn recv(&mut self, timeout: Duration, wake: Option<&OwnedFd>) -> io::Result<Received> {
-        let mut pfds = [
-            libc::pollfd {
-                fd: self.fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: wake.map_or(-1, |w| w.as_raw_fd()),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: polling two valid pollfds (a negative fd is ignored by poll).
-        let rc = unsafe {
-            libc::poll(
-                pfds.as_mut_ptr(),
-                2,
-                timeout.as_millis().min(i32::MAX as u128) as i32,
-            )
-        };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted {
-                Ok(Received::Timeout)
-            } else {
-                Err(e)
-            };
-        }
-        if pfds[0].revents == 0 {
+        if !super::netlink::wait_readable(&self.fd, timeout, wake)? {
             return Ok(Received::Timeout);
         }
         self.recv_now()
@@ -281,40 +194,16 @@ impl Connector {
 
     /// Receives one datagram without blocking (`Timeout` when the queue is empty).
     pub fn recv_now(&mut self) -> io::Result<Received> {
-        // SAFETY: receiving into an owned buffer of its full length.
-        let n = unsafe {
-            libc::recv(
-                self.fd.as_raw_fd(),
-                self.buf.as_mut_ptr().cast(),
-                self.buf.len(),
-                libc::MSG_DONTWAIT,
-            )
+        let n = match super::netlink::recv_now(&self.fd, &mut self.buf) {
+            Ok(Some(n)) => n,
+            Ok(None) => return Ok(Received::Timeout),
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => return Ok(Received::Overrun),
+            Err(e) => return Err(e),
         };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::ENOBUFS) => Ok(Received::Overrun),
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(Received::Timeout),
-                _ => Err(e),
-            };
-        }
-        Ok(match parse(&self.buf[..n as usize]) {
+        Ok(match parse(&self.buf[..n]) {
             Some(ev) => Received::Event(ev),
             None => Received::Ignored,
         })
-    }
-}
-
-unsafe fn setsockopt_int(fd: &OwnedFd, opt: libc::c_int, v: libc::c_int) -> libc::c_int {
-    // SAFETY: the caller passes a valid socket; the value is a plain int.
-    unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            opt,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as u32,
-        )
     }
 }
 

@@ -148,6 +148,12 @@ pub fn parse_cmdline(bytes: &[u8]) -> Vec<Arg> {
     body.split(|&b| b == 0).map(|a| Arg(a.to_vec())).collect()
 }
 
+/// `schedstat` (sched-stats.rst): time on a CPU and time waiting on a run queue, in ns.
+pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
+    let mut it = text.split_ascii_whitespace();
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
 /// Resident pages from `statm` (second field).
 pub fn parse_statm_resident(text: &str) -> Option<u64> {
     text.split_ascii_whitespace().nth(1)?.parse().ok()
@@ -219,6 +225,11 @@ impl ProcFs {
     pub fn statm_resident_bytes(&mut self, pid: i32) -> io::Result<Option<u64>> {
         let page = page_size();
         Ok(parse_statm_resident(self.read_str(pid, "statm")?).map(|p| p * page))
+    }
+
+    /// (on-CPU ns, run-queue wait ns) of one task.
+    pub fn schedstat(&mut self, tid: i32) -> io::Result<Option<(u64, u64)>> {
+        Ok(parse_schedstat(self.read_str(tid, "schedstat")?))
     }
 
     pub fn stat(&mut self, pid: i32) -> io::Result<Option<Stat>> {
@@ -322,6 +333,13 @@ SwapPss:               0 kB
         assert_eq!(s.ppid, 1);
         assert_eq!(s.num_threads, 3);
         assert_eq!(s.starttime, 987654);
+    }
+
+    #[test]
+    fn schedstat_fields() {
+        // /proc/self/schedstat of a shell on this machine.
+        assert_eq!(parse_schedstat("1538771 95468 9\n"), Some((1538771, 95468)));
+        assert_eq!(parse_schedstat(""), None);
     }
 
     #[test]

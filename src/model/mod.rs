@@ -5,8 +5,13 @@
 //! `_bytes`); a value ste could not learn is `None` (JSON `null`), never 0. Every figure's origin
 //! and exactness is listed in `Run::sources`.
 
+mod accounting;
 mod arg;
 
+pub use accounting::{
+    AccountEvent, Accounting, Figures, Group, GroupEnd, Ledger, LedgerSource, Lingering,
+    MemoryFigure, MemoryReconciled, PathLink, TimeBreakdown, Unavailable, process_peak,
+};
 pub use arg::{Arg, join_escaped};
 
 use serde::{Deserialize, Serialize};
@@ -41,6 +46,10 @@ pub struct Run {
     pub overhead: Overhead,
     /// For each figure name: where it came from and whether it is exact.
     pub sources: BTreeMap<String, Source>,
+    /// Exact accounting (taskstats, ste's cgroup, the ledger summaries); `None` when the run
+    /// had none.
+    #[serde(default)]
+    pub accounting: Option<Accounting>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
@@ -139,6 +148,10 @@ pub struct Process {
     pub io: Option<Io>,
     /// Each successful exec, in order. Empty for a process that forked and never exec'd.
     pub execs: Vec<Exec>,
+    /// Exact figures by source (taskstats, the exit stop, wait4); `None` when no source
+    /// measured this process.
+    #[serde(default)]
+    pub ledger: Option<Ledger>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

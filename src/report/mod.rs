@@ -3,6 +3,7 @@
 //! They see only `model` (and `units` for formatting): nothing here knows about /proc, netlink or
 //! ptrace, which is what makes every format testable from hand-built Runs.
 
+pub mod accounting;
 pub mod chart;
 pub mod json;
 pub mod text;

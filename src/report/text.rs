@@ -90,6 +90,7 @@ pub fn render_summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<
     if t.still_running > 0 {
         writeln!(w, "Still running: {}", still_running_text(run))?;
     }
+    crate::report::accounting::render(run, w, style)?;
     let o = &run.overhead;
     if let Some(cpu) = o.cpu_ns {
         let share = if t.wall_ns > 0 {
@@ -355,6 +356,7 @@ mod tests {
                 threads: 1,
                 peak_rss_bytes: Some(1_074_790_400),
                 io: None,
+                ledger: None,
                 execs: vec![Exec {
                     t_ns: 100_000,
                     argv: Some(vec![Arg::from("/home/leaf/fill")]),
@@ -378,6 +380,7 @@ mod tests {
                 ..Default::default()
             },
             sources,
+            accounting: None,
         }
     }
 

@@ -14,12 +14,21 @@
 use crate::event::Event;
 use crate::kernel::proc::ProcFs;
 use crate::launch::{Child, ExecReport};
-use crate::model::{Source, Termination};
+use crate::model::{AccountEvent, Figures, LedgerSource, Source, Termination};
 use crate::sample::Sampler;
 use crate::sink::{Batch, Msg, Sink};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::sync_channel;
+
+/// Whether the tracker reads the ledger's exit-stop and wait4 figures (when taskstats, which
+/// gives them all exactly, is not available). Set once before the tracker starts.
+static LEDGER_FIGURES: AtomicBool = AtomicBool::new(false);
+
+pub fn set_ledger_figures(on: bool) {
+    LEDGER_FIGURES.store(on, Ordering::Relaxed);
+}
 
 const OPTIONS: libc::c_int = libc::PTRACE_O_TRACEFORK
     | libc::PTRACE_O_TRACEVFORK
@@ -126,6 +135,11 @@ struct Tracer {
     early_stops: HashMap<i32, i32>,
     /// New tasks announced by their parent whose first stop has not arrived yet.
     expected: HashSet<i32>,
+    /// Ledger figures: read at exit stops and from wait4 (see [`set_ledger_figures`]).
+    ledger: bool,
+    /// Each live process's parent, and the rusage of the children it reaped so far.
+    parent: HashMap<i32, i32>,
+    reaped: HashMap<i32, Figures>,
 }
 
 #[derive(Default)]
@@ -146,6 +160,9 @@ impl Tracer {
             groups: HashMap::new(),
             early_stops: HashMap::new(),
             expected: HashSet::new(),
+            ledger: LEDGER_FIGURES.load(Ordering::Relaxed),
+            parent: HashMap::new(),
+            reaped: HashMap::new(),
         };
         t.tgid_of.insert(root, root);
         t.groups.insert(
@@ -162,13 +179,16 @@ impl Tracer {
     fn run(&mut self) -> Result<(), String> {
         loop {
             let mut status = 0;
-            // SAFETY: waiting for any traced task or child; `status` is a valid int.
-            let mut pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL | libc::WNOHANG) };
+            // SAFETY: a zeroed rusage is a valid output buffer.
+            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: waiting for any traced task or child; `status` and `ru` are valid.
+            let mut pid =
+                unsafe { libc::wait4(-1, &mut status, libc::__WALL | libc::WNOHANG, &mut ru) };
             if pid == 0 {
                 // Nothing pending: send what this burst produced, then block.
                 self.sink.flush();
                 // SAFETY: as above.
-                pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+                pid = unsafe { libc::wait4(-1, &mut status, libc::__WALL, &mut ru) };
             }
             if pid < 0 {
                 let err = std::io::Error::last_os_error();
@@ -178,13 +198,13 @@ impl Tracer {
                     _ => return Err(format!("waitpid: {err}")),
                 }
             }
-            self.handle(pid, decode(status));
+            self.handle(pid, decode(status), &ru);
         }
     }
 
-    fn handle(&mut self, pid: i32, wait: Wait) {
+    fn handle(&mut self, pid: i32, wait: Wait, ru: &libc::rusage) {
         match wait {
-            Wait::Ended(t) => self.ended(pid, t),
+            Wait::Ended(t) => self.ended(pid, t, ru),
             Wait::Event(libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK, _) => {
                 self.forked(pid, true)
             }
@@ -214,6 +234,9 @@ impl Tracer {
             });
             if is_process {
                 self.sampler.process_started(child);
+                if self.ledger {
+                    self.parent.insert(child, parent_tgid);
+                }
             }
             match self.early_stops.remove(&child) {
                 Some(sig) => self.first_stop(child, sig),
@@ -251,7 +274,19 @@ impl Tracer {
         let tgid = self.tgid_of.get(&tid).copied().unwrap_or(tid);
         let g = self.groups.entry(tgid).or_default();
         g.exiting += 1;
-        if g.exiting >= g.threads {
+        let last = g.exiting >= g.threads;
+        // This thread's CPU and run-queue wait, exact, while it still exists.
+        let sched = if self.ledger {
+            self.procfs.schedstat(tid).ok().flatten()
+        } else {
+            None
+        };
+        let mut figures = Figures {
+            cpu_ns: sched.map(|s| s.0),
+            run_queue_ns: sched.map(|s| s.1),
+            ..Default::default()
+        };
+        if last {
             // Last thread of the group to reach its exit: read the group's figures through
             // this thread's /proc entry (the leader may already be a zombie without an mm).
             let status = self.procfs.status(tid).ok();
@@ -261,11 +296,76 @@ impl Tracer {
                 peak_rss_bytes: status.and_then(|s| s.vm_hwm_bytes),
                 io,
             });
+            figures.peak_rss_bytes = status.and_then(|s| s.vm_hwm_bytes);
+            if let Some(io) = io {
+                figures.read_bytes = Some(io.read_bytes);
+                figures.write_bytes = Some(io.write_bytes);
+                figures.read_char_bytes = Some(io.rchar_bytes);
+                figures.write_char_bytes = Some(io.wchar_bytes);
+            }
             if let Some(rss) = status.and_then(|s| s.vm_rss_bytes) {
                 self.sampler.at_exit(tgid, rss);
             }
         }
+        if self.ledger && figures != Figures::default() {
+            self.sink.emit(Event::Accounting {
+                event: AccountEvent::Ledger {
+                    tgid,
+                    start_ns: None,
+                    source: LedgerSource::ExitStop,
+                    figures: Box::new(figures),
+                },
+            });
+        }
         restart(tid, 0);
+    }
+
+    /// The process's own rusage: wait4 reports it with that of every child it reaped
+    /// (`RUSAGE_BOTH` semantics), so the children's, recorded at their ends, are taken off.
+    fn own_rusage(&mut self, tgid: i32, ru: &libc::rusage, t: Termination) {
+        let tv = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1000;
+        let both = Figures {
+            user_ns: Some(tv(ru.ru_utime)),
+            sys_ns: Some(tv(ru.ru_stime)),
+            minor_faults: Some(ru.ru_minflt as u64),
+            major_faults: Some(ru.ru_majflt as u64),
+            voluntary_switches: Some(ru.ru_nvcsw as u64),
+            involuntary_switches: Some(ru.ru_nivcsw as u64),
+            ..Default::default()
+        };
+        let children = self.reaped.remove(&tgid).unwrap_or_default();
+        let less = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b.unwrap_or(0)));
+        let own = Figures {
+            user_ns: less(both.user_ns, children.user_ns),
+            sys_ns: less(both.sys_ns, children.sys_ns),
+            minor_faults: less(both.minor_faults, children.minor_faults),
+            major_faults: less(both.major_faults, children.major_faults),
+            voluntary_switches: less(both.voluntary_switches, children.voluntary_switches),
+            involuntary_switches: less(both.involuntary_switches, children.involuntary_switches),
+            exit_status: Some(match t {
+                Termination::Exited(c) => c << 8,
+                Termination::Signaled {
+                    signal,
+                    core_dumped,
+                } => signal | if core_dumped { 0x80 } else { 0 },
+            }),
+            ..Default::default()
+        };
+        // Its parent reaps it (and adds `both` to its own children's usage) unless the parent
+        // is gone; then ste, the subreaper, does.
+        if let Some(p) = self.parent.remove(&tgid)
+            && self.groups.contains_key(&p)
+        {
+            self.reaped.entry(p).or_default().fold(&both);
+        }
+        self.sink.emit(Event::Accounting {
+            event: AccountEvent::Ledger {
+                tgid,
+                start_ns: None,
+                source: LedgerSource::Wait4,
+                figures: Box::new(own),
+            },
+        });
     }
 
     fn stop(&mut self, pid: i32, sig: i32) {
@@ -295,7 +395,7 @@ impl Tracer {
         }
     }
 
-    fn ended(&mut self, tid: i32, t: Termination) {
+    fn ended(&mut self, tid: i32, t: Termination, ru: &libc::rusage) {
         let Some(tgid) = self.tgid_of.remove(&tid) else {
             return;
         };
@@ -309,6 +409,9 @@ impl Tracer {
             None => 0,
         };
         let status = (tid == tgid).then_some(t);
+        if self.ledger && tid == tgid && remaining == 0 {
+            self.own_rusage(tgid, ru, t);
+        }
         self.sink.emit(Event::Exit { tid, tgid, status });
         if remaining == 0 {
             self.groups.remove(&tgid);

@@ -1,4 +1,5 @@
 //! ste's integration tests: the real binary on workloads with known answers.
 
+mod accounting;
 mod core;
 mod harness;

@@ -1,0 +1,338 @@
+//! ste's own cgroup: created next to ste's cgroups before the command starts, the command
+//! placed in it before its exec, its figures sampled and read at the end, then removed.
+//!
+//! Where: cgroup v2 when the unified hierarchy can hold it (a `memory` controller enabled in
+//! the subtree of ste's own cgroup's parent and that directory writable by ste: root, or a
+//! delegated subtree such as systemd's `user@UID.service`), else v1 `memory`, `cpuacct` and
+//! `pids` under ste's own path in each (root only). On the hybrid machine this was written on,
+//! the unified hierarchy has no memory controller, so v1 is used.
+//!
+//! Joining before exec: the child is parked on the launch pipe between fork and exec (see
+//! `launch.rs`), so ste writes its pid to each `cgroup.procs` then, before releasing it. That
+//! is "joining before exec" without adding any work to the async-signal-safe child, and every
+//! page the command allocates after its exec is charged to the group (charges already made
+//! stay where they are: moving a running process moves none of them).
+//!
+//! Names are `ste-<PID>-<START>` (ste's pid and its start time in clock ticks since boot), so
+//! a later run recognises the groups of a ste that is gone (killed, crashed) and removes them:
+//! leftovers never accumulate. A leftover still holding processes (a daemon the dead ste left)
+//! has them moved to the parent first.
+
+use crate::kernel::cgroup::{self, Hierarchy, MemoryStat};
+use crate::kernel::proc::ProcFs;
+use crate::model::GroupEnd;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// One directory of the group, in one hierarchy.
+struct Dir {
+    path: PathBuf,
+    /// The v1 controllers it serves (`memory`, `cpuacct`, `pids`), empty for v2.
+    controllers: Vec<String>,
+}
+
+pub struct Group {
+    pub version: u8,
+    dirs: Vec<Dir>,
+}
+
+const V1_CONTROLLERS: [&str; 3] = ["memory", "cpuacct", "pids"];
+
+impl Group {
+    /// Creates the group, after removing leftovers of dead ste runs. `Err` says why none
+    /// could be made.
+    pub fn create(procfs_self: &Path) -> Result<Group, String> {
+        let hier = cgroup::hierarchies_of(procfs_self)
+            .map_err(|e| format!("cannot read /proc/self/cgroup and mountinfo: {e}"))?;
+        let name = own_name(procfs_self)?;
+        let v2_why = match hier.iter().find(|h| h.v2) {
+            Some(h) => match Self::create_v2(h, &name) {
+                Ok(g) => return Ok(g),
+                Err(e) => e,
+            },
+            None => "no cgroup2 hierarchy is mounted".to_string(),
+        };
+        Self::create_v1(&hier, &name).map_err(|v1| format!("cgroup v2: {v2_why}; cgroup v1: {v1}"))
+    }
+
+    fn create_v2(h: &Hierarchy, name: &str) -> Result<Group, String> {
+        // The new group is a sibling of ste's own cgroup: a cgroup that holds processes
+        // cannot also have children with controllers (the "no internal processes" rule).
+        let parent = h
+            .dir
+            .parent()
+            .ok_or_else(|| format!("{} has no parent", h.dir.display()))?;
+        let controllers = cgroup::read(parent, "cgroup.subtree_control").unwrap_or_default();
+        if !controllers.split_whitespace().any(|c| c == "memory") {
+            return Err(format!(
+                "{} does not enable the memory controller for its children (cgroup.subtree_control: {:?}); a delegated subtree needs it",
+                parent.display(),
+                controllers.trim()
+            ));
+        }
+        sweep(parent);
+        let dir = parent.join(name);
+        std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        Ok(Group {
+            version: 2,
+            dirs: vec![Dir {
+                path: dir,
+                controllers: Vec::new(),
+            }],
+        })
+    }
+
+    fn create_v1(hier: &[Hierarchy], name: &str) -> Result<Group, String> {
+        let mut g = Group {
+            version: 1,
+            dirs: Vec::new(),
+        };
+        for c in V1_CONTROLLERS {
+            let Some(h) = hier
+                .iter()
+                .find(|h| !h.v2 && h.controllers.iter().any(|x| x == c))
+            else {
+                continue;
+            };
+            if g.dirs.iter().any(|d| d.controllers.iter().any(|x| x == c)) {
+                continue;
+            }
+            sweep(&h.dir);
+            let dir = h.dir.join(name);
+            if let Err(e) = std::fs::create_dir(&dir) {
+                g.remove();
+                return Err(format!("cannot create {}: {e}", dir.display()));
+            }
+            g.dirs.push(Dir {
+                path: dir,
+                controllers: h.controllers.clone(),
+            });
+        }
+        if !g.dirs.iter().any(|d| d.has("memory")) {
+            g.remove();
+            return Err("no v1 memory hierarchy is mounted".into());
+        }
+        Ok(g)
+    }
+
+    pub fn dirs(&self) -> Vec<String> {
+        self.dirs
+            .iter()
+            .map(|d| d.path.display().to_string())
+            .collect()
+    }
+
+    fn dir_with(&self, controller: &str) -> Option<&Path> {
+        self.dirs
+            .iter()
+            .find(|d| self.version == 2 || d.has(controller))
+            .map(|d| d.path.as_path())
+    }
+
+    /// Opens each `cgroup.procs` for writing (done before the fork, so that a failure is
+    /// known before the command starts).
+    pub fn open_procs(&self) -> Result<Vec<File>, String> {
+        self.dirs
+            .iter()
+            .map(|d| {
+                let p = d.path.join("cgroup.procs");
+                OpenOptions::new()
+                    .write(true)
+                    .open(&p)
+                    .map_err(|e| format!("cannot open {}: {e}", p.display()))
+            })
+            .collect()
+    }
+
+    /// Moves `pid` (parked before its exec) into every directory of the group.
+    pub fn join(procs: &mut [File], pid: i32) -> Result<(), String> {
+        for f in procs {
+            f.write_all(pid.to_string().as_bytes())
+                .map_err(|e| format!("cannot move the command into ste's cgroup: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Current usage and its anon/file split (two reads, ~20 µs each).
+    pub fn memory_now(&self) -> Option<(u64, MemoryStat)> {
+        let dir = self.dir_with("memory")?;
+        let usage = if self.version == 2 {
+            cgroup::read_number(dir, "memory.current")?
+        } else {
+            cgroup::read_number(dir, "memory.usage_in_bytes")?
+        };
+        let stat = cgroup::memory_stat(
+            &cgroup::parse_keyed(&cgroup::read(dir, "memory.stat").ok()?),
+            self.version == 2,
+        )?;
+        Some((usage, stat))
+    }
+
+    /// The exact figures, read once the tree has ended.
+    pub fn end(&self) -> GroupEnd {
+        let mut e = GroupEnd::default();
+        if let Some(dir) = self.dir_with("memory") {
+            if self.version == 2 {
+                e.memory_peak_bytes = cgroup::read_number(dir, "memory.peak");
+            } else {
+                e.memory_peak_bytes = cgroup::read_number(dir, "memory.max_usage_in_bytes");
+                e.kernel_peak_bytes = cgroup::read_number(dir, "memory.kmem.max_usage_in_bytes");
+            }
+            if let Some((_, stat)) = self.memory_now() {
+                e.anon_bytes = Some(stat.anon_bytes);
+                e.file_bytes = Some(stat.file_bytes);
+            }
+        }
+        if self.version == 2 {
+            if let Some(dir) = self.dirs.first().map(|d| d.path.as_path())
+                && let Ok(text) = cgroup::read(dir, "cpu.stat")
+            {
+                let k = cgroup::parse_keyed(&text);
+                e.cpu_user_ns = k.get("user_usec").map(|v| v * 1000);
+                e.cpu_sys_ns = k.get("system_usec").map(|v| v * 1000);
+                e.cpu_ns = k.get("usage_usec").map(|v| v * 1000);
+            }
+        } else if let Some(dir) = self.dir_with("cpuacct") {
+            e.cpu_user_ns = cgroup::read_number(dir, "cpuacct.usage_user");
+            e.cpu_sys_ns = cgroup::read_number(dir, "cpuacct.usage_sys");
+            e.cpu_ns = cgroup::read_number(dir, "cpuacct.usage");
+        }
+        if let Some(dir) = self.dir_with("pids") {
+            e.pids_peak = cgroup::read_number(dir, "pids.peak");
+        }
+        e
+    }
+
+    /// The processes in the group now.
+    pub fn members(&self) -> Vec<i32> {
+        self.dirs
+            .first()
+            .and_then(|d| cgroup::procs(&d.path).ok())
+            .unwrap_or_default()
+    }
+
+    /// Sends `signal` to everything in the group (v2 `cgroup.kill` for SIGKILL where the
+    /// kernel has it). Returns the pids signalled.
+    pub fn kill(&self, signal: i32) -> Vec<i32> {
+        let members = self.members();
+        if self.version == 2
+            && signal == libc::SIGKILL
+            && let Some(d) = self.dirs.first()
+            && std::fs::write(d.path.join("cgroup.kill"), "1").is_ok()
+        {
+            return members;
+        }
+        for &pid in &members {
+            // SAFETY: kill with integer arguments; the pids are members of ste's own group.
+            unsafe { libc::kill(pid, signal) };
+        }
+        members
+    }
+
+    /// Removes every directory (members, if any are left, are moved to the parent first).
+    pub fn remove(&mut self) {
+        for d in self.dirs.drain(..) {
+            remove_dir(&d.path);
+        }
+    }
+}
+
+impl Dir {
+    fn has(&self, c: &str) -> bool {
+        self.controllers.iter().any(|x| x == c)
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// Removes a group directory, moving any process still in it to the parent.
+fn remove_dir(dir: &Path) {
+    if std::fs::remove_dir(dir).is_ok() {
+        return;
+    }
+    if let (Ok(pids), Some(parent)) = (cgroup::procs(dir), dir.parent()) {
+        for pid in pids {
+            let _ = std::fs::write(parent.join("cgroup.procs"), pid.to_string());
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// `ste-<pid>-<start ticks>` of this ste.
+fn own_name(procfs_self: &Path) -> Result<String, String> {
+    let pid = std::process::id();
+    let start = std::fs::read(procfs_self.join("stat"))
+        .ok()
+        .and_then(|b| crate::kernel::proc::parse_stat(&b))
+        .map(|s| s.starttime)
+        .ok_or("cannot read /proc/self/stat")?;
+    Ok(format!("ste-{pid}-{start}"))
+}
+
+/// `(pid, start)` from a group name made by [`own_name`].
+pub fn parse_name(name: &str) -> Option<(i32, u64)> {
+    let rest = name.strip_prefix("ste-")?;
+    let (pid, start) = rest.split_once('-')?;
+    Some((pid.parse().ok()?, start.parse().ok()?))
+}
+
+/// Removes the groups in `parent` whose ste is gone (no such pid, or a pid reused by a
+/// process that started at another time).
+pub fn sweep(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    let mut procfs = ProcFs::default();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some((pid, start)) = name.to_str().and_then(parse_name) else {
+            continue;
+        };
+        let alive = procfs
+            .stat(pid)
+            .ok()
+            .flatten()
+            .is_some_and(|s| s.starttime == start);
+        if !alive {
+            remove_dir(&e.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_foreign_names_are_ignored() {
+        assert_eq!(parse_name("ste-4242-987654"), Some((4242, 987654)));
+        assert_eq!(parse_name("ste-probe"), None);
+        assert_eq!(parse_name("user.slice"), None);
+    }
+
+    #[test]
+    fn sweep_removes_only_dead_runs() {
+        // Plain directories stand in for cgroups: rmdir works the same on empty ones.
+        let dir = tempfile::tempdir().unwrap();
+        let me = own_name(Path::new("/proc/self")).unwrap();
+        let dead = "ste-2147483000-5"; // no such pid
+        let reused = format!("ste-{}-1", std::process::id()); // this pid, another start
+        for n in [me.as_str(), dead, reused.as_str(), "other"] {
+            std::fs::create_dir(dir.path().join(n)).unwrap();
+        }
+        sweep(dir.path());
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        let mut want = vec![me, "other".to_string()];
+        want.sort();
+        assert_eq!(left, want);
+    }
+}

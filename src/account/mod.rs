@@ -1,0 +1,320 @@
+//! Exact accounting for a run: taskstats exit records (root), a cgroup of its own (root, or a
+//! delegated cgroup v2 subtree), delay accounting, the per-process ledger, lingering
+//! descendants ended on request — and `ste monitor`.
+//!
+//! Owns the session's accounting sources (prepared before the fork, started before the
+//! command is released, stopped and read when the tree is over) and the matching of taskstats
+//! records to the Run's processes. Everything it learns reaches the Run as
+//! `Event::Accounting`, folded by `fold`; it formats nothing (reports do), and it never touches
+//! the tracker's or the sampler's state.
+
+pub mod delays;
+pub mod fold;
+pub mod group;
+pub mod listener;
+pub mod matcher;
+pub mod monitor;
+
+use crate::event::Event;
+use crate::kernel::taskstats::{self, TaskStats, Taskstats};
+use crate::model::{AccountEvent, Source};
+use crate::recorder::Recorder;
+use crate::sink::Sink;
+use group::Group;
+use listener::Listener;
+use matcher::Matcher;
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The taskstats receive buffer: 120k exits with no drops at this size (KERNEL-NOTES).
+pub const TASKSTATS_RCVBUF: usize = 16 << 20;
+
+/// Accounting settings of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `--no-accounting`: none of it, the core tracker alone.
+    pub off: bool,
+    pub taskstats: bool,
+    pub cgroup: bool,
+    pub delays: bool,
+    pub kill_lingering: bool,
+}
+
+/// The accounting sources of one run.
+pub struct Session {
+    opts: Options,
+    group: Option<Arc<Group>>,
+    procs: Vec<File>,
+    taskstats: Option<Taskstats>,
+    listener: Option<Listener>,
+    matcher: Matcher,
+    delays: Option<delays::Guard>,
+    /// Events found before the sink existed, emitted by `start`.
+    early: Vec<Event>,
+}
+
+fn unavailable(figure: &str, why: impl Into<String>) -> Event {
+    Event::Accounting {
+        event: AccountEvent::Unavailable {
+            figure: figure.into(),
+            why: why.into(),
+        },
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+impl Session {
+    /// Opens what must exist before the command starts: the cgroup (and its `cgroup.procs`
+    /// files), the taskstats exit listener, delay accounting. Starts no thread (the fork that
+    /// follows must copy a single-threaded process). Anything that does not work is recorded
+    /// as unavailable, with the reason.
+    pub fn prepare(opts: &Options) -> Session {
+        let mut s = Session {
+            opts: opts.clone(),
+            group: None,
+            procs: Vec::new(),
+            taskstats: None,
+            listener: None,
+            matcher: Matcher::default(),
+            delays: None,
+            early: Vec::new(),
+        };
+        if opts.off {
+            crate::track::ptrace::set_ledger_figures(false);
+            s.early
+                .push(unavailable("exact accounting", "--no-accounting"));
+            return s;
+        }
+        if opts.cgroup {
+            match Group::create(Path::new("/proc/self")).and_then(|g| {
+                let procs = g.open_procs()?;
+                Ok((g, procs))
+            }) {
+                Ok((g, procs)) => {
+                    s.procs = procs;
+                    s.group = Some(Arc::new(g));
+                }
+                Err(why) => s.early.push(unavailable(
+                    "group memory peak, group CPU, pids.peak",
+                    format!("ste could not make a cgroup of its own: {why}"),
+                )),
+            }
+        } else {
+            s.early.push(unavailable(
+                "group memory peak, group CPU, pids.peak",
+                "--no-cgroup",
+            ));
+        }
+        if opts.taskstats {
+            match open_listener() {
+                Ok(t) => s.taskstats = Some(t),
+                Err(why) => s.early.push(unavailable(
+                    "taskstats (per-process delays, exact CPU of every thread)",
+                    why,
+                )),
+            }
+        } else {
+            s.early.push(unavailable(
+                "taskstats (per-process delays, exact CPU of every thread)",
+                "--no-taskstats",
+            ));
+        }
+        crate::track::ptrace::set_ledger_figures(s.taskstats.is_none());
+        let (on, switched) = if opts.delays {
+            match delays::switch_on() {
+                Ok(g) => {
+                    let switched = g.switched();
+                    s.delays = Some(g);
+                    (true, switched)
+                }
+                Err(why) => {
+                    s.early.push(unavailable("--delays", why));
+                    (delays::enabled().unwrap_or(false), false)
+                }
+            }
+        } else {
+            (delays::enabled().unwrap_or(false), false)
+        };
+        s.early.push(Event::Accounting {
+            event: AccountEvent::Delays {
+                on,
+                switched_by_ste: switched,
+            },
+        });
+        if !on {
+            s.early.push(unavailable(
+                "block-I/O and swap/reclaim waits",
+                "delay accounting is off (kernel.task_delayacct = 0); --delays switches it on for the run (root)",
+            ));
+        }
+        s
+    }
+
+    /// Called once the tracker runs and before the command is released: moves the parked
+    /// command into the cgroup, starts the accounts thread, declares sources.
+    pub fn start(&mut self, sink: &Sink, pid: i32, tracker: &str) {
+        for e in self.early.drain(..) {
+            sink.emit(e);
+        }
+        if let Some(g) = &self.group {
+            match Group::join(&mut self.procs, pid) {
+                Ok(()) => {
+                    sink.emit(Event::Accounting {
+                        event: AccountEvent::Group {
+                            version: g.version,
+                            dirs: g.dirs(),
+                        },
+                    });
+                    let what = if g.version == 2 {
+                        "cgroup v2 memory.peak of ste's own cgroup, joined before exec"
+                    } else {
+                        "cgroup v1 memory.max_usage_in_bytes of ste's own cgroup, joined before exec"
+                    };
+                    declare(sink, "group.memory_peak_bytes", Source::exact(what));
+                    declare(
+                        sink,
+                        "group.anon_file",
+                        Source::sampled(
+                            "memory.stat of ste's cgroup (anon, file = page cache)",
+                            "sampled every 20ms; the page cache still charged at the end is exact",
+                        ),
+                    );
+                }
+                Err(why) => {
+                    sink.emit(unavailable("group memory peak, group CPU, pids.peak", why));
+                    self.group = None;
+                }
+            }
+        }
+        self.procs.clear();
+        if self.opts.off {
+            return;
+        }
+        if self.taskstats.is_some() {
+            declare(
+                sink,
+                "ledger.taskstats",
+                Source::exact(
+                    "taskstats exit records (one per exiting thread, summed per process): CPU is the scheduler's exact runtime, the user/system split is tick-sampled; peaks are the mm's high-water marks",
+                ),
+            );
+        } else if tracker == "ptrace" {
+            declare(
+                sink,
+                "ledger.exit_stop",
+                Source::exact(
+                    "/proc/TID/schedstat at each thread's ptrace exit stop; VmHWM and /proc/PID/io at the last one",
+                ),
+            );
+            declare(
+                sink,
+                "ledger.wait4",
+                Source::exact(
+                    "wait4() rusage at each process's end, less the rusage of the children it reaped",
+                ),
+            );
+        } else {
+            sink.emit(unavailable(
+                "per-process ledger",
+                "the netlink tracker cannot stop a process at its exit, and taskstats needs root",
+            ));
+        }
+        let group = self.group.clone();
+        if (self.taskstats.is_some() || group.is_some())
+            && let Ok(l) = Listener::spawn(self.taskstats.take(), group, sink.clone())
+        {
+            self.listener = Some(l);
+        }
+    }
+
+    /// A taskstats record from the listener: the event to apply when it is the tree's.
+    pub fn on_task(&mut self, rec: &Recorder, t_ns: u64, stats: Box<TaskStats>) -> Option<Event> {
+        self.matcher.offer(rec, t_ns, stats)
+    }
+
+    /// Events for records that waited for their process to appear in the Run.
+    pub fn newly_matched(&mut self, rec: &Recorder) -> Vec<Event> {
+        self.matcher.newly_matched(rec)
+    }
+
+    /// Whether `--kill-lingering` asks ste to end the lingering descendants.
+    pub fn kills_lingering(&self) -> bool {
+        self.opts.kill_lingering
+    }
+
+    /// Sends `signal` to the lingering descendants: everything left in the cgroup, else the
+    /// processes the ledger knows alive. Returns the event saying so.
+    pub fn kill_lingering(&self, rec: &Recorder, signal: i32) -> Option<Event> {
+        let (pids, via) = match &self.group {
+            Some(g) => (g.kill(signal), "cgroup"),
+            None => {
+                let pids: Vec<i32> = rec.live_processes().iter().map(|(p, _)| *p).collect();
+                for &pid in &pids {
+                    // SAFETY: kill with integer arguments. The pids are live processes of the
+                    // tree: ste is their subreaper, so none can be reused before ste reaps it.
+                    unsafe { libc::kill(pid, signal) };
+                }
+                (pids, "process list")
+            }
+        };
+        (!pids.is_empty()).then(|| Event::Accounting {
+            event: AccountEvent::KilledLingering {
+                pids,
+                signal,
+                via: via.into(),
+            },
+        })
+    }
+
+    /// Stops the accounts thread once it has drained what the kernel queued.
+    pub fn stop(&mut self) {
+        if let Some(mut l) = self.listener.take() {
+            l.stop();
+        }
+    }
+
+    /// The group's final figures; then removes the group and restores delay accounting.
+    pub fn finish(&mut self) -> Vec<Event> {
+        self.stop();
+        let mut out = Vec::new();
+        if let Some(g) = self.group.take() {
+            out.push(Event::Accounting {
+                event: AccountEvent::GroupEnd {
+                    end: Box::new(g.end()),
+                },
+            });
+            // Dropping the last reference removes the directories.
+            drop(g);
+        }
+        self.delays.take();
+        out
+    }
+}
+
+fn declare(sink: &Sink, figure: &str, source: Source) {
+    sink.emit(Event::Source {
+        figure: figure.into(),
+        source,
+    });
+}
+
+/// A taskstats socket registered for exit records, or why not.
+pub fn open_listener() -> Result<Taskstats, String> {
+    if !is_root() {
+        return Err(
+            "taskstats needs CAP_NET_ADMIN (root) since Linux 3.0; per-process figures come from the tracker instead"
+                .into(),
+        );
+    }
+    let mut t = Taskstats::open(TASKSTATS_RCVBUF)
+        .map_err(|e| format!("cannot open the taskstats netlink family: {e}"))?;
+    let cpus = taskstats::possible_cpus().map_err(|e| format!("cannot read the CPU list: {e}"))?;
+    t.register_exits(&cpus)
+        .map_err(|e| format!("cannot register for taskstats exit records: {e}"))?;
+    Ok(t)
+}

@@ -1,0 +1,430 @@
+//! Exact accounting in the Run: each process's ledger (figures grouped by the source that
+//! measured them), the cgroup's group figures, and what is derived from them at the end (the
+//! three memory figures reconciled, where the wall time went, the critical path, the lingering
+//! descendants).
+//!
+//! Plain data (std + serde). A figure a source did not measure is absent from that source's
+//! group (`null`), never 0; which interface each source is, and how exact, is in
+//! `Run::sources` under `ledger.<source>`.
+
+use serde::{Deserialize, Serialize};
+
+/// A source of per-process figures, best first.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum LedgerSource {
+    /// taskstats exit records (root): one per exiting thread, summed.
+    Taskstats,
+    /// /proc files read at the ptrace exit stop, while the memory is still attached.
+    ExitStop,
+    /// `wait4` rusage at the ptrace end of the process, less that of the children it reaped.
+    Wait4,
+}
+
+impl LedgerSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            LedgerSource::Taskstats => "taskstats",
+            LedgerSource::ExitStop => "exit_stop",
+            LedgerSource::Wait4 => "wait4",
+        }
+    }
+}
+
+/// Figures of one process from one source. Counters are sums over its threads; peaks are the
+/// high-water marks of its memory.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Figures {
+    /// User CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_ns: Option<u64>,
+    /// System CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sys_ns: Option<u64>,
+    /// Time on a CPU (the scheduler's exact runtime, user + system).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ns: Option<u64>,
+    /// Time runnable but waiting for a CPU (run-queue wait).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_queue_ns: Option<u64>,
+    /// Time waiting for synchronous block I/O (delay accounting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blkio_delay_ns: Option<u64>,
+    /// Time waiting for swap-in, direct reclaim, thrashing and compaction (delay accounting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap_reclaim_delay_ns: Option<u64>,
+    /// Sum of its threads' lifetimes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_time_ns: Option<u64>,
+    /// High-water resident set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_bytes: Option<u64>,
+    /// High-water virtual size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_vm_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minor_faults: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub major_faults: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voluntary_switches: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub involuntary_switches: Option<u64>,
+    /// Bytes read from storage (`read_bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_bytes: Option<u64>,
+    /// Bytes written to storage (`write_bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_bytes: Option<u64>,
+    /// Bytes passed to read-like system calls (`rchar`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_char_bytes: Option<u64>,
+    /// Bytes passed to write-like system calls (`wchar`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_char_bytes: Option<u64>,
+    /// Exit status in wait-status layout, from the thread-group leader's record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+}
+
+fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.saturating_add(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn max(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl Figures {
+    /// Folds in the figures of another thread (or another read) of the same process.
+    pub fn fold(&mut self, o: &Figures) {
+        self.user_ns = add(self.user_ns, o.user_ns);
+        self.sys_ns = add(self.sys_ns, o.sys_ns);
+        self.cpu_ns = add(self.cpu_ns, o.cpu_ns);
+        self.run_queue_ns = add(self.run_queue_ns, o.run_queue_ns);
+        self.blkio_delay_ns = add(self.blkio_delay_ns, o.blkio_delay_ns);
+        self.swap_reclaim_delay_ns = add(self.swap_reclaim_delay_ns, o.swap_reclaim_delay_ns);
+        self.task_time_ns = add(self.task_time_ns, o.task_time_ns);
+        self.peak_rss_bytes = max(self.peak_rss_bytes, o.peak_rss_bytes);
+        self.peak_vm_bytes = max(self.peak_vm_bytes, o.peak_vm_bytes);
+        self.minor_faults = add(self.minor_faults, o.minor_faults);
+        self.major_faults = add(self.major_faults, o.major_faults);
+        self.voluntary_switches = add(self.voluntary_switches, o.voluntary_switches);
+        self.involuntary_switches = add(self.involuntary_switches, o.involuntary_switches);
+        self.read_bytes = add(self.read_bytes, o.read_bytes);
+        self.write_bytes = add(self.write_bytes, o.write_bytes);
+        self.read_char_bytes = add(self.read_char_bytes, o.read_char_bytes);
+        self.write_char_bytes = add(self.write_char_bytes, o.write_char_bytes);
+        self.exit_status = o.exit_status.or(self.exit_status);
+    }
+}
+
+/// A process's exact figures, grouped by the source that measured them.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct Ledger {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taskstats: Option<Figures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_stop: Option<Figures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait4: Option<Figures>,
+    /// taskstats records folded in: one per thread that exited.
+    pub taskstats_records: u32,
+}
+
+impl Ledger {
+    pub fn group_mut(&mut self, s: LedgerSource) -> &mut Option<Figures> {
+        match s {
+            LedgerSource::Taskstats => &mut self.taskstats,
+            LedgerSource::ExitStop => &mut self.exit_stop,
+            LedgerSource::Wait4 => &mut self.wait4,
+        }
+    }
+
+    /// A figure from the best source that measured it.
+    pub fn best(&self, pick: impl Fn(&Figures) -> Option<u64>) -> Option<(u64, LedgerSource)> {
+        [
+            (LedgerSource::Taskstats, &self.taskstats),
+            (LedgerSource::ExitStop, &self.exit_stop),
+            (LedgerSource::Wait4, &self.wait4),
+        ]
+        .into_iter()
+        .find_map(|(s, f)| f.as_ref().and_then(&pick).map(|v| (v, s)))
+    }
+
+    /// User + system CPU, or the exact runtime when no split is known.
+    pub fn cpu(&self) -> Option<(u64, LedgerSource)> {
+        self.best(|f| f.cpu_ns.or_else(|| Some(f.user_ns? + f.sys_ns?)))
+    }
+
+    /// Storage I/O: bytes read + written.
+    pub fn io_bytes(&self) -> Option<(u64, LedgerSource)> {
+        self.best(|f| Some(f.read_bytes? + f.write_bytes?))
+    }
+}
+
+/// What an accounting source changed in the Run (the payload of `Event::Accounting`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(tag = "what", rename_all = "snake_case")]
+pub enum AccountEvent {
+    /// Figures of process `tgid` (one thread's, or the whole process's), folded into its ledger.
+    /// `start_ns` is the process's start in the Run, which tells reused pids apart (taskstats
+    /// records may arrive after the tracker saw the process end); `None`: the live process.
+    Ledger {
+        tgid: i32,
+        start_ns: Option<u64>,
+        source: LedgerSource,
+        figures: Box<Figures>,
+    },
+    /// ste ran the command in its own cgroup: the version (1 or 2) and directories.
+    Group { version: u8, dirs: Vec<String> },
+    /// The group's memory at a sampling round that raised its usage, anon or file maximum.
+    GroupSample {
+        usage_bytes: u64,
+        anon_bytes: u64,
+        file_bytes: u64,
+    },
+    /// The group's exact figures once the tree has ended.
+    GroupEnd { end: Box<GroupEnd> },
+    /// An exact figure ste could not measure on this run, and why.
+    Unavailable { figure: String, why: String },
+    /// Whether delay accounting (`kernel.task_delayacct`) was on for the run, and whether ste
+    /// switched it on (`--delays`).
+    Delays { on: bool, switched_by_ste: bool },
+    /// The taskstats receive buffer overflowed: exit records were dropped.
+    TaskstatsOverrun,
+    /// ste ended the descendants still running after the command (`--kill-lingering`).
+    KilledLingering {
+        pids: Vec<i32>,
+        signal: i32,
+        via: String,
+    },
+}
+
+impl AccountEvent {
+    /// The process the event is about, if any.
+    pub fn process(&self) -> Option<(i32, Option<u64>)> {
+        match self {
+            AccountEvent::Ledger { tgid, start_ns, .. } => Some((*tgid, *start_ns)),
+            _ => None,
+        }
+    }
+}
+
+/// The cgroup's exact figures at the end of the run.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GroupEnd {
+    /// Highest memory charged to the group: anon, page cache and (v1) kernel memory.
+    pub memory_peak_bytes: Option<u64>,
+    /// Highest kernel memory charged (v1 `memory.kmem.max_usage_in_bytes`).
+    pub kernel_peak_bytes: Option<u64>,
+    /// Anonymous memory still charged at the end.
+    pub anon_bytes: Option<u64>,
+    /// Page cache still charged at the end (files the tree read or wrote).
+    pub file_bytes: Option<u64>,
+    pub cpu_user_ns: Option<u64>,
+    pub cpu_sys_ns: Option<u64>,
+    /// User + system CPU of everything that ran in the group.
+    pub cpu_ns: Option<u64>,
+    /// Most processes and threads alive at once in the group.
+    pub pids_peak: Option<u64>,
+}
+
+/// ste's cgroup and what it measured.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct Group {
+    /// 1 (v1 controllers) or 2 (unified hierarchy).
+    pub version: u8,
+    /// The directories created, one per hierarchy.
+    pub dirs: Vec<String>,
+    /// Exact figures read at the end.
+    pub end: Option<GroupEnd>,
+    /// Highest usage seen at a sampling round, and the anon/file split at that round.
+    pub sampled_peak_bytes: Option<u64>,
+    pub sampled_peak_anon_bytes: Option<u64>,
+    pub sampled_peak_file_bytes: Option<u64>,
+    /// When that round was taken.
+    pub sampled_peak_t_ns: Option<u64>,
+    /// Highest anonymous and file memory seen at any round.
+    pub max_anon_bytes: Option<u64>,
+    pub max_file_bytes: Option<u64>,
+}
+
+/// One of the three memory figures, with where it came from.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct MemoryFigure {
+    pub bytes: u64,
+    /// `true` when the kernel counted it; `false` when it was sampled.
+    pub exact: bool,
+    pub from: String,
+    /// The process it belongs to (largest single peak).
+    pub pid: Option<i32>,
+    /// Processes that contributed (summed peaks).
+    pub processes: Option<u64>,
+}
+
+/// The three memory figures, side by side.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct MemoryReconciled {
+    /// The whole group's peak (cgroup): includes page cache and kernel memory.
+    pub group_peak: Option<MemoryFigure>,
+    /// The largest high-water RSS of a single process.
+    pub largest_process_peak: Option<MemoryFigure>,
+    /// High-water RSS summed over every process: an upper bound on the tree's resident set
+    /// (processes that never lived at the same time are added, shared pages count once each).
+    pub summed_process_peaks: Option<MemoryFigure>,
+    /// The PSS curve's maximum (sampled).
+    pub pss_max: Option<MemoryFigure>,
+    /// The sampling interval behind `pss_max`.
+    pub pss_interval_ns: Option<u64>,
+}
+
+/// Where the wall time went, summed over every task (thread) of the tree.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct TimeBreakdown {
+    pub wall_ns: u64,
+    /// Sum of the lifetimes of every task: the time to account for.
+    pub task_time_ns: Option<u64>,
+    pub user_ns: Option<u64>,
+    pub sys_ns: Option<u64>,
+    /// On a CPU (user + system, exact), when no split is known.
+    pub cpu_ns: Option<u64>,
+    pub run_queue_ns: Option<u64>,
+    /// `None` unless delay accounting was on.
+    pub blkio_ns: Option<u64>,
+    pub swap_reclaim_ns: Option<u64>,
+    /// The rest: sleeping, waiting for children, pipes, the network, locks.
+    pub other_ns: Option<u64>,
+    /// The sources used, e.g. `taskstats`.
+    pub from: String,
+    /// Processes without figures (their time is left out).
+    pub processes_without_figures: u64,
+}
+
+/// One process on the critical path.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct PathLink {
+    pub pid: i32,
+    pub start_ns: u64,
+    pub end_ns: Option<u64>,
+    /// Time on the path not covered by the next link (before it started, after it ended).
+    pub self_ns: u64,
+}
+
+/// A descendant still running when the command's first process ended.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Lingering {
+    pub pid: i32,
+    /// When it ended; `None` if ste stopped waiting first.
+    pub end_ns: Option<u64>,
+    /// Ended by ste (`--kill-lingering`).
+    pub killed: bool,
+}
+
+/// Everything exact accounting added to the Run.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct Accounting {
+    /// ste's own cgroup; `None` when it could not make one (see `unavailable`).
+    pub group: Option<Group>,
+    /// Exact figures that could not be measured on this run, and why.
+    pub unavailable: Vec<Unavailable>,
+    /// Delay accounting was on during the run (block I/O and swap waits are measured).
+    pub delays_on: Option<bool>,
+    /// ste switched it on for the run (`--delays`) and back off afterwards.
+    pub delays_switched_by_ste: bool,
+    /// Times the taskstats receive buffer overflowed (records lost).
+    pub taskstats_overruns: u64,
+    /// Processes whose figures came from taskstats but miss some of their threads' records.
+    pub taskstats_incomplete: u64,
+    pub memory: MemoryReconciled,
+    pub time: Option<TimeBreakdown>,
+    /// The chain of processes whose lifetimes bound the wall time, root first.
+    pub critical_path: Vec<PathLink>,
+    /// Descendants that outlived the command's first process.
+    pub lingering: Vec<Lingering>,
+    /// The signal ste ended lingering descendants with, and how (`cgroup` or `pids`).
+    pub killed_lingering: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable {
+    pub figure: String,
+    pub why: String,
+}
+
+/// A process's high-water RSS and where it came from, as (bytes, source, exact). `VmHWM`
+/// read at the ptrace exit stop comes first: the kernel sums its per-CPU RSS counters for
+/// /proc, while taskstats reads them unsummed and can be a few dozen pages off.
+pub fn process_peak(run: &super::Run, p: &super::Process) -> Option<(u64, String, bool)> {
+    let core = run.sources.get("peak_rss_bytes");
+    if let (Some(v), Some(src)) = (p.peak_rss_bytes, core)
+        && src.exact
+    {
+        return Some((v, src.from.clone(), true));
+    }
+    if let Some((v, s)) = p.ledger.as_ref().and_then(|l| l.best(|f| f.peak_rss_bytes)) {
+        let from = match s {
+            LedgerSource::Taskstats => "taskstats hiwater_rss",
+            LedgerSource::ExitStop | LedgerSource::Wait4 => "VmHWM at the ptrace exit stop",
+        };
+        return Some((v, from.to_string(), true));
+    }
+    let v = p.peak_rss_bytes?;
+    Some((
+        v,
+        core.map_or_else(|| "VmHWM".to_string(), |s| s.from.clone()),
+        false,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_fold_sums_counters_and_keeps_peaks() {
+        let mut a = Figures {
+            cpu_ns: Some(10),
+            peak_rss_bytes: Some(100),
+            ..Default::default()
+        };
+        a.fold(&Figures {
+            cpu_ns: Some(5),
+            peak_rss_bytes: Some(80),
+            minor_faults: Some(3),
+            ..Default::default()
+        });
+        assert_eq!(a.cpu_ns, Some(15));
+        assert_eq!(a.peak_rss_bytes, Some(100));
+        assert_eq!(a.minor_faults, Some(3));
+        assert_eq!(a.read_bytes, None);
+    }
+
+    #[test]
+    fn best_source_wins() {
+        let l = Ledger {
+            taskstats: Some(Figures {
+                peak_rss_bytes: Some(7),
+                ..Default::default()
+            }),
+            exit_stop: Some(Figures {
+                peak_rss_bytes: Some(6),
+                cpu_ns: Some(3),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            l.best(|f| f.peak_rss_bytes),
+            Some((7, LedgerSource::Taskstats))
+        );
+        assert_eq!(l.cpu(), Some((3, LedgerSource::ExitStop)));
+        assert_eq!(l.io_bytes(), None);
+    }
+}

@@ -1,0 +1,616 @@
+//! Text for exact accounting: the three memory figures side by side, where the wall time went,
+//! the critical path, the cgroup's figures, lingering descendants, what could not be measured
+//! and why; and the optional views, the ledger as a tree (`--tree`) and the costliest processes
+//! (`--top N`).
+//!
+//! Pure functions of a Run (model and units only).
+
+use crate::model::{
+    Accounting, MemoryFigure, Process, Run, join_escaped, process_peak, signal_name,
+};
+use crate::report::text::{Style, program};
+use crate::units::{bytes_human, duration_human, group_thousands, percent};
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+/// Which ledger views to print after the summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Views {
+    pub tree: bool,
+    pub top: Option<usize>,
+}
+
+/// Accounting lines of the summary (nothing for a run without accounting).
+pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
+    let Some(a) = &run.accounting else {
+        return Ok(());
+    };
+    memory_lines(run, a, w)?;
+    if let Some(g) = &a.group
+        && let Some(e) = &g.end
+    {
+        let mut parts = Vec::new();
+        if let Some(c) = e.cpu_ns {
+            let split = match (e.cpu_user_ns, e.cpu_sys_ns) {
+                (Some(u), Some(s)) => format!(" (user {}, system {})", ms(u), ms(s)),
+                _ => String::new(),
+            };
+            parts.push(format!("CPU {}{split}", ms(c)));
+        }
+        if let Some(p) = e.pids_peak {
+            parts.push(format!("at most {p} tasks at once"));
+        }
+        if !parts.is_empty() {
+            writeln!(
+                w,
+                "Group: {} [cgroup v{} {}, exact]",
+                parts.join(", "),
+                g.version,
+                g.dirs.first().map(String::as_str).unwrap_or("")
+            )?;
+        }
+    }
+    time_line(a, w)?;
+    critical_path_line(run, a, w, style)?;
+    lingering_line(run, a, w)?;
+    if a.taskstats_overruns > 0 {
+        writeln!(
+            w,
+            "Accounting lost: the taskstats receive buffer overflowed {} time{}; some processes miss their exit records",
+            a.taskstats_overruns,
+            if a.taskstats_overruns == 1 { "" } else { "s" }
+        )?;
+    }
+    for u in &a.unavailable {
+        writeln!(w, "Unavailable: {}: {}", u.figure, u.why)?;
+    }
+    Ok(())
+}
+
+fn ms(ns: u64) -> String {
+    duration_human(ns)
+}
+
+fn label(f: &MemoryFigure) -> String {
+    format!(
+        "[{}, {}]",
+        f.from,
+        if f.exact { "exact" } else { "sampled" }
+    )
+}
+
+fn memory_lines(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
+    let m = &a.memory;
+    if let Some(g) = &m.group_peak {
+        let mut split = Vec::new();
+        if let Some(grp) = &a.group {
+            if let (Some(an), Some(fi)) = (grp.sampled_peak_anon_bytes, grp.sampled_peak_file_bytes)
+            {
+                split.push(format!(
+                    "at the highest sample anon {}, page cache {}",
+                    bytes_human(an),
+                    bytes_human(fi)
+                ));
+            }
+            if let Some(f) = grp.end.and_then(|e| e.file_bytes) {
+                split.push(format!("page cache charged at the end {}", bytes_human(f)));
+            }
+        }
+        let split = if split.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", split.join("; "))
+        };
+        writeln!(
+            w,
+            "Memory, group peak: {} bytes{split} {}",
+            group_thousands(g.bytes),
+            label(g)
+        )?;
+    }
+    if let Some(l) = &m.largest_process_peak {
+        let who = l
+            .pid
+            .and_then(|pid| run.processes.iter().find(|p| p.pid == pid))
+            .map(|p| format!(", pid {} ({})", p.pid, program(p)))
+            .unwrap_or_default();
+        writeln!(
+            w,
+            "Memory, largest process peak: {} bytes{who} {}",
+            group_thousands(l.bytes),
+            label(l)
+        )?;
+    }
+    if let Some(s) = &m.summed_process_peaks {
+        writeln!(
+            w,
+            "Memory, process peaks summed: {} bytes over {} process{} (an upper bound: they need not have peaked together) {}",
+            group_thousands(s.bytes),
+            s.processes.unwrap_or(0),
+            if s.processes == Some(1) { "" } else { "es" },
+            label(s)
+        )?;
+    }
+    if let Some(p) = &m.pss_max {
+        let interval = m
+            .pss_interval_ns
+            .map(|i| format!(", effective interval {}", duration_human(i)))
+            .unwrap_or_default();
+        writeln!(
+            w,
+            "Memory, PSS curve maximum: {} bytes [{}, sampled{interval}]",
+            group_thousands(p.bytes),
+            p.from
+        )?;
+    }
+    Ok(())
+}
+
+fn time_line(a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
+    let Some(t) = &a.time else {
+        return Ok(());
+    };
+    let Some(total) = t.task_time_ns else {
+        return Ok(());
+    };
+    let share = |v: u64| {
+        if total > 0 {
+            format!(" ({})", percent(v as f64 / total as f64))
+        } else {
+            String::new()
+        }
+    };
+    let mut parts = Vec::new();
+    match (t.user_ns, t.sys_ns) {
+        (Some(u), Some(s)) => {
+            parts.push(format!("user {}{}", ms(u), share(u)));
+            parts.push(format!("system {}{}", ms(s), share(s)));
+        }
+        _ => {
+            if let Some(c) = t.cpu_ns {
+                parts.push(format!("on a CPU {}{}", ms(c), share(c)));
+            }
+        }
+    }
+    if let Some(r) = t.run_queue_ns {
+        parts.push(format!("waiting for a CPU {}{}", ms(r), share(r)));
+    }
+    match t.blkio_ns {
+        Some(b) => parts.push(format!("block I/O {}{}", ms(b), share(b))),
+        None => parts.push("block I/O n/a".into()),
+    }
+    match t.swap_reclaim_ns {
+        Some(s) => parts.push(format!("swap/reclaim {}{}", ms(s), share(s))),
+        None => parts.push("swap/reclaim n/a".into()),
+    }
+    if let Some(o) = t.other_ns {
+        parts.push(format!(
+            "sleeping or waiting otherwise {}{}",
+            ms(o),
+            share(o)
+        ));
+    }
+    let missing = if t.processes_without_figures > 0 {
+        format!(
+            "; {} process{} without figures left out",
+            t.processes_without_figures,
+            if t.processes_without_figures == 1 {
+                ""
+            } else {
+                "es"
+            }
+        )
+    } else {
+        String::new()
+    };
+    writeln!(
+        w,
+        "Time: {} of task time over {} of wall: {} [{}{missing}]",
+        ms(total),
+        ms(t.wall_ns),
+        parts.join(", "),
+        t.from
+    )
+}
+
+fn critical_path_line(
+    run: &Run,
+    a: &Accounting,
+    w: &mut dyn Write,
+    style: Style,
+) -> io::Result<()> {
+    if a.critical_path.len() < 2 {
+        return Ok(());
+    }
+    let by_pid: HashMap<(i32, u64), &Process> = run
+        .processes
+        .iter()
+        .map(|p| ((p.pid, p.start_ns), p))
+        .collect();
+    let links: Vec<String> = a
+        .critical_path
+        .iter()
+        .map(|l| {
+            let name = by_pid
+                .get(&(l.pid, l.start_ns))
+                .map(|p| program(p))
+                .unwrap_or_default();
+            let life = l
+                .end_ns
+                .unwrap_or(run.totals.wall_ns)
+                .saturating_sub(l.start_ns);
+            format!(
+                "{} ({name}) {} (self {})",
+                l.pid,
+                duration_human(life),
+                duration_human(l.self_ns)
+            )
+        })
+        .collect();
+    let mut line = format!("Critical path: {}", links.join(" → "));
+    if line.chars().count() > style.width.max(40) * 3 {
+        line = format!(
+            "Critical path: {} → … ({} more) → {}",
+            links[0],
+            links.len() - 2,
+            links[links.len() - 1]
+        );
+    }
+    writeln!(w, "{line}")
+}
+
+fn lingering_line(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
+    if a.lingering.is_empty() {
+        return Ok(());
+    }
+    let name = |pid: i32| {
+        run.processes
+            .iter()
+            .rev()
+            .find(|p| p.pid == pid)
+            .map(program)
+            .unwrap_or_default()
+    };
+    let root_end = run.processes.first().and_then(|p| p.end_ns).unwrap_or(0);
+    let items: Vec<String> = a
+        .lingering
+        .iter()
+        .take(8)
+        .map(|l| {
+            let how = if l.killed {
+                "ended by ste".to_string()
+            } else {
+                match l.end_ns {
+                    Some(e) => format!(
+                        "ended {} after the command",
+                        duration_human(e - root_end.min(e))
+                    ),
+                    None => "still running".to_string(),
+                }
+            };
+            format!("{} ({}) {how}", l.pid, name(l.pid))
+        })
+        .collect();
+    let more = a.lingering.len().saturating_sub(items.len());
+    let killed = a
+        .killed_lingering
+        .as_ref()
+        .map(|k| format!("; --kill-lingering sent {k}"))
+        .unwrap_or_default();
+    writeln!(
+        w,
+        "Lingering: {} descendant{} outlived the command: {}{}{killed}",
+        a.lingering.len(),
+        if a.lingering.len() == 1 { "" } else { "s" },
+        items.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// The exit column: code, signal name, or why it is unknown.
+fn exit_text(p: &Process) -> String {
+    match (p.exit_code, p.signal, p.end_ns) {
+        (Some(c), _, _) => c.to_string(),
+        (None, Some(s), _) => signal_name(s),
+        (None, None, None) => "running".into(),
+        _ => "?".into(),
+    }
+}
+
+fn argv_text(p: &Process) -> String {
+    match p.execs.last().and_then(|e| e.argv.as_ref()) {
+        Some(a) => join_escaped(a),
+        None if p.execs.is_empty() => "(forked, no exec)".into(),
+        None => "[?]".into(),
+    }
+}
+
+fn cut(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+struct Row {
+    lifetime: String,
+    cpu: String,
+    rss: String,
+    io: String,
+    exit: String,
+}
+
+fn row(run: &Run, p: &Process) -> Row {
+    let lifetime = match p.end_ns {
+        Some(e) => duration_human(e.saturating_sub(p.start_ns)),
+        None => "running".into(),
+    };
+    let ledger = p.ledger.as_ref();
+    let cpu = ledger
+        .and_then(|l| l.cpu())
+        .map_or("n/a".into(), |(v, _)| duration_human(v));
+    let rss = process_peak(run, p).map_or("n/a".into(), |(v, _, _)| bytes_human(v));
+    let io = ledger
+        .and_then(|l| l.io_bytes())
+        .map(|(v, _)| v)
+        .or_else(|| p.io.map(|io| io.read_bytes + io.write_bytes))
+        .map_or("n/a".into(), bytes_human);
+    Row {
+        lifetime,
+        cpu,
+        rss,
+        io,
+        exit: exit_text(p),
+    }
+}
+
+const HEADER: &str = "    PID  LIFETIME       CPU  PEAK RSS       I/O  EXIT  COMMAND";
+
+fn row_line(p: &Process, r: &Row, prefix: &str, width: usize) -> String {
+    let head = format!(
+        "{:>7}  {:>8}  {:>8}  {:>8}  {:>8}  {:>4}  ",
+        p.pid,
+        cut(&r.lifetime, 8),
+        cut(&r.cpu, 8),
+        cut(&r.rss, 8),
+        cut(&r.io, 8),
+        cut(&r.exit, 7)
+    );
+    let room = width.saturating_sub(head.chars().count()).max(12);
+    format!("{head}{}", cut(&format!("{prefix}{}", argv_text(p)), room))
+}
+
+/// `--tree` and `--top N`, after the summary.
+pub fn render_views(run: &Run, w: &mut dyn Write, style: Style, views: Views) -> io::Result<()> {
+    if views.tree {
+        tree(run, w, style)?;
+    }
+    if let Some(n) = views.top {
+        top(run, w, style, n)?;
+    }
+    Ok(())
+}
+
+fn tree(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
+    let procs = &run.processes;
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); procs.len()];
+    let mut roots = Vec::new();
+    let mut latest: HashMap<i32, usize> = HashMap::new();
+    for (i, p) in procs.iter().enumerate() {
+        match p.ppid.and_then(|pp| latest.get(&pp).copied()) {
+            Some(parent) if parent != i => children[parent].push(i),
+            _ => roots.push(i),
+        }
+        latest.insert(p.pid, i);
+    }
+    writeln!(w, "Process tree (ledger):")?;
+    writeln!(w, "{HEADER}")?;
+    // Depth-first, iteratively: a deep tree must not exhaust the stack.
+    let mut stack: Vec<(usize, String, bool, bool)> = roots
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(k, &i)| (i, String::new(), k == 0, true))
+        .collect();
+    while let Some((i, indent, last, top_level)) = stack.pop() {
+        let p = &procs[i];
+        let prefix = if top_level {
+            String::new()
+        } else {
+            format!("{indent}{}", if last { "└─ " } else { "├─ " })
+        };
+        writeln!(w, "{}", row_line(p, &row(run, p), &prefix, style.width))?;
+        let child_indent = if top_level {
+            String::new()
+        } else {
+            format!("{indent}{}", if last { "   " } else { "│  " })
+        };
+        for (k, &c) in children[i].iter().enumerate().rev() {
+            stack.push((c, child_indent.clone(), k + 1 == children[i].len(), false));
+        }
+    }
+    Ok(())
+}
+
+fn top(run: &Run, w: &mut dyn Write, style: Style, n: usize) -> io::Result<()> {
+    let by = |key: &dyn Fn(&Process) -> Option<u64>| -> Vec<&Process> {
+        let mut v: Vec<(&Process, u64)> = run
+            .processes
+            .iter()
+            .filter_map(|p| key(p).map(|k| (p, k)))
+            .collect();
+        v.sort_by_key(|x| std::cmp::Reverse(x.1));
+        v.into_iter().take(n).map(|(p, _)| p).collect()
+    };
+    let cpu = by(&|p| p.ledger.as_ref().and_then(|l| l.cpu()).map(|x| x.0));
+    let rss = by(&|p| process_peak(run, p).map(|x| x.0));
+    for (title, list) in [("CPU", cpu), ("peak RSS", rss)] {
+        writeln!(w, "Top {n} by {title}:")?;
+        if list.is_empty() {
+            writeln!(w, "  (no process has this figure)")?;
+            continue;
+        }
+        writeln!(w, "{HEADER}")?;
+        for p in list {
+            writeln!(w, "{}", row_line(p, &row(run, p), "", style.width))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Event, Stamped};
+    use crate::model::{AccountEvent, Arg, Figures, LedgerSource, Termination};
+    use crate::recorder::Recorder;
+
+    fn run() -> Run {
+        let e = |t: u64, event: Event| Stamped { t_ns: t, event };
+        let ms = 1_000_000;
+        let ledger = |t, pid, cpu: u64, rss: u64| {
+            e(
+                t,
+                Event::Accounting {
+                    event: AccountEvent::Ledger {
+                        tgid: pid,
+                        start_ns: None,
+                        source: LedgerSource::Taskstats,
+                        figures: Box::new(Figures {
+                            cpu_ns: Some(cpu * ms),
+                            task_time_ns: Some(t),
+                            peak_rss_bytes: Some(rss << 20),
+                            read_bytes: Some(0),
+                            write_bytes: Some(4096),
+                            ..Default::default()
+                        }),
+                    },
+                },
+            )
+        };
+        Recorder::replay(&[
+            e(
+                0,
+                Event::Start {
+                    command: vec![Arg::from("make")],
+                    tracker: "ptrace".into(),
+                    pid: 10,
+                    ppid: 1,
+                },
+            ),
+            e(
+                1,
+                Event::Exec {
+                    tgid: 10,
+                    former_tid: 10,
+                    argv: Some(vec![Arg::from("make"), Arg::from("-j2")]),
+                },
+            ),
+            e(
+                ms,
+                Event::Fork {
+                    parent_tgid: 10,
+                    child_tid: 11,
+                    child_tgid: 11,
+                },
+            ),
+            e(
+                2 * ms,
+                Event::Exec {
+                    tgid: 11,
+                    former_tid: 11,
+                    argv: Some(vec![Arg::from("cc"), Arg::from("a.c")]),
+                },
+            ),
+            ledger(500 * ms, 11, 400, 30),
+            e(
+                500 * ms,
+                Event::Exit {
+                    tid: 11,
+                    tgid: 11,
+                    status: Some(Termination::Exited(1)),
+                },
+            ),
+            ledger(510 * ms, 10, 5, 2),
+            e(
+                510 * ms,
+                Event::Exit {
+                    tid: 10,
+                    tgid: 10,
+                    status: Some(Termination::Exited(2)),
+                },
+            ),
+        ])
+    }
+
+    #[test]
+    fn tree_and_top() {
+        let style = Style {
+            width: 100,
+            color: false,
+        };
+        let mut out = Vec::new();
+        render_views(
+            &run(),
+            &mut out,
+            style,
+            Views {
+                tree: true,
+                top: Some(1),
+            },
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        insta::assert_snapshot!(text, @r"
+        Process tree (ledger):
+            PID  LIFETIME       CPU  PEAK RSS       I/O  EXIT  COMMAND
+             10     510ms       5ms     2 MiB     4 KiB     2  make -j2
+             11     499ms     400ms    30 MiB     4 KiB     1  └─ cc a.c
+        Top 1 by CPU:
+            PID  LIFETIME       CPU  PEAK RSS       I/O  EXIT  COMMAND
+             11     499ms     400ms    30 MiB     4 KiB     1  cc a.c
+        Top 1 by peak RSS:
+            PID  LIFETIME       CPU  PEAK RSS       I/O  EXIT  COMMAND
+             11     499ms     400ms    30 MiB     4 KiB     1  cc a.c
+        ");
+    }
+
+    #[test]
+    fn summary_lines_label_each_memory_figure() {
+        let mut out = Vec::new();
+        render(
+            &run(),
+            &mut out,
+            Style {
+                width: 100,
+                color: false,
+            },
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("Memory, largest process peak: 31,457,280 bytes, pid 11 (cc) [taskstats hiwater_rss, exact]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Memory, process peaks summed: 33,554,432 bytes over 2 processes"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Time: 1.01s of task time over 510ms of wall: on a CPU 405ms"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "Critical path: 10 (make) 510ms (self 11ms) → 11 (cc) 499ms (self 499ms)"
+            ),
+            "{text}"
+        );
+    }
+}
