@@ -6,8 +6,10 @@
 //! and exactness is listed in `Run::sources`.
 
 mod arg;
+mod timeline;
 
 pub use arg::{Arg, join_escaped};
+pub use timeline::{ProcessSample, ThreadLifetime};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -139,6 +141,10 @@ pub struct Process {
     pub io: Option<Io>,
     /// Each successful exec, in order. Empty for a process that forked and never exec'd.
     pub execs: Vec<Exec>,
+    /// Its threads other than the main thread, in order of creation (`threads - 1` of them
+    /// when the tracker saw every one).
+    #[serde(default)]
+    pub thread_lifetimes: Vec<ThreadLifetime>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -161,7 +167,7 @@ pub struct Io {
     pub cancelled_write_bytes: u64,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct Sample {
     /// Time of the round, from the start of the run.
     pub t_ns: u64,
@@ -173,6 +179,10 @@ pub struct Sample {
     pub processes: u32,
     /// Live processes whose smaps_rollup could not be read (permission, gone).
     pub unreadable: u32,
+    /// Each process read in this round; `None` when the sampler did not keep them (records
+    /// and runs of older versions).
+    #[serde(default)]
+    pub per_process: Option<Vec<ProcessSample>>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
