@@ -36,7 +36,12 @@ pub struct Recorder {
     last_event_ns: u64,
     end_ns: Option<u64>,
     stopped_waiting: Option<String>,
+    /// Sees every event before it is applied (the record file of `ste record`).
+    tap: Option<Tap>,
 }
+
+/// A function that sees every event the recorder applies.
+pub type Tap = Box<dyn FnMut(&Stamped)>;
 
 impl Default for Recorder {
     fn default() -> Self {
@@ -70,7 +75,14 @@ impl Recorder {
             last_event_ns: 0,
             end_ns: None,
             stopped_waiting: None,
+            tap: None,
         }
+    }
+
+    /// Hands every event applied from now on to `tap` first, so that whatever reaches the
+    /// Run, through whichever call, also reaches the record.
+    pub fn set_tap(&mut self, tap: Tap) {
+        self.tap = Some(tap);
     }
 
     /// Folds all events into a Run (replay of a record).
@@ -106,6 +118,9 @@ impl Recorder {
     }
 
     pub fn apply(&mut self, stamped: &Stamped) -> Applied<'_> {
+        if let Some(tap) = &mut self.tap {
+            tap(stamped);
+        }
         let t = stamped.t_ns;
         self.last_event_ns = self.last_event_ns.max(t);
         match &stamped.event {

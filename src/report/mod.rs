@@ -4,5 +4,51 @@
 //! ptrace, which is what makes every format testable from hand-built Runs.
 
 pub mod chart;
+pub mod csv;
+pub mod html;
 pub mod json;
+pub mod names;
+pub mod perfetto;
 pub mod text;
+
+use crate::model::Run;
+use std::io::{self, Write};
+
+/// Every format a Run can be rendered in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The `EXEC:` lines and the summary.
+    Text,
+    /// The Run (`--json`).
+    Json,
+    /// A self-contained HTML page.
+    Html,
+    /// A trace-event JSON trace for Perfetto and chrome://tracing.
+    Perfetto,
+    /// The tree's samples, one row per round.
+    Csv,
+    /// Each process's samples, one row per process per round.
+    CsvProcesses,
+}
+
+impl Format {
+    /// Whether the format is meant for a file or a program rather than a terminal.
+    pub fn is_for_files(self) -> bool {
+        matches!(self, Format::Html | Format::Perfetto)
+    }
+}
+
+/// Renders `run` in `format`; `style` lays out the text report.
+pub fn render(run: &Run, format: Format, style: text::Style, w: &mut dyn Write) -> io::Result<()> {
+    match format {
+        Format::Text => text::render(run, w, style),
+        Format::Json => json::render(run, w),
+        Format::Html => html::render(run, w),
+        Format::Perfetto => perfetto::render(run, w),
+        Format::Csv => csv::render_samples(run, w),
+        Format::CsvProcesses => csv::render_process_samples(run, w),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing;

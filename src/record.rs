@@ -1,0 +1,625 @@
+//! The record file (`ste record -o run.ste`): a run's event stream, written while the run goes,
+//! which `ste report` replays through the recorder into the same Run.
+//!
+//! Owns the file format, the writer (a tap on the recorder plus a flusher thread) and the
+//! reader with its version policy. It never interprets events: the recorder does.
+//!
+//! Format (record version 1): JSON lines inside concatenated gzip members (RFC 1952 §2.2; `zcat
+//! run.ste` prints them). The first line is a [`Header`]; every other line is one
+//! [`event::Stamped`](crate::event::Stamped) in its serde form (`{"t_ns":…,"kind":"fork",…}`).
+//! While events arrive, the open member is closed every [`FLUSH_EVERY`], so a ste that is
+//! killed (even by SIGKILL) or crashes leaves a record readable up to its last closed member;
+//! the reader notices that the run's `end` event is missing and says so. gzip (miniz_oxide,
+//! pure Rust) makes the stream about 10× smaller than the JSON it holds; members of 100 ms
+//! cost a few bytes each.
+//!
+//! Versions: `record_version` changes only when an event changes meaning or disappears. Adding
+//! an event kind or a field does not change it: an older ste skips kinds it does not know and
+//! says how many it skipped; fields it does not know are ignored. A record of a newer
+//! `record_version` is refused with a message naming both versions.
+
+use crate::event::{Event, Stamped};
+use crate::report::text::Style;
+use flate2::Compression;
+use flate2::read::MultiGzDecoder;
+use flate2::write::GzEncoder;
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// The `format` field of every record header.
+pub const FORMAT: &str = "ste-record";
+/// The record version this ste writes.
+pub const RECORD_VERSION: u32 = 1;
+/// The oldest record version this ste reads.
+pub const OLDEST_READABLE: u32 = 1;
+/// How often the open gzip member is closed while events arrive: at most this much of a run is
+/// lost when ste is killed.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+/// The first line of a record.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Header {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// Version of the event stream's schema ([`RECORD_VERSION`]).
+    pub record_version: u32,
+    /// `ste <version>` that wrote the record.
+    pub generator: String,
+    /// `schema_version` of the Run (`--json`) that ste wrote.
+    pub run_schema_version: u32,
+    /// What the following lines are.
+    pub events: String,
+    /// The text report's layout in the live run, so `ste report` prints the same bytes.
+    pub text_style: Style,
+}
+
+impl Header {
+    pub fn new(text_style: Style) -> Header {
+        Header {
+            format: FORMAT.into(),
+            record_version: RECORD_VERSION,
+            generator: format!("ste {}", env!("CARGO_PKG_VERSION")),
+            run_schema_version: crate::model::SCHEMA_VERSION,
+            events: "one ste event per line: {\"t_ns\": nanoseconds since launch, \"kind\": …, fields of the kind}".into(),
+            text_style,
+        }
+    }
+}
+
+/// A record being written. Events reach it through [`Recording::tap`]; [`Recording::finish`]
+/// closes it.
+pub struct Recording {
+    shared: Arc<Shared>,
+    flusher: Option<std::thread::JoinHandle<()>>,
+    path: PathBuf,
+}
+
+struct Shared {
+    state: Mutex<WriteState>,
+    wake: Condvar,
+}
+
+struct WriteState {
+    /// The open member, or the file between members.
+    out: Member,
+    /// Events written to the open member since it was opened.
+    pending: bool,
+    stop: bool,
+    /// The first write error; nothing is written after it.
+    error: Option<io::Error>,
+}
+
+enum Member {
+    Open(GzEncoder<File>),
+    Closed(File),
+    /// Only while switching.
+    Gone,
+}
+
+impl WriteState {
+    fn encoder(&mut self) -> &mut GzEncoder<File> {
+        if let Member::Closed(_) = self.out
+            && let Member::Closed(f) = std::mem::replace(&mut self.out, Member::Gone)
+        {
+            self.out = Member::Open(GzEncoder::new(f, Compression::default()));
+        }
+        match &mut self.out {
+            Member::Open(e) => e,
+            _ => unreachable!("a member was opened above"),
+        }
+    }
+
+    fn write_line(&mut self, value: &impl Serialize) {
+        if self.error.is_some() {
+            return;
+        }
+        let enc = self.encoder();
+        let res = serde_json::to_writer(&mut *enc, value)
+            .map_err(io::Error::other)
+            .and_then(|()| enc.write_all(b"\n"));
+        match res {
+            Ok(()) => self.pending = true,
+            Err(e) => self.error = Some(e),
+        }
+    }
+
+    /// Closes the open member so everything so far is readable.
+    fn close_member(&mut self) {
+        self.pending = false;
+        if let Member::Open(_) = self.out
+            && let Member::Open(enc) = std::mem::replace(&mut self.out, Member::Gone)
+        {
+            match enc.finish() {
+                Ok(f) => self.out = Member::Closed(f),
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                }
+            }
+        }
+    }
+}
+
+impl Recording {
+    /// Creates the record file and writes its header (in a member of its own, closed at once).
+    pub fn create(path: &Path, text_style: Style) -> io::Result<Recording> {
+        let file = File::create(path)?;
+        let mut state = WriteState {
+            out: Member::Closed(file),
+            pending: false,
+            stop: false,
+            error: None,
+        };
+        state.write_line(&Header::new(text_style));
+        state.close_member();
+        if let Some(e) = state.error.take() {
+            return Err(e);
+        }
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            wake: Condvar::new(),
+        });
+        let me = Arc::clone(&shared);
+        let flusher = std::thread::Builder::new()
+            .name("ste-record".into())
+            .spawn(move || me.flush_loop())?;
+        Ok(Recording {
+            shared,
+            flusher: Some(flusher),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The function the recorder calls with every event it applies.
+    pub fn tap(&self) -> crate::recorder::Tap {
+        let shared = Arc::clone(&self.shared);
+        Box::new(move |e: &Stamped| {
+            shared.state.lock().expect("record lock").write_line(e);
+        })
+    }
+
+    /// Closes the record; returns the first error met while writing it, if any.
+    pub fn finish(mut self) -> io::Result<()> {
+        self.shared.state.lock().expect("record lock").stop = true;
+        self.shared.wake.notify_one();
+        if let Some(t) = self.flusher.take() {
+            let _ = t.join();
+        }
+        let mut st = self.shared.state.lock().expect("record lock");
+        st.close_member();
+        if let Member::Closed(f) = &mut st.out
+            && let Err(e) = f.flush()
+        {
+            st.error.get_or_insert(e);
+        }
+        match st.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Shared {
+    fn flush_loop(&self) {
+        let mut st = self.state.lock().expect("record lock");
+        loop {
+            if st.stop {
+                return;
+            }
+            let (guard, _) = self
+                .wake
+                .wait_timeout(st, FLUSH_EVERY)
+                .expect("record lock");
+            st = guard;
+            if st.pending {
+                st.close_member();
+            }
+        }
+    }
+}
+
+/// Why a file could not be read as a record.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path} is not a ste record ({why}); records are written by `ste record -o FILE`")]
+    NotARecord { path: PathBuf, why: String },
+    #[error(
+        "{path} is a record of version {found}, written by {generator}; this ste ({this}) reads record versions {oldest} to {newest}: {advice}"
+    )]
+    Version {
+        path: PathBuf,
+        found: u32,
+        generator: String,
+        this: String,
+        oldest: u32,
+        newest: u32,
+        advice: &'static str,
+    },
+    #[error("{path}, line {line}: {why}")]
+    Corrupt {
+        path: PathBuf,
+        line: u64,
+        why: String,
+    },
+}
+
+/// A record read back.
+#[derive(Debug)]
+pub struct Loaded {
+    pub header: Header,
+    pub events: Vec<Stamped>,
+    /// The run's `end` event is missing: the ste that wrote the record was killed or crashed.
+    /// Holds the time of the last event read.
+    pub unfinished_at_ns: Option<u64>,
+    /// The gzip stream or the last line was cut off (a member being written when ste died).
+    pub cut_off: bool,
+    /// Events of kinds this ste does not know (written by a newer ste), skipped: kind → count.
+    pub unknown_kinds: std::collections::BTreeMap<String, u64>,
+}
+
+impl Loaded {
+    /// What the reader must be told about this record, one sentence each.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if let Some(t) = self.unfinished_at_ns {
+            w.push(format!(
+                "the record stops at {} without the end of the run{}: the ste that wrote it was killed or crashed, so the report covers the run up to there",
+                crate::units::duration_human(t),
+                if self.cut_off { " (its last part was cut off)" } else { "" }
+            ));
+        }
+        if !self.unknown_kinds.is_empty() {
+            let kinds: Vec<String> = self
+                .unknown_kinds
+                .iter()
+                .map(|(k, n)| format!("{n} {k}"))
+                .collect();
+            w.push(format!(
+                "skipped events of kinds this ste ({}) does not know ({}): the record was written by {}; a newer ste shows them",
+                env!("CARGO_PKG_VERSION"),
+                kinds.join(", "),
+                self.header.generator
+            ));
+        }
+        w
+    }
+
+    /// The events to replay: the record's, followed by a note for each warning, so the report
+    /// itself says what the record lacks.
+    pub fn events_with_notes(mut self) -> (Header, Vec<Stamped>) {
+        let t = self.events.last().map_or(0, |e| e.t_ns);
+        for text in self.warnings() {
+            self.events.push(Stamped {
+                t_ns: t,
+                event: Event::Note { text },
+            });
+        }
+        (self.header, self.events)
+    }
+}
+
+/// gzip's first two bytes (RFC 1952).
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Whether the file starts like a record (gzip), without judging its contents.
+pub fn looks_like_a_record(start: &[u8]) -> bool {
+    start.starts_with(&GZIP_MAGIC)
+}
+
+/// Reads a whole record.
+pub fn load(path: &Path) -> Result<Loaded, LoadError> {
+    let io_err = |source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = File::open(path).map_err(io_err)?;
+    let mut magic = [0u8; 2];
+    let n = file.read(&mut magic).map_err(io_err)?;
+    if !looks_like_a_record(&magic[..n]) {
+        return Err(LoadError::NotARecord {
+            path: path.to_path_buf(),
+            why: "it is not gzip-compressed".into(),
+        });
+    }
+    drop(file);
+    let file = File::open(path).map_err(io_err)?;
+    read(path, BufReader::with_capacity(1 << 16, file))
+}
+
+/// Reads a record from a byte stream (`path` only names it in messages).
+pub fn read(path: &Path, compressed: impl BufRead) -> Result<Loaded, LoadError> {
+    let mut lines = BufReader::with_capacity(1 << 16, MultiGzDecoder::new(compressed));
+    let mut line = Vec::with_capacity(1024);
+    let corrupt = |line: u64, why: String| LoadError::Corrupt {
+        path: path.to_path_buf(),
+        line,
+        why,
+    };
+
+    // The header: read leniently first, so a newer version is named rather than misparsed.
+    let not_a_record = |why: String| LoadError::NotARecord {
+        path: path.to_path_buf(),
+        why,
+    };
+    match lines.read_until(b'\n', &mut line) {
+        Ok(0) => return Err(not_a_record("it is empty".into())),
+        Ok(_) => {}
+        Err(e) => return Err(not_a_record(format!("its first line is unreadable: {e}"))),
+    }
+    let head: serde_json::Value = serde_json::from_slice(&line)
+        .map_err(|e| not_a_record(format!("its first line is not JSON: {e}")))?;
+    if head.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+        return Err(not_a_record(format!(
+            "its first line has no \"format\": \"{FORMAT}\""
+        )));
+    }
+    let found = head
+        .get("record_version")
+        .and_then(|v| v.as_u64())
+        .ok_or_else(|| not_a_record("its header has no record_version".into()))?;
+    if !(u64::from(OLDEST_READABLE)..=u64::from(RECORD_VERSION)).contains(&found) {
+        return Err(LoadError::Version {
+            path: path.to_path_buf(),
+            found: found.min(u64::from(u32::MAX)) as u32,
+            generator: head
+                .get("generator")
+                .and_then(|g| g.as_str())
+                .unwrap_or("an unknown ste")
+                .to_string(),
+            this: format!("ste {}", env!("CARGO_PKG_VERSION")),
+            oldest: OLDEST_READABLE,
+            newest: RECORD_VERSION,
+            advice: if found > u64::from(RECORD_VERSION) {
+                "render it with a newer ste"
+            } else {
+                "render it with the ste that wrote it"
+            },
+        });
+    }
+    let header: Header =
+        serde_json::from_value(head).map_err(|e| corrupt(1, format!("bad header: {e}")))?;
+
+    let mut loaded = Loaded {
+        header,
+        events: Vec::new(),
+        unfinished_at_ns: None,
+        cut_off: false,
+        unknown_kinds: Default::default(),
+    };
+    let mut number = 1u64;
+    let mut ended = false;
+    loop {
+        line.clear();
+        match lines.read_until(b'\n', &mut line) {
+            Ok(0) => break,
+            Ok(_) if line.last() != Some(&b'\n') => {
+                // The stream ended inside a line: the member being written when ste died.
+                loaded.cut_off = true;
+                break;
+            }
+            Ok(_) => {}
+            Err(_) => {
+                // A gzip member cut off (or damaged) at the end: keep what came before.
+                loaded.cut_off = true;
+                break;
+            }
+        }
+        number += 1;
+        match serde_json::from_slice::<Stamped>(&line) {
+            Ok(e) => {
+                ended |= matches!(e.event, Event::End { .. });
+                loaded.events.push(e);
+            }
+            Err(err) => match unknown_kind(&line) {
+                Some(kind) => *loaded.unknown_kinds.entry(kind).or_default() += 1,
+                None => return Err(corrupt(number, err.to_string())),
+            },
+        }
+    }
+    if !ended {
+        loaded.unfinished_at_ns = Some(loaded.events.last().map_or(0, |e| e.t_ns));
+    }
+    Ok(loaded)
+}
+
+/// The `kind` of an event line when this ste does not know that kind (a newer ste wrote it).
+fn unknown_kind(line: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Kind {
+        kind: String,
+    }
+    let Kind { kind } = serde_json::from_slice(line).ok()?;
+    // serde names an unknown variant as such; a known kind with bad fields fails otherwise.
+    let probe = serde_json::json!({ "kind": kind });
+    match serde_json::from_value::<Event>(probe) {
+        Err(e) if e.to_string().starts_with("unknown variant") => Some(kind),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Arg, Termination};
+
+    fn style() -> Style {
+        Style {
+            width: 100,
+            color: true,
+        }
+    }
+
+    fn events() -> Vec<Stamped> {
+        let at = |t_ns, event| Stamped { t_ns, event };
+        vec![
+            at(
+                0,
+                Event::Start {
+                    command: vec![Arg::from("sh")],
+                    tracker: "ptrace".into(),
+                    pid: 10,
+                    ppid: 1,
+                },
+            ),
+            at(
+                5,
+                Event::Exec {
+                    tgid: 10,
+                    former_tid: 10,
+                    argv: Some(vec![Arg::from("sh"), Arg(vec![0xff])]),
+                },
+            ),
+            at(
+                9,
+                Event::Exit {
+                    tid: 10,
+                    tgid: 10,
+                    status: Some(Termination::Exited(0)),
+                },
+            ),
+            at(
+                10,
+                Event::End {
+                    user_ns: 1,
+                    sys_ns: 2,
+                    ste_cpu_ns: 3,
+                    ste_max_rss_bytes: 4,
+                    stopped_waiting: None,
+                },
+            ),
+        ]
+    }
+
+    fn write(path: &Path, events: &[Stamped]) {
+        let r = Recording::create(path, style()).unwrap();
+        let mut tap = r.tap();
+        for e in events {
+            tap(e);
+        }
+        drop(tap);
+        r.finish().unwrap();
+    }
+
+    #[test]
+    fn round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.ste");
+        write(&path, &events());
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.header, Header::new(style()));
+        assert_eq!(loaded.events, events());
+        assert!(loaded.warnings().is_empty());
+    }
+
+    #[test]
+    fn zcat_reads_json_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.ste");
+        write(&path, &events());
+        let mut text = String::new();
+        MultiGzDecoder::new(File::open(&path).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 5);
+        assert!(lines[0].starts_with(r#"{"format":"ste-record","record_version":1,"#));
+        assert_eq!(
+            lines[3],
+            r#"{"t_ns":9,"kind":"exit","tid":10,"tgid":10,"status":{"exited":0}}"#
+        );
+    }
+
+    /// Gzip members holding the header and then `body` (text lines).
+    fn gz(body: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        for text in [
+            format!(
+                "{}\n",
+                serde_json::to_string(&Header::new(style())).unwrap()
+            ),
+            body.to_string(),
+        ] {
+            let mut e = GzEncoder::new(Vec::new(), Compression::default());
+            e.write_all(text.as_bytes()).unwrap();
+            out.extend(e.finish().unwrap());
+        }
+        out
+    }
+
+    #[test]
+    fn a_cut_off_record_reads_up_to_the_cut() {
+        let body: String = events()[..3]
+            .iter()
+            .map(|e| serde_json::to_string(e).unwrap() + "\n")
+            .collect();
+        let bytes = gz(&body);
+        // The whole member, then the member cut in its middle (ste killed while writing).
+        let whole = read(Path::new("r.ste"), &bytes[..]).unwrap();
+        assert_eq!(whole.events.len(), 3);
+        assert_eq!(whole.unfinished_at_ns, Some(9));
+        assert!(!whole.cut_off);
+        let cut = read(Path::new("r.ste"), &bytes[..bytes.len() - 12]).unwrap();
+        assert!(cut.cut_off);
+        assert!(cut.events.len() <= 3);
+        let w = cut.warnings();
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("killed or crashed"), "{w:?}");
+        let (_, replayed) = cut.events_with_notes();
+        assert!(matches!(replayed.last().unwrap().event, Event::Note { .. }));
+    }
+
+    #[test]
+    fn unknown_kinds_are_skipped_and_counted() {
+        let e = events();
+        let mut body = String::new();
+        body += &(serde_json::to_string(&e[0]).unwrap() + "\n");
+        body += "{\"t_ns\":3,\"kind\":\"syscall_counts\",\"counts\":[1,2]}\n";
+        body += "{\"t_ns\":4,\"kind\":\"syscall_counts\",\"counts\":[]}\n";
+        body += &(serde_json::to_string(&e[3]).unwrap() + "\n");
+        let loaded = read(Path::new("r.ste"), &gz(&body)[..]).unwrap();
+        assert_eq!(loaded.events.len(), 2);
+        assert_eq!(loaded.unknown_kinds.get("syscall_counts"), Some(&2));
+        let w = loaded.warnings();
+        assert!(w[0].contains("2 syscall_counts"), "{w:?}");
+    }
+
+    #[test]
+    fn a_known_kind_with_bad_fields_is_corrupt() {
+        let body = "{\"t_ns\":3,\"kind\":\"fork\",\"parent_tgid\":\"x\"}\n";
+        let err = read(Path::new("r.ste"), &gz(body)[..]).unwrap_err();
+        assert!(matches!(err, LoadError::Corrupt { line: 2, .. }), "{err}");
+    }
+
+    #[test]
+    fn versions_outside_the_range_are_refused_by_name() {
+        let header =
+            r#"{"format":"ste-record","record_version":7,"generator":"ste 9.0.0","whatever":1}"#;
+        let mut e = GzEncoder::new(Vec::new(), Compression::default());
+        writeln!(e, "{header}").unwrap();
+        let err = read(Path::new("new.ste"), &e.finish().unwrap()[..]).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("version 7, written by ste 9.0.0"), "{msg}");
+        assert!(msg.contains("render it with a newer ste"), "{msg}");
+    }
+
+    #[test]
+    fn other_files_are_not_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("run.json");
+        std::fs::write(&json, "{}").unwrap();
+        assert!(matches!(load(&json), Err(LoadError::NotARecord { .. })));
+        let mut e = GzEncoder::new(Vec::new(), Compression::default());
+        writeln!(e, "{{\"hello\":1}}").unwrap();
+        let err = read(Path::new("x.gz"), &e.finish().unwrap()[..]).unwrap_err();
+        assert!(err.to_string().contains("not a ste record"), "{err}");
+    }
+}
