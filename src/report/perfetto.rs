@@ -135,7 +135,7 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
             .last()
             .and_then(|e| e.argv.as_deref())
             .map(join_escaped);
-        let shown = argv.clone().unwrap_or_else(|| tree.label[i].clone());
+        let shown = argv.unwrap_or_else(|| tree.label[i].clone());
         let name = shorten(format!("{} {}", p.pid, shown));
         t.meta("process_name", main, json!({ "name": name }));
         t.meta("process_sort_index", main, json!({ "sort_index": i }));
@@ -149,7 +149,6 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
             Some(json!({
                 "pid": p.pid,
                 "ppid": p.ppid,
-                "argv": argv,
                 "threads": p.threads,
                 "peak_rss_bytes": p.peak_rss_bytes,
                 "exit": exit_text(p.exit_code, p.signal),
