@@ -55,6 +55,8 @@ struct Proc {
     pss: u64,
 }
 
+type Step = (Option<Vec<Arg>>, u64, u64, u64);
+
 fn argv(words: &[&str]) -> Option<Vec<Arg>> {
     Some(words.iter().map(|w| Arg::from(*w)).collect())
 }
@@ -113,23 +115,16 @@ fn synth_record(n: usize, out: &std::path::Path) {
         let obj = format!("obj/unit{job}.o");
         let cmd = format!("cc -O2 -g -Wall -c {file} -o {obj}");
         let compile = rng.range(40, 400) * MS;
-        let plan: [(&str, Option<Vec<Arg>>, u64, u64, u64); 4] = [
+        // argv; start and end after the job's start; PSS.
+        let plan: [Step; 4] = [
+            (argv(&["/bin/sh", "-c", &cmd]), 0, compile + 6 * MS, MIB),
             (
-                "sh",
-                argv(&["/bin/sh", "-c", &cmd]),
-                0,
-                compile + 6 * MS,
-                MIB,
-            ),
-            (
-                "cc",
                 argv(&["cc", "-O2", "-g", "-Wall", "-c", &file, "-o", &obj]),
                 MS,
                 compile + 5 * MS,
                 2 * MIB,
             ),
             (
-                "cc1",
                 argv(&[
                     "/usr/lib/gcc/x86_64-linux-gnu/12/cc1",
                     "-quiet",
@@ -157,7 +152,6 @@ fn synth_record(n: usize, out: &std::path::Path) {
                 rng.range(20, 180) * MIB,
             ),
             (
-                "as",
                 argv(&["as", "--64", "-o", &obj, "/tmp/ccXyZ.s"]),
                 compile + 2 * MS,
                 compile + 4 * MS,
@@ -165,7 +159,7 @@ fn synth_record(n: usize, out: &std::path::Path) {
             ),
         ];
         let sh_pid = next_pid;
-        for (k, (_, words, from, to, pss)) in plan.into_iter().enumerate() {
+        for (k, (words, from, to, pss)) in plan.into_iter().enumerate() {
             if made >= n {
                 break;
             }
@@ -227,10 +221,17 @@ fn synth_record(n: usize, out: &std::path::Path) {
     // A sampling round every 100 ms over the live processes, with their CPU so far.
     let mut rounds = 0;
     let mut t = 0;
+    let mut by_start: Vec<&Proc> = procs.iter().collect();
+    by_start.sort_by_key(|p| p.start);
+    let (mut next, mut live) = (0, Vec::<&Proc>::new());
     while t < end {
-        let per: Vec<ProcessSample> = procs
+        while next < by_start.len() && by_start[next].start <= t {
+            live.push(by_start[next]);
+            next += 1;
+        }
+        live.retain(|p| t < p.end);
+        let per: Vec<ProcessSample> = live
             .iter()
-            .filter(|p| p.start <= t && t < p.end)
             .map(|p| ProcessSample {
                 pid: p.pid,
                 pss_bytes: p.pss * (t - p.start + 50 * MS).min(200 * MS) / (200 * MS),

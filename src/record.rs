@@ -26,7 +26,7 @@ use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -89,8 +89,9 @@ struct Shared {
 }
 
 struct WriteState {
-    /// The compressed stream; `None` once finished.
-    out: Option<GzEncoder<File>>,
+    /// The compressed stream, behind a buffer (flate2 clears a 32 KiB buffer at every write it
+    /// gets, so small writes straight into it cost 100× more); `None` once finished.
+    out: Option<BufWriter<GzEncoder<File>>>,
     /// Events written since the last flush.
     pending: bool,
     stop: bool,
@@ -125,8 +126,12 @@ impl WriteState {
 
     /// Ends the stream with its gzip trailer.
     fn finish(&mut self) {
-        if let Some(enc) = self.out.take() {
-            let res = enc.finish().and_then(|mut f| f.flush());
+        if let Some(buffered) = self.out.take() {
+            let res = buffered
+                .into_inner()
+                .map_err(|e| e.into_error())
+                .and_then(|enc| enc.finish())
+                .and_then(|mut f| f.flush());
             if let Err(e) = res {
                 self.error.get_or_insert(e);
             }
@@ -139,7 +144,10 @@ impl Recording {
     pub fn create(path: &Path, text_style: Style) -> io::Result<Recording> {
         let file = File::create(path)?;
         let mut state = WriteState {
-            out: Some(GzEncoder::new(file, Compression::new(LEVEL))),
+            out: Some(BufWriter::with_capacity(
+                1 << 16,
+                GzEncoder::new(file, Compression::new(LEVEL)),
+            )),
             pending: false,
             stop: false,
             error: None,
