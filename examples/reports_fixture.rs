@@ -53,6 +53,13 @@ struct Proc {
     start: u64,
     end: u64,
     pss: u64,
+    /// Share of a core it keeps busy (cc1 compiles; the others wait).
+    busy: f64,
+}
+
+/// CPU a process has used by `t`.
+fn cpu_of(p: &Proc, t: u64) -> u64 {
+    (t.saturating_sub(p.start) as f64 * p.busy) as u64
 }
 
 type Step = (Option<Vec<Arg>>, u64, u64, u64);
@@ -99,6 +106,7 @@ fn synth_record(n: usize, out: &std::path::Path) {
         start: 0,
         end: 0,
         pss: 3 * MIB,
+        busy: 0.01,
     }];
     let mut next_pid = root + 1;
     let mut slots = [2 * MS; 8];
@@ -210,6 +218,7 @@ fn synth_record(n: usize, out: &std::path::Path) {
                 start,
                 end,
                 pss,
+                busy: if k == 2 { 0.9 } else { 0.01 },
             });
         }
         slots[s] = t0 + compile + 7 * MS;
@@ -235,7 +244,7 @@ fn synth_record(n: usize, out: &std::path::Path) {
             .map(|p| ProcessSample {
                 pid: p.pid,
                 pss_bytes: p.pss * (t - p.start + 50 * MS).min(200 * MS) / (200 * MS),
-                cpu_ns: Some((t - p.start) * 9 / 10 / (10 * MS) * (10 * MS)),
+                cpu_ns: Some(cpu_of(p, t) / (10 * MS) * (10 * MS)),
             })
             .collect();
         ev.push((
@@ -283,7 +292,7 @@ fn synth_record(n: usize, out: &std::path::Path) {
             },
         },
     ));
-    let cpu: u64 = procs.iter().map(|p| (p.end - p.start) * 9 / 10).sum();
+    let cpu: u64 = procs.iter().map(|p| cpu_of(p, p.end)).sum();
     ev.push((
         end,
         Event::End {

@@ -2,3 +2,5 @@
 
 mod core;
 mod harness;
+mod json;
+mod reports;

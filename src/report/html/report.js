@@ -62,6 +62,7 @@
     if (v == null) return 'n/a';
     if (typeof v === 'boolean') return v ? 'yes' : 'no';
     if (typeof v === 'number') {
+      if (/(^|_)(pid|ppid|tid|tgid)$/.test(key)) return String(v);
       if (/_ns$/.test(key)) return fmtDur(v);
       if (/_bytes$/.test(key)) return fmtBytes(v);
       if (key === 'budget' || /_fraction$/.test(key)) return fmtPct(v);
@@ -205,16 +206,19 @@
     return out;
   }
 
-  // A round top for a y axis: 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 × a power of ten (× a power
-  // of 1024 for bytes), as the text chart does.
-  function niceTop(v, binary) {
-    if (!(v > 0)) return 1;
+  // Ticks for a y axis from 0 to at least `v`: a round step (1, 2, 2.5 or 5 × a power of ten,
+  // × a power of 1024 for bytes) giving 3 to 5 intervals, so labels read 50 MiB, not 37.5.
+  function niceTicks(v, binary) {
+    if (!(v > 0)) v = 1;
     let unit = 1;
     if (binary) while (v / unit >= 1024) unit *= 1024;
-    const x = v / unit;
-    const mag = Math.pow(10, Math.floor(Math.log10(x)));
-    const m = [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10].find((m) => m * mag >= x - 1e-9) || 10;
-    return m * mag * unit;
+    const raw = v / 4 / unit;
+    const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = ([1, 2, 2.5, 5, 10].find((m) => m * mag >= raw - 1e-12) || 10) * mag * unit;
+    const ticks = [];
+    for (let t = 0; t < v + step - 1e-9 * step; t += step) ticks.push(t);
+    if (ticks.length < 2) ticks.push(step);
+    return ticks;
   }
 
   // ---------------------------------------------------------------- stacked chart (SVG)
@@ -238,7 +242,8 @@
     }
     for (const h of opt.hlines || []) if (h.v <= top * 2) top = Math.max(top, h.v);
     for (const mk of opt.markers || []) if (mk.t >= t0 && mk.t <= t1) top = Math.max(top, mk.v);
-    const yTop = niceTop(top * 1.02, opt.binary);
+    const yt = niceTicks(top * 1.02, opt.binary);
+    const yTop = yt[yt.length - 1];
     const Y = (v) => m.t + ph - (v / yTop) * ph;
     const parts = [];
     parts.push(`<svg viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${esc(opt.label)}" data-series="${opt.series.length}" data-points="${K}">`);
@@ -246,7 +251,6 @@
     parts.push(`<defs><clipPath id="${clip}"><rect x="${m.l}" y="${m.t - 2}" width="${pw}" height="${ph + 2}"/></clipPath></defs>`);
     // Grid and y axis.
     parts.push('<g class="grid">');
-    const yt = [0, 0.25, 0.5, 0.75, 1].map((f) => f * yTop);
     for (const v of yt) parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${Y(v).toFixed(1)}" y2="${Y(v).toFixed(1)}"/>`);
     parts.push('</g><g class="axis">');
     for (const v of yt) parts.push(`<text x="${m.l - 6}" y="${(Y(v) + 4).toFixed(1)}" text-anchor="end">${esc(opt.yFmt(v))}</text>`);
@@ -272,14 +276,15 @@
         first = false;
         stack[k] = base + v;
       }
-      if (!first) parts.push(`<path d="${upper}${lower}Z" fill="${se.color}" fill-opacity="0.85" stroke="${se.color}" stroke-width="0.6"><title>${esc(se.name)}</title></path>`);
+      // No outline: with more rounds than pixels, outlines of the steps would swamp the areas.
+      if (!first) parts.push(`<path d="${upper}${lower}Z" fill="${se.color}" fill-opacity="0.9"><title>${esc(se.name)}</title></path>`);
     }
     parts.push('</g>');
     for (const h of opt.hlines || []) {
       if (h.v > yTop) continue;
       const y = Y(h.v).toFixed(1);
       parts.push(`<line class="${h.cls || 'peakline'}" x1="${m.l}" x2="${W - m.r}" y1="${y}" y2="${y}"><title>${esc(h.label)}</title></line>`);
-      parts.push(`<text x="${W - m.r - 4}" y="${(Y(h.v) - 4).toFixed(1)}" text-anchor="end">${esc(h.label)}</text>`);
+      parts.push(`<text class="line-label" x="${W - m.r - 4}" y="${(Y(h.v) - 4).toFixed(1)}" text-anchor="end">${esc(h.label)}</text>`);
     }
     for (const mk of opt.markers || []) {
       if (mk.t < t0 || mk.t > t1) continue;
@@ -345,10 +350,14 @@
   }
   let modelWall = 1;
 
-  function legend(series, valueText) {
-    return '<div class="legend">' + series.map((s) =>
+  // Series that stayed at zero (programs too short to use a clock tick between two rounds)
+  // are counted, not listed.
+  function legend(series, valueText, zeroText) {
+    const shown = series.filter((s) => s.peak > 0);
+    const quiet = series.length - shown.length;
+    return '<div class="legend">' + shown.map((s) =>
       `<span><span class="sw" style="background:${s.color}"></span>${esc(s.name)}<span class="lv">${esc(valueText(s))}</span></span>`
-    ).join('') + '</div>';
+    ).join('') + (quiet ? `<span class="lv">${esc(zeroText(quiet))}</span>` : '') + '</div>';
   }
 
   function tipRows(rows) {
@@ -546,7 +555,7 @@
             tipRows(rows.map(([se, v]) => [`<span class="sw" style="background:${se.color}"></span>${esc(se.name)}`, esc(fmtBytes(v))]));
         },
       });
-      leg.innerHTML = legend(series, (se) => 'peak ' + fmtBytes(se.peak));
+      leg.innerHTML = legend(series, (se) => 'peak ' + fmtBytes(se.peak), (n) => `and ${n} with no PSS read`);
       status.memory_series = series.length;
     };
     draw();
@@ -607,7 +616,8 @@
             tipRows(rows.map(([se, v]) => [`<span class="sw" style="background:${se.color}"></span>${esc(se.name)}`, esc(fmtCores(v))]));
         },
       });
-      leg.innerHTML = legend(series, (se) => 'peak ' + fmtCores(se.peak));
+      leg.innerHTML = legend(series, (se) => 'peak ' + fmtCores(se.peak),
+        (n) => `and ${n} with no CPU tick between rounds`);
       status.cpu_series = series.length;
     };
     draw();
@@ -815,6 +825,8 @@
     for (const key of Object.keys(C)) {
       if (handled.has(key)) continue;
       const values = C[key];
+      // A column unknown for every process says nothing a row could not.
+      if (values.every((v) => v == null)) continue;
       const num = values.some((v) => typeof v === 'number');
       cols.push({ key, title: key.replace(/_bytes$|_ns$/, ''), num, w: Math.max(80, Math.min(140, key.length * 8)), get: (i) => values[i], fmt: (v) => fmtValue(key, v), exact: (v) => exactTitle(key, v) });
     }
@@ -1033,7 +1045,13 @@
     document.documentElement.dataset.rendered = status.errors.length ? 'with-errors' : 'yes';
   }
 
-  loadData().then((V) => { render(V); finish(); }).catch((err) => {
+  loadData().then((V) => {
+    render(V);
+    // Sections are drawn after the page loads: honour a link to one (report.html#timeline).
+    const target = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    if (target) target.scrollIntoView();
+    finish();
+  }).catch((err) => {
     status.errors.push('cannot draw the report: ' + (err && err.message || err));
     document.getElementById('main').innerHTML = `<p class="error">${esc('The report could not be drawn: ' + (err && err.message || err))}</p>`;
     finish();
