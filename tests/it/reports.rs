@@ -523,8 +523,7 @@ fn sampled_programs(run: &ste::model::Run) -> BTreeSet<String> {
             let p = run
                 .processes
                 .iter()
-                .filter(|p| p.pid == r.pid && p.start_ns <= s.t_ns)
-                .next_back()
+                .rfind(|p| p.pid == r.pid && p.start_ns <= s.t_ns)
                 .expect("a sampled pid is a process of the run");
             let arg0 = p
                 .execs
