@@ -261,6 +261,14 @@ mod tests {
         assert_eq!(r.run.reports.html, Some(PathBuf::from("r.html")));
         assert_eq!(r.run.command, ["make", "-j2"]);
         assert!(Cli::try_parse_from(["ste", "record", "true"]).is_err());
+        // Once the command starts, its flags are its own.
+        let cli =
+            Cli::try_parse_from(["ste", "record", "-o", "r.ste", "ls", "--json", "x"]).unwrap();
+        let Some(Subcommand::Record(r)) = cli.subcommand else {
+            panic!("not a record")
+        };
+        assert_eq!(r.run.command, ["ls", "--json", "x"]);
+        assert_eq!(r.run.output.json, None);
     }
 
     #[test]

@@ -534,7 +534,7 @@ fn unknown_kind(line: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Arg, Termination};
+    use crate::model::Arg;
 
     fn style() -> Style {
         Style {
@@ -543,45 +543,26 @@ mod tests {
         }
     }
 
+    /// The reports' hand-built compile, with an argv that is not UTF-8.
     fn events() -> Vec<Stamped> {
-        let at = |t_ns, event| Stamped { t_ns, event };
-        vec![
-            at(
-                0,
-                Event::Start {
-                    command: vec![Arg::from("sh")],
-                    tracker: "ptrace".into(),
-                    pid: 10,
-                    ppid: 1,
-                },
-            ),
-            at(
-                5,
-                Event::Exec {
-                    tgid: 10,
-                    former_tid: 10,
-                    argv: Some(vec![Arg::from("sh"), Arg(vec![0xff])]),
-                },
-            ),
-            at(
-                9,
-                Event::Exit {
-                    tid: 10,
-                    tgid: 10,
-                    status: Some(Termination::Exited(0)),
-                },
-            ),
-            at(
-                10,
-                Event::End {
-                    user_ns: 1,
-                    sys_ns: 2,
-                    ste_cpu_ns: 3,
-                    ste_max_rss_bytes: 4,
-                    stopped_waiting: None,
-                },
-            ),
-        ]
+        let mut ev = crate::report::testing::events();
+        let exec = ev
+            .iter_mut()
+            .find_map(|e| match &mut e.event {
+                Event::Exec { argv: Some(a), .. } => Some(a),
+                _ => None,
+            })
+            .expect("an exec");
+        exec.push(Arg(vec![0x66, 0xff]));
+        ev
+    }
+
+    /// The first events, up to (not including) the first sample.
+    fn first_events() -> Vec<Stamped> {
+        events()
+            .into_iter()
+            .take_while(|e| !matches!(e.event, Event::Sample { .. }))
+            .collect()
     }
 
     fn write(path: &Path, events: &[Stamped]) {
@@ -612,13 +593,14 @@ mod tests {
         let path = dir.path().join("r.ste");
         let r = Recording::create(&path, style()).unwrap();
         let mut tap = r.tap();
-        for e in &events()[..3] {
+        let first = first_events();
+        for e in &first {
             tap(e);
         }
         std::thread::sleep(FLUSH_EVERY * 3);
         let loaded = load(&path).unwrap();
-        assert_eq!(loaded.events, events()[..3]);
-        assert_eq!(loaded.unfinished_at_ns, Some(9));
+        assert_eq!(loaded.events, first);
+        assert_eq!(loaded.unfinished_at_ns, Some(first.last().unwrap().t_ns));
         assert!(loaded.cut_off, "no gzip trailer yet");
         drop(tap);
         r.finish().unwrap();
@@ -649,11 +631,12 @@ mod tests {
             .read_to_string(&mut text)
             .unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 5);
-        assert!(lines[0].starts_with(r#"{"format":"ste-record","record_version":1,"#));
-        assert_eq!(
-            lines[3],
-            r#"{"t_ns":9,"kind":"exit","tid":10,"tgid":10,"status":{"exited":0}}"#
+        assert_eq!(lines.len(), events().len() + 1);
+        assert!(
+            lines.contains(
+                &r#"{"t_ns":400000000,"kind":"exit","tid":102,"tgid":102,"status":{"exited":0}}"#
+            ),
+            "{lines:?}"
         );
     }
 
@@ -676,19 +659,20 @@ mod tests {
 
     #[test]
     fn a_cut_off_record_reads_up_to_the_cut() {
-        let body: String = events()[..3]
+        let first = first_events();
+        let body: String = first
             .iter()
             .map(|e| serde_json::to_string(e).unwrap() + "\n")
             .collect();
         let bytes = gz(&body);
         // The whole member, then the member cut in its middle (ste killed while writing).
         let whole = read(Path::new("r.ste"), &bytes[..]).unwrap();
-        assert_eq!(whole.events.len(), 3);
-        assert_eq!(whole.unfinished_at_ns, Some(9));
+        assert_eq!(whole.events, first);
+        assert_eq!(whole.unfinished_at_ns, Some(first.last().unwrap().t_ns));
         assert!(!whole.cut_off);
         let cut = read(Path::new("r.ste"), &bytes[..bytes.len() - 12]).unwrap();
         assert!(cut.cut_off);
-        assert!(cut.events.len() <= 3);
+        assert!(cut.events.len() < first.len());
         let w = cut.warnings();
         assert_eq!(w.len(), 1);
         assert!(w[0].contains("killed or crashed"), "{w:?}");
@@ -703,7 +687,7 @@ mod tests {
         body += &(serde_json::to_string(&e[0]).unwrap() + "\n");
         body += "{\"t_ns\":3,\"kind\":\"syscall_counts\",\"counts\":[1,2]}\n";
         body += "{\"t_ns\":4,\"kind\":\"syscall_counts\",\"counts\":[]}\n";
-        body += &(serde_json::to_string(&e[3]).unwrap() + "\n");
+        body += &(serde_json::to_string(e.last().unwrap()).unwrap() + "\n");
         let loaded = read(Path::new("r.ste"), &gz(&body)[..]).unwrap();
         assert_eq!(loaded.events.len(), 2);
         assert_eq!(loaded.unknown_kinds.get("syscall_counts"), Some(&2));

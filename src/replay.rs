@@ -40,8 +40,8 @@ pub fn run(opts: &ReportOptions) -> Result<i32> {
             let stdout = std::io::stdout();
             if opts.format.is_for_files() && stdout.is_terminal() {
                 bail!(
-                    "not writing {:?} to a terminal: give a file with -o FILE, or redirect stdout",
-                    opts.format
+                    "not writing {} to a terminal: give a file with -o FILE, or redirect stdout",
+                    opts.format.name()
                 );
             }
             let mut w = BufWriter::new(stdout.lock());

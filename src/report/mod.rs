@@ -32,6 +32,18 @@ pub enum Format {
 }
 
 impl Format {
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Json => "json",
+            Format::Html => "html",
+            Format::Perfetto => "perfetto",
+            Format::Csv => "csv",
+            Format::CsvProcesses => "csv-processes",
+        }
+    }
+
     /// Whether the format is meant for a file or a program rather than a terminal.
     pub fn is_for_files(self) -> bool {
         matches!(self, Format::Html | Format::Perfetto)

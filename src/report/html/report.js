@@ -10,6 +10,7 @@
 (function () {
   'use strict';
 
+  const started = performance.now();
   const status = { rendered: false, errors: [], sections: [], generic: [] };
   window.addEventListener('error', (e) => status.errors.push(String(e.message || e.type)));
   window.addEventListener('unhandledrejection', (e) =>
@@ -360,6 +361,14 @@
     ).join('') + (quiet ? `<span class="lv">${esc(zeroText(quiet))}</span>` : '') + '</div>';
   }
 
+  // The largest series at point k, for a chart's tooltip.
+  function seriesRows(series, k, fmt) {
+    const rows = series.map((se) => [se, se.values[k]]).filter((r) => r[1] > 0)
+      .sort((a, b) => b[1] - a[1]).slice(0, 12);
+    return tipRows(rows.map(([se, v]) =>
+      [`<span class="sw" style="background:${se.color}"></span>${esc(se.name)}`, esc(fmt(v))]));
+  }
+
   function tipRows(rows) {
     return '<table>' + rows.map((r) => `<tr><td>${r[0]}</td><td>${r[1]}</td></tr>`).join('') + '</table>';
   }
@@ -549,11 +558,8 @@
       stackedChart(host, {
         label: 'PSS over time', height: narrow() ? 220 : 280, binary: true, spans, series, markers, hlines,
         totals: V.samples.pss_bytes, yFmt: fmtBytes,
-        tip: (k) => {
-          const rows = series.map((se) => [se, se.values[k]]).filter((r) => r[1] > 0).sort((a, b) => b[1] - a[1]).slice(0, 12);
-          return `<b>${esc(fmtDur(T[k]))}</b> · PSS ${esc(fmtBytes(V.samples.pss_bytes[k]))} · RSS ${esc(fmtBytes(V.samples.rss_bytes[k]))} · ${fmtInt(V.samples.processes[k])} processes` +
-            tipRows(rows.map(([se, v]) => [`<span class="sw" style="background:${se.color}"></span>${esc(se.name)}`, esc(fmtBytes(v))]));
-        },
+        tip: (k) => `<b>${esc(fmtDur(T[k]))}</b> · PSS ${esc(fmtBytes(V.samples.pss_bytes[k]))} · RSS ${esc(fmtBytes(V.samples.rss_bytes[k]))} · ${fmtInt(V.samples.processes[k])} processes` +
+          seriesRows(series, k, fmtBytes),
       });
       leg.innerHTML = legend(series, (se) => 'peak ' + fmtBytes(se.peak), (n) => `and ${n} with no PSS read`);
       status.memory_series = series.length;
@@ -609,11 +615,10 @@
         label: 'CPU over time', height: narrow() ? 180 : 220, binary: false, spans, series, hlines,
         yFmt: (v) => (v === 0 ? '0' : trimZeros(v.toFixed(2))),
         tip: (k) => {
-          const rows = series.map((se) => [se, se.values[k]]).filter((r) => r[1] > 0).sort((a, b) => b[1] - a[1]).slice(0, 12);
           let total = 0;
           for (const se of series) total += se.values[k];
           return `<b>${esc(fmtDur(spans[k][0]))} – ${esc(fmtDur(spans[k][1]))}</b> · ${esc(fmtCores(total))}` +
-            tipRows(rows.map(([se, v]) => [`<span class="sw" style="background:${se.color}"></span>${esc(se.name)}`, esc(fmtCores(v))]));
+            seriesRows(series, k, fmtCores);
         },
       });
       leg.innerHTML = legend(series, (se) => 'peak ' + fmtCores(se.peak),
@@ -1040,6 +1045,8 @@
 
   function finish() {
     status.rendered = true;
+    // From the script's start to everything drawn: what a reader waits for (bench/reports.sh).
+    status.render_ms = Math.round(performance.now() - started);
     const el = document.getElementById('ste-status');
     el.textContent = JSON.stringify(status);
     document.documentElement.dataset.rendered = status.errors.length ? 'with-errors' : 'yes';
