@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 N=${1:-100000}
 OUT=bench/results/reports
 mkdir -p "$OUT"
-cargo build --release --examples -q
+cargo build --release --bins --examples -q
 STE=$PWD/target/release/ste
 FIX=$PWD/target/release/examples/reports_fixture
 REC=$OUT/synth-$N.ste
