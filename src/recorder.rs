@@ -41,7 +41,7 @@ pub struct Recorder {
 }
 
 /// A function that sees every event the recorder applies.
-pub type Tap = Box<dyn FnMut(&Stamped)>;
+pub type Tap = Box<dyn FnMut(&Stamped) + Send>;
 
 impl Default for Recorder {
     fn default() -> Self {

@@ -56,7 +56,7 @@ pub struct View {
 pub struct Processes {
     /// Index in `programs` of the program each process ran last (or inherited).
     pub program: Vec<usize>,
-    /// Whether it never exec'd (it ran its parent's program).
+    /// Whether it never exec'd and ran its parent's program.
     pub forked: Vec<bool>,
     /// Index of its parent, -1 when it has none in the tree.
     pub parent: Vec<i64>,
@@ -126,7 +126,7 @@ pub fn view(run: &Run) -> View {
     let mut rows = Vec::with_capacity(run.processes.len());
     for (i, p) in run.processes.iter().enumerate() {
         procs.program.push(index[base(i).as_str()]);
-        procs.forked.push(p.execs.is_empty());
+        procs.forked.push(tree.label[i].ends_with(" (fork)"));
         procs.parent.push(tree.parent[i].map_or(-1, |j| j as i64));
         procs.depth.push(tree.depth[i]);
         let mut last = -1;
@@ -162,8 +162,8 @@ pub fn view(run: &Run) -> View {
         Ok(Value::Object(m)) => m,
         _ => Map::new(),
     };
-    rest.remove("processes");
-    rest.remove("samples");
+    rest.shift_remove("processes");
+    rest.shift_remove("samples");
     View {
         view_version: 1,
         run: rest,
@@ -355,7 +355,14 @@ fn escape_html(s: &str) -> String {
 }
 
 pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
-    let json = serde_json::to_string(&view(run)).map_err(io::Error::other)?;
+    let title = format!("ste: {}", join_escaped(&run.command));
+    write_page(&view(run), &title, &run.generator, w)
+}
+
+/// Writes the page for a view. Separate from [`render`] so that tests can draw views holding
+/// sections no Run has yet.
+pub fn write_page(view: &View, title: &str, generator: &str, w: &mut dyn Write) -> io::Result<()> {
+    let json = serde_json::to_string(view).map_err(io::Error::other)?;
     let (encoding, data) = if json.len() > COMPRESS_ABOVE {
         let mut gz = GzEncoder::new(Vec::new(), Compression::new(LEVEL));
         gz.write_all(json.as_bytes())?;
@@ -363,10 +370,9 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
     } else {
         ("json", script_safe(&json))
     };
-    let title = format!("ste: {}", join_escaped(&run.command));
     let page = TEMPLATE
-        .replace("{{TITLE}}", &escape_html(&title))
-        .replace("{{GENERATOR}}", &escape_html(&run.generator))
+        .replace("{{TITLE}}", &escape_html(title))
+        .replace("{{GENERATOR}}", &escape_html(generator))
         .replace("{{STYLE}}", STYLE)
         .replace("{{SCRIPT}}", SCRIPT);
     // The data goes in last, so nothing in it is ever taken for a placeholder.

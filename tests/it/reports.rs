@@ -636,3 +636,51 @@ fn a_report_of_20000_processes_stays_usable() {
     // By program: make, sh, cc, cc1 and as are all sampled.
     assert_eq!(st["memory_series"], 5, "{st}");
 }
+
+#[test]
+fn sections_the_page_does_not_know_are_drawn_generically() {
+    chromium();
+    // A Run with a section of a later ste (issue 4's system calls, say), as data.
+    let run = ste::recorder::Recorder::replay(vec![ste::event::Stamped {
+        t_ns: 0,
+        event: ste::event::Event::Start {
+            command: vec![ste::model::Arg::from("true")],
+            tracker: "ptrace".into(),
+            pid: 7,
+            ppid: 1,
+        },
+    }]);
+    let mut view = ste::report::html::view(&run);
+    view.run.insert(
+        "syscalls".into(),
+        serde_json::json!({
+            "by_syscall": [
+                {"name": "read", "calls": 10, "errors": 0, "time_ns": 12_000},
+                {"name": "openat", "calls": 4, "errors": 1, "time_ns": 9_000},
+                {"name": "write", "calls": 2, "errors": 0, "time_ns": 3_000},
+            ],
+            "by_subsystem": [{"subsystem": "Filesystem", "calls": 16}],
+        }),
+    );
+    let page = scratch("generic.html");
+    let mut out = Vec::new();
+    ste::report::html::write_page(&view, "ste: true", "ste test", &mut out).unwrap();
+    std::fs::write(&page, out).unwrap();
+    let st = page_status(&page, &[]);
+    assert_eq!(st["rendered"], true, "{st}");
+    assert_eq!(st["errors"], serde_json::json!([]), "{st}");
+    assert_eq!(st["generic"], serde_json::json!(["syscalls"]), "{st}");
+    let (dom, _) = browse(&page, &["--dump-dom"]);
+    let section = &dom[dom
+        .find("id=\"run-syscalls\"")
+        .expect("a section for syscalls")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert!(
+        section.contains("data-rows=\"3\"") && section.contains("data-rows=\"1\""),
+        "{section}"
+    );
+    assert!(
+        section.contains("openat") && section.contains("12µs"),
+        "{section}"
+    );
+}

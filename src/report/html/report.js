@@ -930,7 +930,7 @@
       for (const o of objects) for (const k of Object.keys(o)) if (!keys.includes(k)) keys.push(k);
       const shown = objects.slice(0, MAX_GENERIC_ROWS);
       const numeric = keys.map((k) => shown.some((o) => typeof o[k] === 'number'));
-      let h = `<div class="table-wrap"><table data-rows="${objects.length}"><thead><tr>${keys.map((k, j) => `<th class="${numeric[j] ? 'num' : ''}">${esc(k)}</th>`).join('')}</tr></thead><tbody>`;
+      let h = `<div class="table-wrap"><table data-rows="${objects.length}"><thead><tr>${keys.map((k, j) => `<th class="${numeric[j] ? 'num' : ''}" title="${esc(k)}">${esc(humanize(k))}</th>`).join('')}</tr></thead><tbody>`;
       for (const o of shown) {
         h += '<tr>' + keys.map((k, j) => {
           const x = o[k];
