@@ -64,3 +64,44 @@ pub fn render(run: &Run, format: Format, style: text::Style, w: &mut dyn Write) 
 
 #[cfg(test)]
 pub(crate) mod testing;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(format: Format, style: text::Style) -> String {
+        let mut out = Vec::new();
+        render(&testing::build(), format, style, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    const PLAIN: text::Style = text::Style {
+        width: 80,
+        color: false,
+    };
+
+    #[test]
+    fn text_snapshot() {
+        insta::assert_snapshot!(rendered(Format::Text, PLAIN));
+    }
+
+    #[test]
+    fn json_snapshot() {
+        insta::assert_snapshot!(rendered(Format::Json, PLAIN));
+    }
+
+    #[test]
+    fn the_text_layout_follows_the_style() {
+        let wide = rendered(
+            Format::Text,
+            text::Style {
+                width: 120,
+                color: true,
+            },
+        );
+        assert!(wide.contains("\x1b[1;32mEXEC:\x1b[0m [sh -c make]"));
+        let axis = |t: &str| t.lines().find(|l| l.contains('└')).unwrap().chars().count();
+        assert_eq!(axis(&wide), 120);
+        assert_eq!(axis(&rendered(Format::Text, PLAIN)), 80);
+    }
+}
