@@ -519,14 +519,26 @@
 
   const argText = (a) => (typeof a === 'string' ? a : '\\x' + (a.bytes || []).map((b) => b.toString(16).padStart(2, '0')).join('\\x'));
 
-  function drawMemory(M, s) {
-    const V = M.V, run = M.run;
+  // A chart and its legend, appended to section s.
+  function chartParts(s) {
     const host = document.createElement('div');
     host.className = 'chart';
     const leg = document.createElement('div');
-    s.appendChild(groupToolbar());
     s.appendChild(host);
     s.appendChild(leg);
+    return { host, leg };
+  }
+
+  // Draws now, and again whenever the view changes (zoom, grouping, size, theme).
+  function keepDrawn(draw) {
+    draw();
+    view.redraw.push(draw);
+  }
+
+  function drawMemory(M, s) {
+    const V = M.V, run = M.run;
+    s.appendChild(groupToolbar());
+    const { host, leg } = chartParts(s);
     if (!M.S) {
       host.innerHTML = '<p class="empty">No memory samples: the tree ended before the first sampling round.</p>';
       status.memory_series = 0;
@@ -564,17 +576,12 @@
       leg.innerHTML = legend(series, (se) => 'peak ' + fmtBytes(se.peak), (n) => `and ${n} with no PSS read`);
       status.memory_series = series.length;
     };
-    draw();
-    view.redraw.push(draw);
+    keepDrawn(draw);
   }
 
   function drawCpu(M, s) {
     const V = M.V, run = M.run;
-    const host = document.createElement('div');
-    host.className = 'chart';
-    const leg = document.createElement('div');
-    s.appendChild(host);
-    s.appendChild(leg);
+    const { host, leg } = chartParts(s);
     if (!M.hasReadings || !M.S) {
       host.innerHTML = '<p class="empty">No per-process CPU readings in this run (it was recorded by an older ste, or ended before the first sampling round).</p>';
       status.cpu_series = 0;
@@ -625,8 +632,7 @@
         (n) => `and ${n} with no CPU tick between rounds`);
       status.cpu_series = series.length;
     };
-    draw();
-    view.redraw.push(draw);
+    keepDrawn(draw);
   }
 
   function drawTimeline(M, s) {
@@ -809,8 +815,7 @@
       if (m && m !== mode) { mode = m; scroll.scrollTop = 0; all(); }
     });
     const all = () => { layout(); drawAxis(); draw(); };
-    all();
-    view.redraw.push(all);
+    keepDrawn(all);
   }
 
   function drawLedger(M, s) {
