@@ -35,6 +35,11 @@ pub enum Subcommand {
     Run(RunArgs),
     /// Show every process that exits on the machine, one line each, until Ctrl-C (tsmon).
     Monitor(MonitorArgs),
+    /// Run a command as `ste` does and write a record of the run, to render later with
+    /// `ste report`.
+    Record(RecordArgs),
+    /// Render a record (or a `--json` run) as text, JSON, HTML, a Perfetto trace or CSV.
+    Report(ReportArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -45,6 +50,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub output: OutputArgs,
+
+    #[command(flatten)]
+    pub reports: ReportFileArgs,
 
     #[command(flatten)]
     pub tracking: TrackingArgs,
@@ -176,6 +184,81 @@ pub struct OutputArgs {
     pub color: ColorChoice,
 }
 
+/// Report files written when the run is over (with `--json`).
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Reports")]
+pub struct ReportFileArgs {
+    /// Write a self-contained HTML report to FILE (charts, timeline, ledger; works offline).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
+    /// Write a trace for ui.perfetto.dev and chrome://tracing to FILE (trace-event JSON).
+    #[arg(long, value_name = "FILE")]
+    pub perfetto: Option<PathBuf>,
+}
+
+/// `ste record`: everything `ste` takes, with `-o` naming the record. The text report still
+/// goes to stderr, or to `--report-file`.
+#[derive(Args, Debug, Clone)]
+#[command(mut_arg("output", |a| a
+    .short(None)
+    .long("report-file")
+    .help("Write ste's text report to FILE instead of stderr")))]
+pub struct RecordArgs {
+    /// Write the record to FILE (e.g. run.ste): the run's events, compressed, written as they
+    /// happen, so a killed run still leaves a readable record.
+    #[arg(
+        short = 'o',
+        long = "output",
+        id = "record",
+        value_name = "FILE",
+        required = true
+    )]
+    pub record: PathBuf,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// A record written by `ste record` (or a run written by `--json`).
+    #[arg(value_name = "RECORD")]
+    pub input: PathBuf,
+
+    /// What to render.
+    #[arg(short, long, value_enum, default_value_t = ReportFormat::Text, value_name = "FORMAT")]
+    pub format: ReportFormat,
+
+    /// Write to FILE instead of stdout.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Colour the text report: as the recorded run did (default), or auto, always, never.
+    #[arg(long, value_enum, value_name = "WHEN")]
+    pub color: Option<ColorChoice>,
+
+    /// Lay the text report out for this many columns (default: as the recorded run did).
+    #[arg(long, value_name = "COLUMNS", value_parser = clap::value_parser!(u16).range(40..))]
+    pub width: Option<u16>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// The `EXEC:` lines and the summary, as the live run printed them.
+    Text,
+    /// The Run (the `--json` schema).
+    Json,
+    /// A self-contained HTML report.
+    Html,
+    /// A trace for ui.perfetto.dev and chrome://tracing (trace-event JSON).
+    Perfetto,
+    /// The memory samples of the whole tree, one row per sampling round.
+    Csv,
+    /// The memory and CPU samples of each process, one row per process per round.
+    CsvProcesses,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ColorChoice {
     Auto,
@@ -256,6 +339,61 @@ mod tests {
         let cli = Cli::try_parse_from(["ste", "--", "run"]).unwrap();
         assert!(cli.subcommand.is_none());
         assert_eq!(cli.run.command, ["run"]);
+    }
+
+    #[test]
+    fn record_takes_every_run_option_and_o_for_the_record() {
+        let cli = Cli::try_parse_from([
+            "ste",
+            "record",
+            "-o",
+            "run.ste",
+            "--html",
+            "r.html",
+            "--report-file",
+            "r.txt",
+            "--tracker",
+            "netlink",
+            "--",
+            "make",
+            "-j2",
+        ])
+        .unwrap();
+        let Some(Subcommand::Record(r)) = cli.subcommand else {
+            panic!("not a record")
+        };
+        assert_eq!(r.record, PathBuf::from("run.ste"));
+        assert_eq!(r.run.output.output, Some(PathBuf::from("r.txt")));
+        assert_eq!(r.run.reports.html, Some(PathBuf::from("r.html")));
+        assert_eq!(r.run.command, ["make", "-j2"]);
+        assert!(Cli::try_parse_from(["ste", "record", "true"]).is_err());
+        // Once the command starts, its flags are its own.
+        let cli =
+            Cli::try_parse_from(["ste", "record", "-o", "r.ste", "ls", "--json", "x"]).unwrap();
+        let Some(Subcommand::Record(r)) = cli.subcommand else {
+            panic!("not a record")
+        };
+        assert_eq!(r.run.command, ["ls", "--json", "x"]);
+        assert_eq!(r.run.output.json, None);
+    }
+
+    #[test]
+    fn report_formats() {
+        let cli =
+            Cli::try_parse_from(["ste", "report", "run.ste", "-f", "perfetto", "-o", "t.json"])
+                .unwrap();
+        let Some(Subcommand::Report(r)) = cli.subcommand else {
+            panic!("not a report")
+        };
+        assert_eq!(r.format, ReportFormat::Perfetto);
+        assert_eq!(r.output, Some(PathBuf::from("t.json")));
+        assert!(Cli::try_parse_from(["ste", "report", "r", "--width", "10"]).is_err());
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 
     #[test]

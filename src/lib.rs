@@ -7,11 +7,14 @@
 pub mod account;
 pub mod cli;
 pub mod event;
+pub mod export;
 pub mod kernel;
 pub mod launch;
 pub mod model;
 pub mod options;
+pub mod record;
 pub mod recorder;
+pub mod replay;
 pub mod report;
 pub mod sample;
 pub mod session;

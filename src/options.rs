@@ -1,7 +1,8 @@
 //! Checked settings for a run, resolved from what was typed (`cli`) and the environment
 //! (terminal width, `NO_COLOR`). Everything downstream takes these, never clap types.
 
-use crate::cli::{ColorChoice, RunArgs};
+use crate::cli::{ColorChoice, RecordArgs, ReportArgs, ReportFormat, RunArgs};
+use crate::report::Format;
 use crate::report::text::Style;
 use crate::sample::Pace;
 use crate::track::TrackerKind;
@@ -19,6 +20,11 @@ pub struct RunOptions {
     /// Where the report goes; `None` is stderr.
     pub output: Option<PathBuf>,
     pub json: Option<PathBuf>,
+    /// `--html`, `--perfetto`.
+    pub html: Option<PathBuf>,
+    pub perfetto: Option<PathBuf>,
+    /// `ste record -o FILE`.
+    pub record: Option<PathBuf>,
     pub style: Style,
     pub tracker: Option<TrackerKind>,
     pub linger: Option<Duration>,
@@ -31,12 +37,7 @@ pub struct RunOptions {
 impl RunOptions {
     pub fn from_args(a: RunArgs) -> RunOptions {
         let to_terminal = a.output.output.is_none() && std::io::stderr().is_terminal();
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        let color = match a.output.color {
-            ColorChoice::Always => true,
-            ColorChoice::Never => false,
-            ColorChoice::Auto => to_terminal && !no_color,
-        };
+        let color = color(a.output.color, to_terminal);
         let width = if to_terminal {
             terminal_size::terminal_size_of(std::io::stderr())
                 .map(|(w, _)| w.0 as usize)
@@ -64,6 +65,9 @@ impl RunOptions {
             command: a.command,
             output: a.output.output,
             json: a.output.json,
+            html: a.reports.html,
+            perfetto: a.reports.perfetto,
+            record: None,
             style: Style {
                 width: width.max(40),
                 color,
@@ -75,6 +79,56 @@ impl RunOptions {
                 None => Pace::Budget(a.memory.sample_budget),
             },
             keep_root: a.privileges.keep_root,
+        }
+    }
+
+    /// `ste record`: a run that also writes a record.
+    pub fn from_record_args(a: RecordArgs) -> RunOptions {
+        RunOptions {
+            record: Some(a.record),
+            ..RunOptions::from_args(a.run)
+        }
+    }
+}
+
+fn color(choice: ColorChoice, to_terminal: bool) -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => to_terminal && !no_color,
+    }
+}
+
+/// Checked settings for `ste report`.
+#[derive(Debug, Clone)]
+pub struct ReportOptions {
+    pub input: PathBuf,
+    pub format: Format,
+    /// `None` is stdout.
+    pub output: Option<PathBuf>,
+    /// Colour of the text report; `None`: as recorded.
+    pub color: Option<bool>,
+    /// Width of the text report; `None`: as recorded.
+    pub width: Option<usize>,
+}
+
+impl ReportOptions {
+    pub fn from_args(a: ReportArgs) -> ReportOptions {
+        let to_terminal = a.output.is_none() && std::io::stdout().is_terminal();
+        ReportOptions {
+            input: a.input,
+            format: match a.format {
+                ReportFormat::Text => Format::Text,
+                ReportFormat::Json => Format::Json,
+                ReportFormat::Html => Format::Html,
+                ReportFormat::Perfetto => Format::Perfetto,
+                ReportFormat::Csv => Format::Csv,
+                ReportFormat::CsvProcesses => Format::CsvProcesses,
+            },
+            output: a.output,
+            color: a.color.map(|c| color(c, to_terminal)),
+            width: a.width.map(usize::from),
         }
     }
 }

@@ -6,7 +6,11 @@
 //! never reads the kernel and never formats output.
 
 use crate::event::{Event, Stamped};
-use crate::model::{Exec, Exit, Io, Overhead, Process, Run, SCHEMA_VERSION, SamplerInfo, Totals};
+use crate::model::{
+    Exec, Exit, Io, Overhead, Process, Run, SCHEMA_VERSION, Sample, SamplerInfo, ThreadLifetime,
+    Totals,
+};
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 
 /// What applying one event changed that a live view may want to show at once.
@@ -30,11 +34,16 @@ pub struct Recorder {
     live: HashMap<i32, LiveProcess>,
     /// Every entry of each pid, oldest first (pids are reused).
     by_pid: HashMap<i32, Vec<usize>>,
-    last_exec_ns: u64,
+    last_exec_ns: Option<u64>,
     last_event_ns: u64,
     end_ns: Option<u64>,
     stopped_waiting: Option<String>,
+    /// Sees every event before it is applied (the record file of `ste record`).
+    tap: Option<Tap>,
 }
+
+/// A function that sees every event the recorder applies.
+pub type Tap = Box<dyn FnMut(&Stamped) + Send>;
 
 impl Default for Recorder {
     fn default() -> Self {
@@ -66,18 +75,25 @@ impl Recorder {
             threads: HashMap::new(),
             live: HashMap::new(),
             by_pid: HashMap::new(),
-            last_exec_ns: 0,
+            last_exec_ns: None,
             last_event_ns: 0,
             end_ns: None,
             stopped_waiting: None,
+            tap: None,
         }
     }
 
+    /// Hands every event applied from now on to `tap` first, so that whatever reaches the
+    /// Run, through whichever call, also reaches the record.
+    pub fn set_tap(&mut self, tap: Tap) {
+        self.tap = Some(tap);
+    }
+
     /// Folds all events into a Run (replay of a record).
-    pub fn replay<'a>(events: impl IntoIterator<Item = &'a Stamped>) -> Run {
+    pub fn replay<E: Borrow<Stamped>>(events: impl IntoIterator<Item = E>) -> Run {
         let mut rec = Recorder::new();
         for e in events {
-            rec.apply(e);
+            rec.apply(e.borrow());
         }
         rec.finish()
     }
@@ -106,6 +122,9 @@ impl Recorder {
     }
 
     pub fn apply(&mut self, stamped: &Stamped) -> Applied<'_> {
+        if let Some(tap) = &mut self.tap {
+            tap(stamped);
+        }
         let t = stamped.t_ns;
         self.last_event_ns = self.last_event_ns.max(t);
         match &stamped.event {
@@ -134,7 +153,13 @@ impl Recorder {
                     let lp = self.live_or_orphan(*child_tgid, t);
                     lp.tids.push(*child_tid);
                     let index = lp.index;
-                    self.run.processes[index].threads += 1;
+                    let p = &mut self.run.processes[index];
+                    p.threads += 1;
+                    p.thread_lifetimes.push(ThreadLifetime {
+                        tid: *child_tid,
+                        start_ns: t,
+                        end_ns: None,
+                    });
                     self.threads.insert(*child_tid, *child_tgid);
                 }
             }
@@ -145,8 +170,16 @@ impl Recorder {
             } => {
                 // After an exec the process has exactly one thread, its leader: the others
                 // were killed, and a non-leader that exec'd took over the leader's id.
-                let t = t.max(self.last_exec_ns);
-                self.last_exec_ns = t;
+                //
+                // Exec times are made strictly increasing in the order the execs are applied
+                // (sources may stamp them out of order by a few µs; 1 ns apart at worst), so
+                // that sorting the Run's execs by time gives back the order of the live
+                // `EXEC:` lines, and `ste report` prints them identically.
+                let t = match self.last_exec_ns {
+                    Some(last) if t <= last => last + 1,
+                    _ => t,
+                };
+                self.last_exec_ns = Some(t);
                 let lp = self.live_or_orphan(*tgid, t);
                 let stale = std::mem::replace(&mut lp.tids, vec![*tgid]);
                 let index = lp.index;
@@ -155,6 +188,9 @@ impl Recorder {
                 }
                 self.threads.insert(*tgid, *tgid);
                 let p = &mut self.run.processes[index];
+                for l in &mut p.thread_lifetimes {
+                    l.end_ns.get_or_insert(t);
+                }
                 p.execs.push(Exec {
                     t_ns: t,
                     argv: argv.clone(),
@@ -185,6 +221,15 @@ impl Recorder {
                     lp.tids.retain(|t| t != tid);
                     let (index, remaining) = (lp.index, lp.tids.len());
                     let p = &mut self.run.processes[index];
+                    if *tid != tgid
+                        && let Some(l) = p
+                            .thread_lifetimes
+                            .iter_mut()
+                            .rev()
+                            .find(|l| l.tid == *tid && l.end_ns.is_none())
+                    {
+                        l.end_ns = Some(t);
+                    }
                     if *tid == tgid
                         && let Some(status) = status
                     {
@@ -206,7 +251,10 @@ impl Recorder {
             }
             Event::LaunchFailed { error } => self.run.exit.launch_error = Some(error.clone()),
             Event::Sample { sample } => {
-                let s = Sample { t_ns: t, ..*sample };
+                let s = Sample {
+                    t_ns: t,
+                    ..sample.clone()
+                };
                 if self
                     .run
                     .totals
@@ -353,6 +401,7 @@ impl Recorder {
             io: None,
             execs: Vec::new(),
             ledger: None,
+            thread_lifetimes: Vec::new(),
         });
         self.live.insert(
             pid,
@@ -372,8 +421,6 @@ impl Recorder {
         self.live.get_mut(&tgid).expect("inserted above")
     }
 }
-
-use crate::model::Sample;
 
 fn max_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
@@ -601,6 +648,87 @@ mod tests {
         assert_eq!(run.processes[0].end_ns, Some(4));
         assert_eq!(run.processes[0].exit_code, Some(5));
         assert_eq!(run.processes[0].threads, 3);
+    }
+
+    #[test]
+    fn threads_have_lifetimes_ended_by_exit_or_exec() {
+        let fork = |t, tid| {
+            at(
+                t,
+                Event::Fork {
+                    parent_tgid: 10,
+                    child_tid: tid,
+                    child_tgid: 10,
+                },
+            )
+        };
+        let events = vec![
+            start(10),
+            fork(1, 11),
+            fork(2, 12),
+            at(
+                3,
+                Event::Exit {
+                    tid: 11,
+                    tgid: 10,
+                    status: None,
+                },
+            ),
+            at(
+                4,
+                Event::Exec {
+                    tgid: 10,
+                    former_tid: 10,
+                    argv: None,
+                },
+            ),
+        ];
+        let run = Recorder::replay(&events);
+        let l = &run.processes[0].thread_lifetimes;
+        assert_eq!(l.len(), 2);
+        assert_eq!((l[0].tid, l[0].start_ns, l[0].end_ns), (11, 1, Some(3)));
+        assert_eq!((l[1].tid, l[1].start_ns, l[1].end_ns), (12, 2, Some(4)));
+    }
+
+    #[test]
+    fn exec_times_strictly_follow_the_order_execs_arrive_in() {
+        let exec = |t, tgid| {
+            at(
+                t,
+                Event::Exec {
+                    tgid,
+                    former_tid: tgid,
+                    argv: Some(vec![Arg::from(format!("p{tgid}").as_str())]),
+                },
+            )
+        };
+        let fork = |t, child| {
+            at(
+                t,
+                Event::Fork {
+                    parent_tgid: 10,
+                    child_tid: child,
+                    child_tgid: child,
+                },
+            )
+        };
+        // 12 execs first but was stamped earlier by a source on another CPU.
+        let events = vec![
+            start(10),
+            fork(1, 11),
+            fork(2, 12),
+            exec(5, 12),
+            exec(5, 11),
+            exec(3, 10),
+        ];
+        let run = Recorder::replay(&events);
+        let mut all: Vec<(u64, i32)> = run
+            .processes
+            .iter()
+            .flat_map(|p| p.execs.iter().map(move |e| (e.t_ns, p.pid)))
+            .collect();
+        all.sort();
+        assert_eq!(all, vec![(5, 12), (6, 11), (7, 10)]);
     }
 
     #[test]

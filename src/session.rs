@@ -7,11 +7,13 @@
 
 use crate::account;
 use crate::event::{Event, Stamped};
+use crate::export::Exports;
 use crate::launch::{self, Credentials, Prepared};
 use crate::model::{Run, Source, join_escaped, signal_name};
 use crate::options::RunOptions;
+use crate::record::Recording;
 use crate::recorder::{Applied, Recorder};
-use crate::report::{json, text};
+use crate::report::text;
 use crate::sample::Sampler;
 use crate::sink::{Clock, Msg, Sink};
 use crate::{signals, track};
@@ -39,12 +41,12 @@ struct Waiting {
 pub fn run(opts: &RunOptions) -> Result<i32> {
     // Open every output before the command starts: a bad path must not cost a run.
     let mut out = Output::open(opts.output.as_deref())?;
-    let mut json_file = match &opts.json {
-        Some(p) => Some((
-            File::create(p)
-                .with_context(|| format!("cannot create --json file {}", p.display()))?,
-            p.clone(),
-        )),
+    let exports = Exports::open(opts)?;
+    let recording = match &opts.record {
+        Some(p) => Some(
+            Recording::create(p, opts.style)
+                .with_context(|| format!("cannot create the record {}", p.display()))?,
+        ),
         None => None,
     };
 
@@ -96,6 +98,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     child.release()?;
 
     let mut rec = Recorder::new();
+    if let Some(r) = &recording {
+        rec.set_tap(r.tap());
+    }
     let mut wait = Waiting {
         root_gone_at: None,
         announced: false,
@@ -169,9 +174,17 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         },
     });
     let run = rec.finish();
+    let recorded = recording.map(|r| (r.path().to_path_buf(), r.finish()));
     out.summary(&run, opts)?;
-    if let Some((file, path)) = json_file.take() {
-        write_json(&run, file, &path)?;
+    exports.write(&run, opts.style)?;
+    if let Some((path, Err(e))) = recorded {
+        return Err(e).with_context(|| {
+            format!(
+                "writing the record {} (the command exited with status {})",
+                path.display(),
+                run.exit.ste_status()
+            )
+        });
     }
     Ok(run.exit.ste_status())
 }
@@ -360,19 +373,6 @@ fn rusage(who: libc::c_int) -> (u64, u64, u64) {
     unsafe { libc::getrusage(who, &mut ru) };
     let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1_000;
     (ns(ru.ru_utime), ns(ru.ru_stime), ru.ru_maxrss as u64 * 1024)
-}
-
-fn write_json(run: &Run, file: File, path: &Path) -> Result<()> {
-    let mut w = BufWriter::new(file);
-    json::render(run, &mut w)
-        .and_then(|()| w.flush())
-        .with_context(|| {
-            format!(
-                "writing --json {} (the command exited with status {})",
-                path.display(),
-                run.exit.ste_status()
-            )
-        })
 }
 
 /// Where the report goes: stderr (errors ignored: a closed stderr must not stop the run) or a

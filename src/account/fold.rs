@@ -443,7 +443,7 @@ mod tests {
 
     #[test]
     fn reconciles_memory_and_time() {
-        let run = Recorder::replay(&build());
+        let run = Recorder::replay(build());
         let a = run.accounting.as_ref().unwrap();
         let m = &a.memory;
         assert_eq!(m.group_peak.as_ref().unwrap().bytes, 310 << 20);
@@ -462,7 +462,7 @@ mod tests {
 
     #[test]
     fn critical_path_and_lingering() {
-        let run = Recorder::replay(&build());
+        let run = Recorder::replay(build());
         let a = run.accounting.as_ref().unwrap();
         // The daemon (13) ended last, under cc (11): the path goes sh → cc → daemon.
         let pids: Vec<i32> = a.critical_path.iter().map(|l| l.pid).collect();

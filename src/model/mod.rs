@@ -7,12 +7,14 @@
 
 mod accounting;
 mod arg;
+mod timeline;
 
 pub use accounting::{
     AccountEvent, Accounting, Figures, Group, GroupEnd, Ledger, LedgerSource, Lingering,
     MemoryFigure, MemoryReconciled, PathLink, TimeBreakdown, Unavailable, process_peak,
 };
 pub use arg::{Arg, join_escaped};
+pub use timeline::{ProcessSample, ThreadLifetime};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -152,6 +154,10 @@ pub struct Process {
     /// measured this process.
     #[serde(default)]
     pub ledger: Option<Ledger>,
+    /// Its threads other than the main thread, in order of creation (`threads - 1` of them
+    /// when the tracker saw every one).
+    #[serde(default)]
+    pub thread_lifetimes: Vec<ThreadLifetime>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -174,7 +180,7 @@ pub struct Io {
     pub cancelled_write_bytes: u64,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct Sample {
     /// Time of the round, from the start of the run.
     pub t_ns: u64,
@@ -186,6 +192,10 @@ pub struct Sample {
     pub processes: u32,
     /// Live processes whose smaps_rollup could not be read (permission, gone).
     pub unreadable: u32,
+    /// Each process read in this round; `None` when the sampler did not keep them (records
+    /// and runs of older versions).
+    #[serde(default)]
+    pub per_process: Option<Vec<ProcessSample>>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]

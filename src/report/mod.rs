@@ -5,5 +5,104 @@
 
 pub mod accounting;
 pub mod chart;
+pub mod csv;
+pub mod html;
 pub mod json;
+pub mod names;
+pub mod perfetto;
 pub mod text;
+
+use crate::model::Run;
+use std::io::{self, Write};
+
+/// Every format a Run can be rendered in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The `EXEC:` lines and the summary.
+    Text,
+    /// The Run (`--json`).
+    Json,
+    /// A self-contained HTML page.
+    Html,
+    /// A trace-event JSON trace for Perfetto and chrome://tracing.
+    Perfetto,
+    /// The tree's samples, one row per round.
+    Csv,
+    /// Each process's samples, one row per process per round.
+    CsvProcesses,
+}
+
+impl Format {
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Json => "json",
+            Format::Html => "html",
+            Format::Perfetto => "perfetto",
+            Format::Csv => "csv",
+            Format::CsvProcesses => "csv-processes",
+        }
+    }
+
+    /// Whether the format is meant for a file or a program rather than a terminal.
+    pub fn is_for_files(self) -> bool {
+        matches!(self, Format::Html | Format::Perfetto)
+    }
+}
+
+/// Renders `run` in `format`; `style` lays out the text report.
+pub fn render(run: &Run, format: Format, style: text::Style, w: &mut dyn Write) -> io::Result<()> {
+    match format {
+        Format::Text => text::render(run, w, style),
+        Format::Json => json::render(run, w),
+        Format::Html => html::render(run, w),
+        Format::Perfetto => perfetto::render(run, w),
+        Format::Csv => csv::render_samples(run, w),
+        Format::CsvProcesses => csv::render_process_samples(run, w),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(format: Format, style: text::Style) -> String {
+        let mut out = Vec::new();
+        render(&testing::build(), format, style, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    const PLAIN: text::Style = text::Style {
+        width: 80,
+        color: false,
+    };
+
+    #[test]
+    fn text_snapshot() {
+        insta::assert_snapshot!(rendered(Format::Text, PLAIN));
+    }
+
+    #[test]
+    fn json_snapshot() {
+        insta::assert_snapshot!(rendered(Format::Json, PLAIN));
+    }
+
+    #[test]
+    fn the_text_layout_follows_the_style() {
+        let wide = rendered(
+            Format::Text,
+            text::Style {
+                width: 120,
+                color: true,
+            },
+        );
+        assert!(wide.contains("\x1b[1;32mEXEC:\x1b[0m [sh -c make]"));
+        let axis = |t: &str| t.lines().find(|l| l.contains('└')).unwrap().chars().count();
+        assert_eq!(axis(&wide), 120);
+        assert_eq!(axis(&rendered(Format::Text, PLAIN)), 80);
+    }
+}

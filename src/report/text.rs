@@ -5,14 +5,16 @@
 //! prints the same lines from a finished Run, so both outputs are identical.
 
 use crate::model::{Exec, Process, Run, join_escaped, signal_name};
-use crate::report::chart;
+use crate::report::{chart, names};
 use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
 use std::io::{self, Write};
 
 /// Rows of the chart's plot area.
 pub const CHART_HEIGHT: usize = 12;
 
-#[derive(Debug, Clone, Copy)]
+/// How the text report is laid out. Stored in records, so `ste report` prints what the live
+/// run printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Style {
     /// Columns available (the terminal's width, or 80).
     pub width: usize,
@@ -133,15 +135,7 @@ fn exit_text(run: &Run) -> String {
 
 /// The program a process ran last, for short mentions (`sleep`), or how it came to be.
 pub fn program(p: &Process) -> String {
-    p.execs
-        .iter()
-        .rev()
-        .find_map(|e| e.argv.as_ref().and_then(|a| a.first()))
-        .map(|a| {
-            let full = a.to_string_lossy();
-            full.rsplit('/').next().unwrap_or(&full).to_string()
-        })
-        .unwrap_or_else(|| "forked, no exec".to_string())
+    names::last_program(p).unwrap_or_else(|| "forked, no exec".to_string())
 }
 
 fn peak_rss_text(run: &Run) -> String {
@@ -316,6 +310,7 @@ mod tests {
                 rss_bytes: i * (1 << 30) / 12,
                 processes: 1,
                 unreadable: 0,
+                per_process: None,
             })
             .collect();
         let mut sources = std::collections::BTreeMap::new();
@@ -357,6 +352,7 @@ mod tests {
                 peak_rss_bytes: Some(1_074_790_400),
                 io: None,
                 ledger: None,
+                thread_lifetimes: Vec::new(),
                 execs: vec![Exec {
                     t_ns: 100_000,
                     argv: Some(vec![Arg::from("/home/leaf/fill")]),

@@ -3,3 +3,5 @@
 mod accounting;
 mod core;
 mod harness;
+mod json;
+mod reports;

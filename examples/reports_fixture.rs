@@ -1,0 +1,324 @@
+//! Workloads for the report tests and benchmarks (`tests/it/reports.rs`, `bench/reports.sh`).
+//!
+//!   synth-record PROCESSES OUT   write a record (as `ste record` does) of a synthetic parallel
+//!                                build with exactly PROCESSES processes: make → sh → cc → cc1
+//!                                and as, eight jobs at a time, sampled every 100 ms. Deterministic:
+//!                                the same arguments always give the same file.
+//!
+//! A record this size cannot be made by running a real build in a test, and the reports only
+//! see the record, so a synthetic one measures them as well as a real one would.
+
+use ste::event::{Event, Stamped};
+use ste::model::{Arg, ProcessSample, Sample, SamplerInfo, Source, Termination};
+use ste::record::Recording;
+use ste::report::text::Style;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match (args.first().map(String::as_str), args.get(1), args.get(2)) {
+        (Some("synth-record"), Some(n), Some(out)) => {
+            let n: usize = n.parse().unwrap_or_else(|_| usage());
+            synth_record(n.max(2), std::path::Path::new(out));
+        }
+        _ => usage(),
+    }
+}
+
+fn usage() -> ! {
+    eprintln!("usage: reports_fixture synth-record PROCESSES OUT");
+    std::process::exit(2)
+}
+
+/// A small deterministic generator (xorshift64*), so records are reproducible.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo)
+    }
+}
+
+const MS: u64 = 1_000_000;
+const MIB: u64 = 1 << 20;
+
+struct Proc {
+    pid: i32,
+    start: u64,
+    end: u64,
+    pss: u64,
+    /// Share of a core it keeps busy (cc1 compiles; the others wait).
+    busy: f64,
+}
+
+/// CPU a process has used by `t`.
+fn cpu_of(p: &Proc, t: u64) -> u64 {
+    (t.saturating_sub(p.start) as f64 * p.busy) as u64
+}
+
+type Step = (Option<Vec<Arg>>, u64, u64, u64);
+
+fn argv(words: &[&str]) -> Option<Vec<Arg>> {
+    Some(words.iter().map(|w| Arg::from(*w)).collect())
+}
+
+fn synth_record(n: usize, out: &std::path::Path) {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut ev: Vec<(u64, Event)> = Vec::new();
+    let root = 1000;
+    let command = argv(&["make", "-j8"]).unwrap_or_default();
+    ev.push((
+        0,
+        Event::Start {
+            command: command.clone(),
+            tracker: "ptrace".into(),
+            pid: root,
+            ppid: 1,
+        },
+    ));
+    ev.push((
+        0,
+        Event::Source {
+            figure: "max_pss_bytes".into(),
+            source: Source::sampled(
+                "/proc/PID/smaps_rollup Pss, summed over the live tree",
+                "synthetic: every 100 ms",
+            ),
+        },
+    ));
+    ev.push((
+        MS,
+        Event::Exec {
+            tgid: root,
+            former_tid: root,
+            argv: Some(command),
+        },
+    ));
+
+    let mut procs = vec![Proc {
+        pid: root,
+        start: 0,
+        end: 0,
+        pss: 3 * MIB,
+        busy: 0.01,
+    }];
+    let mut next_pid = root + 1;
+    let mut slots = [2 * MS; 8];
+    let mut made = 1;
+    let mut job = 0;
+    while made < n {
+        // The job goes to the slot that frees first.
+        let (s, &t0) = slots
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, t)| **t)
+            .expect("eight slots");
+        let file = format!("src/unit{job}.c");
+        let obj = format!("obj/unit{job}.o");
+        let cmd = format!("cc -O2 -g -Wall -c {file} -o {obj}");
+        let compile = rng.range(40, 400) * MS;
+        // argv; start and end after the job's start; PSS.
+        let plan: [Step; 4] = [
+            (argv(&["/bin/sh", "-c", &cmd]), 0, compile + 6 * MS, MIB),
+            (
+                argv(&["cc", "-O2", "-g", "-Wall", "-c", &file, "-o", &obj]),
+                MS,
+                compile + 5 * MS,
+                2 * MIB,
+            ),
+            (
+                argv(&[
+                    "/usr/lib/gcc/x86_64-linux-gnu/12/cc1",
+                    "-quiet",
+                    "-imultiarch",
+                    "x86_64-linux-gnu",
+                    &file,
+                    "-quiet",
+                    "-dumpdir",
+                    "obj/",
+                    "-dumpbase",
+                    "unit.c",
+                    "-dumpbase-ext",
+                    ".c",
+                    "-mtune=generic",
+                    "-march=x86-64",
+                    "-g",
+                    "-O2",
+                    "-Wall",
+                    "-fasynchronous-unwind-tables",
+                    "-o",
+                    "/tmp/ccXyZ.s",
+                ]),
+                2 * MS,
+                compile,
+                rng.range(20, 180) * MIB,
+            ),
+            (
+                argv(&["as", "--64", "-o", &obj, "/tmp/ccXyZ.s"]),
+                compile + 2 * MS,
+                compile + 4 * MS,
+                4 * MIB,
+            ),
+        ];
+        let sh_pid = next_pid;
+        for (k, (words, from, to, pss)) in plan.into_iter().enumerate() {
+            if made >= n {
+                break;
+            }
+            let pid = next_pid;
+            next_pid += 1;
+            made += 1;
+            let parent = match k {
+                0 => root,
+                1 => sh_pid,
+                _ => sh_pid + 1,
+            };
+            let (start, end) = (t0 + from, t0 + to);
+            ev.push((
+                start,
+                Event::Fork {
+                    parent_tgid: parent,
+                    child_tid: pid,
+                    child_tgid: pid,
+                },
+            ));
+            ev.push((
+                start + 200_000,
+                Event::Exec {
+                    tgid: pid,
+                    former_tid: pid,
+                    argv: words,
+                },
+            ));
+            let failed = job % 997 == 3 && k == 2;
+            ev.push((
+                end,
+                Event::Accounts {
+                    tgid: pid,
+                    peak_rss_bytes: Some(pss + 2 * MIB),
+                    io: None,
+                },
+            ));
+            ev.push((
+                end,
+                Event::Exit {
+                    tid: pid,
+                    tgid: pid,
+                    status: Some(Termination::Exited(i32::from(failed))),
+                },
+            ));
+            procs.push(Proc {
+                pid,
+                start,
+                end,
+                pss,
+                busy: if k == 2 { 0.9 } else { 0.01 },
+            });
+        }
+        slots[s] = t0 + compile + 7 * MS;
+        job += 1;
+    }
+    let end = slots.iter().copied().max().unwrap_or(0) + 5 * MS;
+    procs[0].end = end;
+
+    // A sampling round every 100 ms over the live processes, with their CPU so far.
+    let mut rounds = 0;
+    let mut t = 0;
+    let mut by_start: Vec<&Proc> = procs.iter().collect();
+    by_start.sort_by_key(|p| p.start);
+    let (mut next, mut live) = (0, Vec::<&Proc>::new());
+    while t < end {
+        while next < by_start.len() && by_start[next].start <= t {
+            live.push(by_start[next]);
+            next += 1;
+        }
+        live.retain(|p| t < p.end);
+        let per: Vec<ProcessSample> = live
+            .iter()
+            .map(|p| ProcessSample {
+                pid: p.pid,
+                pss_bytes: p.pss * (t - p.start + 50 * MS).min(200 * MS) / (200 * MS),
+                cpu_ns: Some(cpu_of(p, t) / (10 * MS) * (10 * MS)),
+            })
+            .collect();
+        ev.push((
+            t,
+            Event::Sample {
+                sample: Sample {
+                    t_ns: t,
+                    pss_bytes: per.iter().map(|p| p.pss_bytes).sum(),
+                    rss_bytes: per.iter().map(|p| p.pss_bytes * 3 / 2).sum(),
+                    processes: per.len() as u32,
+                    unreadable: 0,
+                    per_process: Some(per),
+                },
+            },
+        ));
+        rounds += 1;
+        t += 100 * MS;
+    }
+    ev.push((
+        end,
+        Event::Exit {
+            tid: root,
+            tgid: root,
+            status: Some(Termination::Exited(0)),
+        },
+    ));
+    ev.push((
+        end,
+        Event::RootExit {
+            status: Termination::Exited(0),
+        },
+    ));
+    ev.push((
+        end,
+        Event::SamplerDone {
+            info: SamplerInfo {
+                mode: "fixed".into(),
+                budget: None,
+                burst_ns: None,
+                interval_ns: Some(100 * MS),
+                rounds,
+                effective_interval_ns: Some(100 * MS),
+                max_gap_ns: Some(100 * MS),
+                cpu_ns: rounds * MS,
+            },
+        },
+    ));
+    let cpu: u64 = procs.iter().map(|p| cpu_of(p, p.end)).sum();
+    ev.push((
+        end,
+        Event::End {
+            user_ns: cpu * 9 / 10,
+            sys_ns: cpu / 10,
+            ste_cpu_ns: end / 50,
+            ste_max_rss_bytes: 8 * MIB,
+            stopped_waiting: None,
+        },
+    ));
+    ev.sort_by_key(|(t, _)| *t);
+
+    let recording = Recording::create(
+        out,
+        Style {
+            width: 80,
+            color: false,
+        },
+    )
+    .unwrap_or_else(|e| panic!("cannot create {}: {e}", out.display()));
+    let mut tap = recording.tap();
+    for (t_ns, event) in ev {
+        tap(&Stamped { t_ns, event });
+    }
+    drop(tap);
+    recording
+        .finish()
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", out.display()));
+}

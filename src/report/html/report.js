@@ -1,0 +1,1071 @@
+// ste's HTML report: draws the run embedded in #ste-data (see src/report/html.rs for its
+// layout). Hand-written, no dependencies, no network.
+//
+// The page is a list of SECTIONS. Each claims the keys of the Run it shows; keys no section
+// claims (data added by later versions of ste) are drawn by the generic renderer, where the
+// "*" entry stands. To give new data a section of its own, add an entry with its keys.
+//
+// When it has drawn everything, the script writes what it drew into #ste-status (series and
+// row counts, errors), which the test suite reads through headless Chromium.
+(function () {
+  'use strict';
+
+  const started = performance.now();
+  const status = { rendered: false, errors: [], sections: [], generic: [] };
+  window.addEventListener('error', (e) => status.errors.push(String(e.message || e.type)));
+  window.addEventListener('unhandledrejection', (e) =>
+    status.errors.push('unhandled rejection: ' + String(e.reason)));
+  document.addEventListener('securitypolicyviolation', (e) =>
+    status.errors.push('blocked by the page policy: ' + e.violatedDirective + ' ' + e.blockedURI));
+
+  // ---------------------------------------------------------------- formatting
+
+  const esc = (s) => String(s).replace(/[&<>"']/g, (c) =>
+    ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
+
+  function trimZeros(s) {
+    return s.indexOf('.') >= 0 ? s.replace(/0+$/, '').replace(/\.$/, '') : s;
+  }
+
+  // As ste's text report prints them (units.rs): 512 B, 1.5 KiB, 1 GiB.
+  function fmtBytes(b) {
+    if (b == null) return 'n/a';
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+    if (Math.abs(b) < 1024) return Math.round(b) + ' B';
+    let v = b, u = 0;
+    while (Math.abs(v) >= 1024 && u < units.length - 1) { v /= 1024; u++; }
+    const t = Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2);
+    return trimZeros(t) + ' ' + units[u];
+  }
+
+  // 0, 850µs, 12ms, 1.5s, 2m05s, 1h02m.
+  function fmtDur(ns) {
+    if (ns == null) return 'n/a';
+    const US = 1e3, MS = 1e6, S = 1e9;
+    if (ns === 0) return '0';
+    if (ns < MS) return trimZeros((ns / US).toFixed(1)) + 'µs';
+    if (ns < S) return trimZeros((ns / MS).toFixed(1)) + 'ms';
+    if (ns < 60 * S) return trimZeros((ns / S).toFixed(2)) + 's';
+    if (ns < 3600 * S) {
+      const s = Math.floor(ns / S);
+      return Math.floor(s / 60) + 'm' + String(s % 60).padStart(2, '0') + 's';
+    }
+    const m = Math.floor(ns / (60 * S));
+    return Math.floor(m / 60) + 'h' + String(m % 60).padStart(2, '0') + 'm';
+  }
+
+  const fmtInt = (n) => (n == null ? 'n/a' : Math.round(n).toLocaleString('en-US'));
+  const fmtCores = (c) => (c == null ? 'n/a' : (c >= 10 ? c.toFixed(0) : c.toFixed(2)) + ' cores');
+  const fmtPct = (f) => (f * 100 >= 10 ? (f * 100).toFixed(0) : trimZeros((f * 100).toFixed(2))) + '%';
+
+  // A value of the Run, formatted by the unit its key names.
+  function fmtValue(key, v) {
+    if (v == null) return 'n/a';
+    if (typeof v === 'boolean') return v ? 'yes' : 'no';
+    if (typeof v === 'number') {
+      if (/(^|_)(pid|ppid|tid|tgid)$/.test(key)) return String(v);
+      if (/_ns$/.test(key)) return fmtDur(v);
+      if (/_bytes$/.test(key)) return fmtBytes(v);
+      if (key === 'budget' || /_fraction$/.test(key)) return fmtPct(v);
+      return Number.isInteger(v) ? fmtInt(v) : String(v);
+    }
+    return String(v);
+  }
+
+  // The exact value behind a formatted one, for titles.
+  function exactTitle(key, v) {
+    if (typeof v !== 'number') return '';
+    if (/_ns$/.test(key)) return fmtInt(v) + ' ns';
+    if (/_bytes$/.test(key)) return fmtInt(v) + ' bytes';
+    return '';
+  }
+
+  // `max_gap_ns` → `Max gap`: the unit is in the formatted value.
+  const ACRONYMS = { cpu: 'CPU', pss: 'PSS', rss: 'RSS', io: 'I/O', pid: 'pid', ppid: 'ppid' };
+  const humanize = (key) => {
+    const words = key.replace(/_(ns|bytes)$/, '').split(/[_.]/).map((w) => ACRONYMS[w] || w);
+    const s = words.join(' ');
+    return s.charAt(0).toUpperCase() + s.slice(1);
+  };
+
+  // ---------------------------------------------------------------- data
+
+  async function loadData() {
+    const el = document.getElementById('ste-data');
+    if (el.dataset.encoding === 'gzip-base64') {
+      const bin = atob(el.textContent.trim());
+      const bytes = new Uint8Array(bin.length);
+      for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+      if (typeof DecompressionStream === 'undefined') {
+        throw new Error('this browser cannot inflate the embedded data (no DecompressionStream); open the report in a current browser');
+      }
+      const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+      return JSON.parse(await new Response(stream).text());
+    }
+    return JSON.parse(el.textContent);
+  }
+
+  // Colours: programs come most-memory first, so the biggest get distinct colours.
+  const PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948',
+    '#b07aa1', '#ff9da7', '#9c755f', '#86bcb6', '#d37295', '#8cd17d', '#b6992d', '#499894'];
+  const color = (k) => PALETTE[k % PALETTE.length];
+  const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+
+  // Everything the sections share, derived once from the view.
+  function model(V) {
+    const run = V.run, P = V.processes, C = P.columns;
+    const n = P.program.length;
+    const S = V.samples.t_ns ? V.samples.t_ns.length : 0;
+    let wall = Math.max(1, run.totals.wall_ns || 0, S ? V.samples.t_ns[S - 1] : 0);
+    for (let i = 0; i < n; i++) wall = Math.max(wall, C.end_ns[i] == null ? C.start_ns[i] : C.end_ns[i]);
+    const execsOf = new Array(n);
+    for (let k = 0; k < V.execs.process.length; k++) {
+      const i = V.execs.process[k];
+      (execsOf[i] || (execsOf[i] = [])).push(k);
+    }
+    const children = new Array(n);
+    const roots = [];
+    for (let i = 0; i < n; i++) {
+      const p = P.parent[i];
+      if (p < 0) roots.push(i); else (children[p] || (children[p] = [])).push(i);
+    }
+    // Tree order: each process followed by its descendants, children in creation order.
+    const order = [];
+    const stack = roots.slice().reverse();
+    while (stack.length) {
+      const i = stack.pop();
+      order.push(i);
+      const c = children[i];
+      if (c) for (let k = c.length - 1; k >= 0; k--) stack.push(c[k]);
+    }
+    // Readings grouped by sample.
+    const R = V.readings;
+    const firstReading = new Int32Array(S + 1).fill(R.sample.length);
+    for (let r = R.sample.length - 1; r >= 0; r--) firstReading[R.sample[r]] = r;
+    for (let k = S - 1; k >= 0; k--) firstReading[k] = Math.min(firstReading[k], firstReading[k + 1]);
+    const M = {
+      V, run, n, S, wall, execsOf, order,
+      start: C.start_ns, end: C.end_ns, pid: C.pid,
+      label: (i) => V.programs[P.program[i]] + (P.forked[i] ? ' (fork)' : ''),
+      argv: (i) => (P.argv[i] >= 0 ? V.strings[P.argv[i]] : null),
+      color: (i) => color(P.program[i]),
+      readingsOf: (k) => [firstReading[k], firstReading[k + 1]],
+      hasReadings: R.sample.length > 0,
+    };
+    return M;
+  }
+
+  function exitText(M, i) {
+    const C = M.V.processes.columns;
+    if (C.exit_code && C.exit_code[i] != null) return 'exited ' + C.exit_code[i];
+    if (C.signal && C.signal[i] != null) return 'killed by signal ' + C.signal[i];
+    return M.end[i] == null ? 'running or end missed' : 'unknown';
+  }
+
+  // ---------------------------------------------------------------- shared view state
+
+  const view = { t0: 0, t1: 1, group: 'program', redraw: [] };
+  function setWindow(t0, t1) {
+    view.t0 = t0; view.t1 = t1;
+    view.redraw.forEach((f) => f());
+  }
+
+  // ---------------------------------------------------------------- tooltip
+
+  const tip = document.getElementById('tip');
+  let tipPinned = false;
+  function showTip(html, x, y, pin) {
+    tip.innerHTML = html;
+    tip.hidden = false;
+    tipPinned = !!pin;
+    const r = tip.getBoundingClientRect();
+    const vw = window.innerWidth, vh = window.innerHeight;
+    let left = x + 14, top = y + 14;
+    if (left + r.width > vw - 6) left = Math.max(6, x - r.width - 14);
+    if (top + r.height > vh - 6) top = Math.max(6, y - r.height - 14);
+    tip.style.left = left + 'px';
+    tip.style.top = top + 'px';
+  }
+  function hideTip(force) { if (force || !tipPinned) { tip.hidden = true; tipPinned = false; } }
+  document.addEventListener('pointerdown', (e) => {
+    if (!e.target.closest || !e.target.closest('.chart, .timeline-wrap')) hideTip(true);
+  });
+
+  // ---------------------------------------------------------------- axes
+
+  // Ticks on a 1-2-5 step for a time range.
+  function timeTicks(t0, t1, maxTicks) {
+    const span = Math.max(1, t1 - t0);
+    let step = 1;
+    for (;;) {
+      const s = [1, 2, 5].map((m) => m * step).find((s) => span / s <= maxTicks);
+      if (s) { step = s; break; }
+      step *= 10;
+    }
+    const out = [];
+    for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) out.push(t);
+    return out;
+  }
+
+  // Ticks for a y axis from 0 to at least `v`: a round step (1, 2, 2.5 or 5 × a power of ten,
+  // × a power of 1024 for bytes) giving 3 to 5 intervals, so labels read 50 MiB, not 37.5.
+  function niceTicks(v, binary) {
+    if (!(v > 0)) v = 1;
+    let unit = 1;
+    if (binary) while (v / unit >= 1024) unit *= 1024;
+    const raw = v / 4 / unit;
+    const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = ([1, 2, 2.5, 5, 10].find((m) => m * mag >= raw - 1e-12) || 10) * mag * unit;
+    const ticks = [];
+    for (let t = 0; t < v + step - 1e-9 * step; t += step) ticks.push(t);
+    if (ticks.length < 2) ticks.push(step);
+    return ticks;
+  }
+
+  // ---------------------------------------------------------------- stacked chart (SVG)
+
+  // Draws stacked step areas. `spans[k]` is [from, to] in ns for value k of every series.
+  function stackedChart(host, opt) {
+    const W = Math.max(280, host.clientWidth || 600);
+    const H = opt.height;
+    const m = { l: 62, r: 12, t: 22, b: 24 };
+    const pw = W - m.l - m.r, ph = H - m.t - m.b;
+    const t0 = view.t0, t1 = view.t1;
+    const X = (t) => m.l + ((t - t0) / (t1 - t0)) * pw;
+    const K = opt.spans.length;
+    const stack = new Float64Array(K);
+    let top = 0;
+    for (let k = 0; k < K; k++) {
+      if (opt.spans[k][1] < t0 || opt.spans[k][0] > t1) continue;
+      let s = 0;
+      for (const se of opt.series) s += se.values[k] || 0;
+      top = Math.max(top, s, opt.totals ? opt.totals[k] || 0 : 0);
+    }
+    for (const h of opt.hlines || []) if (h.v <= top * 2) top = Math.max(top, h.v);
+    for (const mk of opt.markers || []) if (mk.t >= t0 && mk.t <= t1) top = Math.max(top, mk.v);
+    const yt = niceTicks(top * 1.02, opt.binary);
+    const yTop = yt[yt.length - 1];
+    const Y = (v) => m.t + ph - (v / yTop) * ph;
+    const parts = [];
+    parts.push(`<svg viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${esc(opt.label)}" data-series="${opt.series.length}" data-points="${K}">`);
+    const clip = 'c' + Math.random().toString(36).slice(2);
+    parts.push(`<defs><clipPath id="${clip}"><rect x="${m.l}" y="${m.t - 2}" width="${pw}" height="${ph + 2}"/></clipPath></defs>`);
+    // Grid and y axis.
+    parts.push('<g class="grid">');
+    for (const v of yt) parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${Y(v).toFixed(1)}" y2="${Y(v).toFixed(1)}"/>`);
+    parts.push('</g><g class="axis">');
+    for (const v of yt) parts.push(`<text x="${m.l - 6}" y="${(Y(v) + 4).toFixed(1)}" text-anchor="end">${esc(opt.yFmt(v))}</text>`);
+    const ticks = timeTicks(t0, t1, Math.max(2, Math.floor(pw / 80)));
+    for (const t of ticks) {
+      const x = X(t).toFixed(1);
+      parts.push(`<line x1="${x}" x2="${x}" y1="${m.t + ph}" y2="${m.t + ph + 4}"/><text x="${x}" y="${H - 6}" text-anchor="middle">${esc(fmtDur(t))}</text>`);
+    }
+    parts.push(`<path d="M${m.l},${m.t + ph}H${W - m.r}"/></g>`);
+    // Areas, bottom series first.
+    parts.push(`<g clip-path="url(#${clip})">`);
+    for (const se of opt.series) {
+      let upper = '', lower = '';
+      let first = true;
+      for (let k = 0; k < K; k++) {
+        const [a, b] = opt.spans[k];
+        if (b < t0 || a > t1) continue;
+        const base = stack[k], v = se.values[k] || 0;
+        const xa = Math.max(m.l - 1, X(a)).toFixed(1), xb = Math.min(W - m.r + 1, X(b)).toFixed(1);
+        const yu = Y(base + v).toFixed(1), yl = Y(base).toFixed(1);
+        upper += (first ? 'M' : 'L') + xa + ',' + yu + 'L' + xb + ',' + yu;
+        lower = 'L' + xb + ',' + yl + 'L' + xa + ',' + yl + lower;
+        first = false;
+        stack[k] = base + v;
+      }
+      // No outline: with more rounds than pixels, outlines of the steps would swamp the areas.
+      if (!first) parts.push(`<path d="${upper}${lower}Z" fill="${se.color}" fill-opacity="0.9"><title>${esc(se.name)}</title></path>`);
+    }
+    parts.push('</g>');
+    for (const h of opt.hlines || []) {
+      if (h.v > yTop) continue;
+      const y = Y(h.v).toFixed(1);
+      parts.push(`<line class="${h.cls || 'peakline'}" x1="${m.l}" x2="${W - m.r}" y1="${y}" y2="${y}"><title>${esc(h.label)}</title></line>`);
+      parts.push(`<text class="line-label" x="${W - m.r - 4}" y="${(Y(h.v) - 4).toFixed(1)}" text-anchor="end">${esc(h.label)}</text>`);
+    }
+    for (const mk of opt.markers || []) {
+      if (mk.t < t0 || mk.t > t1) continue;
+      const x = X(mk.t), y = Y(mk.v);
+      const right = x < m.l + pw * 0.6;
+      parts.push(`<circle class="mark" cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="4"><title>${esc(mk.label)}</title></circle>`);
+      parts.push(`<text class="mark-label" x="${(x + (right ? 8 : -8)).toFixed(1)}" y="${Math.max(m.t + 10, y - 6).toFixed(1)}" text-anchor="${right ? 'start' : 'end'}">${esc(mk.label)}</text>`);
+    }
+    parts.push(`<line class="cursor" x1="0" x2="0" y1="${m.t}" y2="${m.t + ph}" visibility="hidden"/>`);
+    parts.push(`<rect class="brush" x="0" y="${m.t}" width="0" height="${ph}" visibility="hidden"/>`);
+    parts.push(`<rect class="hit" x="${m.l}" y="${m.t}" width="${pw}" height="${ph}" fill="transparent"/>`);
+    parts.push('</svg>');
+    host.innerHTML = parts.join('');
+    const svg = host.firstChild;
+    const cursor = svg.querySelector('.cursor'), brush = svg.querySelector('.brush');
+    const toT = (clientX) => {
+      const r = svg.getBoundingClientRect();
+      const x = ((clientX - r.left) / r.width) * W;
+      return { x, t: t0 + ((x - m.l) / pw) * (t1 - t0) };
+    };
+    const find = (t) => {
+      let lo = 0, hi = K - 1, best = -1;
+      while (lo <= hi) {
+        const mid = (lo + hi) >> 1;
+        if (opt.spans[mid][0] <= t) { best = mid; lo = mid + 1; } else hi = mid - 1;
+      }
+      return best >= 0 && t <= opt.spans[best][1] ? best : -1;
+    };
+    let drag = null;
+    svg.addEventListener('pointermove', (e) => {
+      const { x, t } = toT(e.clientX);
+      if (drag) {
+        const a = Math.max(m.l, Math.min(drag, x)), b = Math.min(W - m.r, Math.max(drag, x));
+        brush.setAttribute('x', a); brush.setAttribute('width', b - a); brush.setAttribute('visibility', 'visible');
+        return;
+      }
+      if (x < m.l || x > W - m.r) { cursor.setAttribute('visibility', 'hidden'); hideTip(); return; }
+      cursor.setAttribute('x1', x); cursor.setAttribute('x2', x); cursor.setAttribute('visibility', 'visible');
+      const k = find(t);
+      if (k < 0) { hideTip(); return; }
+      showTip(opt.tip(k, t), e.clientX, e.clientY, e.pointerType !== 'mouse');
+    });
+    svg.addEventListener('pointerleave', () => { cursor.setAttribute('visibility', 'hidden'); if (!drag) hideTip(); });
+    svg.addEventListener('pointerdown', (e) => {
+      if (e.pointerType !== 'mouse' || e.button !== 0) return;
+      drag = toT(e.clientX).x;
+      svg.setPointerCapture(e.pointerId);
+    });
+    svg.addEventListener('pointerup', (e) => {
+      if (drag == null) return;
+      const x = toT(e.clientX).x;
+      const a = Math.min(drag, x), b = Math.max(drag, x);
+      drag = null;
+      brush.setAttribute('visibility', 'hidden');
+      if (b - a > 6) {
+        const ta = t0 + ((Math.max(m.l, a) - m.l) / pw) * (t1 - t0);
+        const tb = t0 + ((Math.min(W - m.r, b) - m.l) / pw) * (t1 - t0);
+        if (tb - ta >= 1000) setWindow(ta, tb);
+      }
+    });
+    svg.addEventListener('dblclick', () => setWindow(0, modelWall));
+    return svg;
+  }
+  let modelWall = 1;
+
+  // Series that stayed at zero (programs too short to use a clock tick between two rounds)
+  // are counted, not listed.
+  function legend(series, valueText, zeroText) {
+    const shown = series.filter((s) => s.peak > 0);
+    const quiet = series.length - shown.length;
+    return '<div class="legend">' + shown.map((s) =>
+      `<span><span class="sw" style="background:${s.color}"></span>${esc(s.name)}<span class="lv">${esc(valueText(s))}</span></span>`
+    ).join('') + (quiet ? `<span class="lv">${esc(zeroText(quiet))}</span>` : '') + '</div>';
+  }
+
+  // The largest series at point k, for a chart's tooltip.
+  function seriesRows(series, k, fmt) {
+    const rows = series.map((se) => [se, se.values[k]]).filter((r) => r[1] > 0)
+      .sort((a, b) => b[1] - a[1]).slice(0, 12);
+    return tipRows(rows.map(([se, v]) =>
+      [`<span class="sw" style="background:${se.color}"></span>${esc(se.name)}`, esc(fmt(v))]));
+  }
+
+  function tipRows(rows) {
+    return '<table>' + rows.map((r) => `<tr><td>${r[0]}</td><td>${r[1]}</td></tr>`).join('') + '</table>';
+  }
+
+  // ---------------------------------------------------------------- series
+
+  const TOP = 10;
+
+  // Groups per-process readings into series: by program or by process, the TOP largest
+  // (by peak) and "other". `units[u]` is the range of readings that make value u (a sample's,
+  // or several samples' for CPU); `value(r)` is a reading's contribution and `scale(u)`
+  // divides unit u's sums (CPU: by the interval's length).
+  function groupSeries(M, units, value, scale) {
+    const V = M.V, R = V.readings, P = V.processes;
+    const byProcess = view.group === 'process';
+    const groupOf = (i) => (byProcess ? i : P.program[i]);
+    const peak = new Map(), sparse = new Map();
+    const U = units.length;
+    const totals = new Float64Array(U);
+    for (let k = 0; k < U; k++) {
+      const [a, b] = units[k];
+      const sums = new Map();
+      for (let r = a; r < b; r++) {
+        const v = value(r);
+        if (v == null) continue;
+        const g = groupOf(R.process[r]);
+        sums.set(g, (sums.get(g) || 0) + v);
+      }
+      const f = scale(k);
+      for (const [g, s] of sums) {
+        const v = s / f;
+        totals[k] += v;
+        if (!(peak.get(g) >= v)) peak.set(g, v);
+        let l = sparse.get(g);
+        if (!l) sparse.set(g, (l = []));
+        l.push(k, v);
+      }
+    }
+    const ranked = [...peak.keys()].sort((a, b) => peak.get(b) - peak.get(a));
+    const top = ranked.slice(0, TOP);
+    const series = top.map((g, rank) => {
+      const values = new Float64Array(U);
+      const l = sparse.get(g);
+      for (let j = 0; j < l.length; j += 2) values[l[j]] = l[j + 1];
+      return {
+        name: byProcess ? `${M.label(g)} (pid ${M.pid[g]})` : V.programs[g],
+        color: byProcess ? color(rank) : color(g),
+        values, peak: peak.get(g),
+      };
+    });
+    if (ranked.length > TOP) {
+      const values = new Float64Array(U);
+      let pk = 0;
+      for (let k = 0; k < U; k++) {
+        let s = totals[k];
+        for (const se of series) s -= se.values[k];
+        values[k] = Math.max(0, s);
+        pk = Math.max(pk, values[k]);
+      }
+      series.push({ name: `${ranked.length - TOP} other ${byProcess ? 'processes' : 'programs'}`, color: css('--other'), values, peak: pk });
+    }
+    return { series, totals };
+  }
+
+  function groupToolbar(onChange) {
+    const bar = document.createElement('div');
+    bar.className = 'toolbar';
+    bar.innerHTML = '<label>Stack by</label><span class="seg">' +
+      '<button type="button" data-g="program">program</button><button type="button" data-g="process">process</button></span>' +
+      '<span class="spacer"></span><button type="button" class="reset" hidden>Reset zoom</button>';
+    const sync = () => {
+      bar.querySelectorAll('[data-g]').forEach((b) => b.setAttribute('aria-pressed', String(b.dataset.g === view.group)));
+      bar.querySelector('.reset').hidden = view.t0 === 0 && view.t1 === modelWall;
+    };
+    bar.addEventListener('click', (e) => {
+      const g = e.target.dataset && e.target.dataset.g;
+      if (g) { view.group = g; view.redraw.forEach((f) => f()); }
+      if (e.target.classList.contains('reset')) setWindow(0, modelWall);
+    });
+    sync();
+    view.redraw.push(sync);
+    return bar;
+  }
+
+  const narrow = () => window.innerWidth < 640;
+
+  // ---------------------------------------------------------------- sections
+
+  function card(sec, id, title, lead) {
+    const s = document.createElement('section');
+    s.className = 'card';
+    s.id = id;
+    s.innerHTML = `<h2>${esc(title)}</h2>` + (lead ? `<p class="lead">${lead}</p>` : '');
+    sec.appendChild(s);
+    return s;
+  }
+
+  function sourceBadge(run, figure) {
+    const s = run.sources && run.sources[figure];
+    if (!s) return '';
+    const title = s.from + (s.note ? ' — ' + s.note : '');
+    return `<span class="badge ${s.exact ? 'exact' : 'sampled'}" title="${esc(title)}">${s.exact ? 'exact' : 'sampled'}</span>`;
+  }
+
+  function drawSummary(M, s) {
+    const run = M.run, t = run.totals;
+    const e = run.exit;
+    let exit;
+    if (e.launch_error) exit = `<span class="bad">could not start</span>`;
+    else if (e.code != null) exit = e.code === 0 ? '0' : `<span class="bad">${e.code}</span>`;
+    else if (e.signal != null) exit = `<span class="bad">signal ${e.signal}</span>`;
+    else exit = 'unknown';
+    const peakPid = t.peak_rss_pid;
+    let peakWho = '';
+    if (peakPid != null) {
+      const i = M.pid.indexOf(peakPid);
+      peakWho = `pid ${peakPid}` + (i >= 0 ? ` (${esc(M.label(i))})` : '');
+    }
+    const lost = run.overhead.lost_events;
+    const figures = [
+      ['Exit status', exit, e.launch_error ? esc(e.launch_error.message) : (e.core_dumped ? 'core dumped' : ''), ''],
+      ['Wall time', esc(fmtDur(t.wall_ns)), `${fmtInt(t.wall_ns)} ns`, sourceBadge(run, 'wall_ns')],
+      ['User CPU', esc(fmtDur(t.user_ns)), t.user_ns != null ? `${fmtInt(t.user_ns)} ns` : '', sourceBadge(run, 'user_ns')],
+      ['System CPU', esc(fmtDur(t.sys_ns)), t.sys_ns != null ? `${fmtInt(t.sys_ns)} ns` : '', sourceBadge(run, 'sys_ns')],
+      ['Max PSS', esc(fmtBytes(t.max_pss_bytes)), t.max_pss_bytes != null ? `${fmtInt(t.max_pss_bytes)} bytes at ${esc(fmtDur(t.max_pss_t_ns))}` : 'no sample', sourceBadge(run, 'max_pss_bytes')],
+      ['Peak RSS of one process', esc(fmtBytes(t.peak_rss_bytes)), peakWho, sourceBadge(run, 'peak_rss_bytes')],
+      ['Processes', esc(fmtInt(t.processes)), t.still_running ? `${fmtInt(t.still_running)} still running` : '', sourceBadge(run, 'processes')],
+      ['Threads', esc(fmtInt(t.threads)), '', sourceBadge(run, 'threads')],
+      ['Execs', esc(fmtInt(t.execs)), run.overhead.lost.argv_unread ? `${fmtInt(run.overhead.lost.argv_unread)} argv unreadable` : '', sourceBadge(run, 'execs')],
+      ['Lost events', lost === 0 ? 'none' : lost == null ? '<span class="bad">some</span>' : `<span class="bad">${fmtInt(lost)}</span>`, lost === 0 ? '' : 'see Sampling and overhead', ''],
+      ['Tracker', esc(run.tracker), '', ''],
+    ];
+    const known = new Set(['wall_ns', 'user_ns', 'sys_ns', 'processes', 'threads', 'execs', 'max_pss_bytes',
+      'max_pss_t_ns', 'peak_rss_bytes', 'peak_rss_pid', 'still_running']);
+    for (const [k, v] of Object.entries(t)) {
+      if (known.has(k)) continue;
+      figures.push([humanize(k), esc(fmtValue(k, v)), esc(exactTitle(k, v)), sourceBadge(run, k)]);
+    }
+    let h = `<div class="command" title="the command as typed">${esc(run.command.map(argText).join(' '))}</div>`;
+    h += '<div class="figures">' + figures.map(([k, v, d, b]) =>
+      `<div class="figure"><div class="k">${esc(k)}${b}</div><div class="v">${v}</div>${d ? `<div class="d">${d}</div>` : ''}</div>`
+    ).join('') + '</div>';
+    if (run.notes && run.notes.length) {
+      h += '<ul class="notes">' + run.notes.map((n) => `<li>${esc(n)}</li>`).join('') + '</ul>';
+    }
+    s.insertAdjacentHTML('beforeend', h);
+  }
+
+  const argText = (a) => (typeof a === 'string' ? a : '\\x' + (a.bytes || []).map((b) => b.toString(16).padStart(2, '0')).join('\\x'));
+
+  // A chart and its legend, appended to section s.
+  function chartParts(s) {
+    const host = document.createElement('div');
+    host.className = 'chart';
+    const leg = document.createElement('div');
+    s.appendChild(host);
+    s.appendChild(leg);
+    return { host, leg };
+  }
+
+  // Draws now, and again whenever the view changes (zoom, grouping, size, theme).
+  function keepDrawn(draw) {
+    draw();
+    view.redraw.push(draw);
+  }
+
+  function drawMemory(M, s) {
+    const V = M.V, run = M.run;
+    s.appendChild(groupToolbar());
+    const { host, leg } = chartParts(s);
+    if (!M.S) {
+      host.innerHTML = '<p class="empty">No memory samples: the tree ended before the first sampling round.</p>';
+      status.memory_series = 0;
+      return;
+    }
+    const T = V.samples.t_ns;
+    const spans = T.map((t, k) => [t, k + 1 < M.S ? T[k + 1] : Math.max(t, M.wall)]);
+    const draw = () => {
+      let series;
+      if (M.hasReadings) {
+        const units = T.map((_, k) => M.readingsOf(k));
+        series = groupSeries(M, units, (r) => V.readings.pss_bytes[r], () => 1).series;
+      } else {
+        series = [{ name: 'whole tree', color: css('--accent'), values: V.samples.pss_bytes, peak: V.samples.pss_bytes.reduce((a, b) => Math.max(a, b), 0) }];
+      }
+      const t = run.totals;
+      const markers = [];
+      if (t.max_pss_bytes != null && t.max_pss_t_ns != null) {
+        markers.push({ t: t.max_pss_t_ns, v: t.max_pss_bytes, label: `Max PSS ${fmtBytes(t.max_pss_bytes)} at ${fmtDur(t.max_pss_t_ns)}` });
+      }
+      // Exact peaks: the largest process's high-water RSS, and any other peak of the tree.
+      const hlines = [];
+      for (const [k, v] of Object.entries(t)) {
+        if (v == null || k === 'max_pss_bytes' || !/(peak|max).*_bytes$/.test(k)) continue;
+        const src = run.sources && run.sources[k];
+        const what = k === 'peak_rss_bytes' ? 'largest process peak RSS' : humanize(k).toLowerCase();
+        hlines.push({ v, label: `${what} ${fmtBytes(v)}${src ? (src.exact ? ' (exact)' : ' (sampled)') : ''}` });
+      }
+      stackedChart(host, {
+        label: 'PSS over time', height: narrow() ? 220 : 280, binary: true, spans, series, markers, hlines,
+        totals: V.samples.pss_bytes, yFmt: fmtBytes,
+        tip: (k) => `<b>${esc(fmtDur(T[k]))}</b> · PSS ${esc(fmtBytes(V.samples.pss_bytes[k]))} · RSS ${esc(fmtBytes(V.samples.rss_bytes[k]))} · ${fmtInt(V.samples.processes[k])} processes` +
+          seriesRows(series, k, fmtBytes),
+      });
+      leg.innerHTML = legend(series, (se) => 'peak ' + fmtBytes(se.peak), (n) => `and ${n} with no PSS read`);
+      status.memory_series = series.length;
+    };
+    keepDrawn(draw);
+  }
+
+  function drawCpu(M, s) {
+    const V = M.V, run = M.run;
+    const { host, leg } = chartParts(s);
+    if (!M.hasReadings || !M.S) {
+      host.innerHTML = '<p class="empty">No per-process CPU readings in this run (it was recorded by an older ste, or ended before the first sampling round).</p>';
+      status.cpu_series = 0;
+      return;
+    }
+    const T = V.samples.t_ns, R = V.readings;
+    // A sample's readings cover the interval since the previous sample. CPU comes in 10 ms
+    // clock ticks, so intervals are merged until they span at least MIN_SPAN: a rate over
+    // 100 ms is within 10 % of the truth, one over 10 ms can be off by a whole core.
+    const MIN_SPAN = 100e6;
+    const spans = [], units = [];
+    let from = null, first = 0;
+    for (let k = 0; k < M.S; k++) {
+      if (from == null) {
+        from = k > 0 ? T[k - 1] : T[0];
+        if (k === 0) {
+          const [a, b] = M.readingsOf(0);
+          for (let r = a; r < b; r++) from = Math.min(from, R.since_ns[r]);
+        }
+        first = k;
+      }
+      if (T[k] - from >= MIN_SPAN || k === M.S - 1) {
+        spans.push([from, T[k]]);
+        units.push([M.readingsOf(first)[0], M.readingsOf(k)[1]]);
+        from = null;
+      }
+    }
+    const scale = (u) => Math.max(1, spans[u][1] - spans[u][0]);
+    const draw = () => {
+      const { series } = groupSeries(M, units, (r) => R.cpu_delta_ns[r], scale);
+      const t = run.totals;
+      const hlines = [];
+      if (t.user_ns != null && t.sys_ns != null && t.wall_ns > 0) {
+        const avg = (t.user_ns + t.sys_ns) / t.wall_ns;
+        hlines.push({ v: avg, cls: 'avgline', label: `average over the run ${fmtCores(avg)} (exact)` });
+      }
+      stackedChart(host, {
+        label: 'CPU over time', height: narrow() ? 180 : 220, binary: false, spans, series, hlines,
+        yFmt: (v) => (v === 0 ? '0' : trimZeros(v.toFixed(2))),
+        tip: (k) => {
+          let total = 0;
+          for (const se of series) total += se.values[k];
+          return `<b>${esc(fmtDur(spans[k][0]))} – ${esc(fmtDur(spans[k][1]))}</b> · ${esc(fmtCores(total))}` +
+            seriesRows(series, k, fmtCores);
+        },
+      });
+      leg.innerHTML = legend(series, (se) => 'peak ' + fmtCores(se.peak),
+        (n) => `and ${n} with no CPU tick between rounds`);
+      status.cpu_series = series.length;
+    };
+    keepDrawn(draw);
+  }
+
+  function drawTimeline(M, s) {
+    const V = M.V, P = V.processes;
+    const bar = document.createElement('div');
+    bar.className = 'toolbar';
+    bar.innerHTML = '<label>One row per</label><span class="seg"><button type="button" data-m="process">process</button><button type="button" data-m="program">program</button></span><span class="spacer"></span><span class="count lead"></span>';
+    const wrap = document.createElement('div');
+    wrap.className = 'timeline-wrap';
+    const axis = document.createElement('canvas');
+    axis.className = 'timeline-axis';
+    const scroll = document.createElement('div');
+    scroll.className = 'timeline-scroll';
+    const canvas = document.createElement('canvas');
+    const spacer = document.createElement('div');
+    scroll.appendChild(canvas);
+    scroll.appendChild(spacer);
+    wrap.appendChild(axis);
+    wrap.appendChild(scroll);
+    s.appendChild(bar);
+    s.appendChild(wrap);
+    // Big runs start aggregated: one row per program.
+    let mode = M.n > 5000 ? 'program' : 'process';
+    const byProgram = V.programs.map(() => []);
+    for (let i = 0; i < M.n; i++) byProgram[P.program[i]].push(i);
+    const programRows = byProgram.map((l, g) => g).filter((g) => byProgram[g].length);
+    const RH = 18;
+    const rows = () => (mode === 'process' ? M.order.length : programRows.length);
+    let W = 0, LW = 0, Hv = 0;
+    const X = (t) => LW + ((t - view.t0) / (view.t1 - view.t0)) * (W - LW - 8);
+    const endOf = (i) => (M.end[i] == null ? M.wall : M.end[i]);
+
+    function layout() {
+      W = Math.max(280, wrap.clientWidth);
+      LW = Math.min(220, Math.round(W * 0.3));
+      Hv = Math.min(rows() * RH, narrow() ? 420 : 520);
+      const dpr = window.devicePixelRatio || 1;
+      for (const [c, h] of [[canvas, Hv], [axis, 24]]) {
+        c.width = Math.round(W * dpr); c.height = Math.round(h * dpr);
+        c.style.width = W + 'px'; c.style.height = h + 'px';
+        c.getContext('2d').setTransform(dpr, 0, 0, dpr, 0, 0);
+      }
+      spacer.style.height = Math.max(0, rows() * RH - Hv) + 'px';
+      scroll.style.height = Hv + 'px';
+      bar.querySelectorAll('[data-m]').forEach((b) => b.setAttribute('aria-pressed', String(b.dataset.m === mode)));
+      bar.querySelector('.count').textContent = mode === 'process'
+        ? `${fmtInt(M.n)} processes, nested by parent`
+        : `${fmtInt(programRows.length)} programs, ${fmtInt(M.n)} processes`;
+      wrap.dataset.rows = rows();
+      wrap.dataset.mode = mode;
+      status.timeline_rows = rows();
+      status.timeline_mode = mode;
+    }
+
+    function drawAxis() {
+      const g = axis.getContext('2d');
+      g.clearRect(0, 0, W, 24);
+      g.fillStyle = css('--muted');
+      g.strokeStyle = css('--line');
+      g.font = '11px system-ui, sans-serif';
+      g.textBaseline = 'middle';
+      g.fillText(mode === 'process' ? 'process' : 'program', 8, 12);
+      for (const t of timeTicks(view.t0, view.t1, Math.max(2, Math.floor((W - LW) / 80)))) {
+        const x = X(t);
+        g.beginPath(); g.moveTo(x + 0.5, 18); g.lineTo(x + 0.5, 24); g.stroke();
+        g.textAlign = 'center';
+        g.fillText(fmtDur(t), Math.min(W - 24, Math.max(LW + 10, x)), 10);
+      }
+    }
+
+    function fit(g, text, w) {
+      if (g.measureText(text).width <= w) return text;
+      let lo = 0, hi = text.length;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (g.measureText(text.slice(0, mid) + '…').width <= w) lo = mid; else hi = mid - 1;
+      }
+      return text.slice(0, lo) + '…';
+    }
+
+    function draw() {
+      const g = canvas.getContext('2d');
+      const top = scroll.scrollTop;
+      g.clearRect(0, 0, W, Hv);
+      const first = Math.floor(top / RH), last = Math.min(rows(), first + Math.ceil(Hv / RH) + 1);
+      g.font = '12px system-ui, sans-serif';
+      g.textBaseline = 'middle';
+      const text = css('--text'), muted = css('--muted'), rowBg = css('--row'), grid = css('--grid');
+      g.strokeStyle = grid;
+      for (const t of timeTicks(view.t0, view.t1, Math.max(2, Math.floor((W - LW) / 80)))) {
+        g.beginPath(); g.moveTo(X(t) + 0.5, 0); g.lineTo(X(t) + 0.5, Hv); g.stroke();
+      }
+      for (let r = first; r < last; r++) {
+        const y = r * RH - top;
+        if (r % 2) { g.fillStyle = rowBg; g.fillRect(0, y, LW, RH); }
+        if (mode === 'process') {
+          const i = M.order[r];
+          const indent = Math.min(P.depth[i], 12) * 8;
+          g.fillStyle = text;
+          g.fillText(fit(g, M.label(i), LW - 12 - indent), 6 + indent, y + RH / 2);
+          bar1(g, i, y + 3, RH - 6, 1);
+        } else {
+          const prog = programRows[r];
+          g.fillStyle = text;
+          const l = byProgram[prog];
+          g.fillText(fit(g, `${V.programs[prog]} ×${l.length}`, LW - 12), 6, y + RH / 2);
+          g.globalAlpha = l.length > 50 ? 0.35 : 0.7;
+          for (const i of l) bar1(g, i, y + 3, RH - 6, 0);
+          g.globalAlpha = 1;
+        }
+      }
+      g.fillStyle = muted;
+      g.fillRect(LW - 1, 0, 1, Hv);
+    }
+
+    function bar1(g, i, y, h, ticks) {
+      const a = M.start[i], b = endOf(i);
+      if (b < view.t0 || a > view.t1) return;
+      const x0 = Math.max(LW, X(a)), x1 = Math.min(W - 8, X(b));
+      g.fillStyle = M.color(i);
+      g.fillRect(x0, y, Math.max(1, x1 - x0), h);
+      if (M.end[i] == null) { g.fillStyle = css('--muted'); g.fillRect(Math.max(x0, x1 - 3), y, 3, h); }
+      if (ticks && M.execsOf[i]) {
+        g.fillStyle = css('--text');
+        for (const k of M.execsOf[i]) {
+          const x = X(V.execs.t_ns[k]);
+          if (x >= LW && x <= W - 8) g.fillRect(x, y - 2, 1.5, h + 4);
+        }
+      }
+    }
+
+    function processAt(clientX, clientY) {
+      const rc = canvas.getBoundingClientRect();
+      const x = clientX - rc.left, y = clientY - rc.top;
+      const r = Math.floor((y + scroll.scrollTop) / RH);
+      if (r < 0 || r >= rows() || x < LW) return -1;
+      const t = view.t0 + ((x - LW) / (W - LW - 8)) * (view.t1 - view.t0);
+      const slack = (4 / (W - LW - 8)) * (view.t1 - view.t0);
+      const hit = (i) => M.start[i] - slack <= t && t <= endOf(i) + slack;
+      if (mode === 'process') return hit(M.order[r]) ? M.order[r] : -1;
+      const l = byProgram[programRows[r]];
+      for (let k = l.length - 1; k >= 0; k--) if (hit(l[k])) return l[k];
+      return -1;
+    }
+
+    function describe(i) {
+      const C = P.columns;
+      const argv = M.argv(i);
+      const n = M.execsOf[i] ? M.execsOf[i].length : 0;
+      const rows = [
+        ['pid', `${M.pid[i]}${C.ppid[i] != null ? ` (parent ${C.ppid[i]})` : ''}`],
+        ['lived', `${esc(fmtDur(M.start[i]))} – ${M.end[i] == null ? 'end unknown' : esc(fmtDur(M.end[i]))}` +
+          (M.end[i] != null ? ` (${esc(fmtDur(M.end[i] - M.start[i]))})` : '')],
+        ['exit', esc(exitText(M, i))],
+        ['threads', fmtInt(C.threads[i])],
+        ['execs', fmtInt(n)],
+        ['peak RSS', esc(fmtBytes(C.peak_rss_bytes[i]))],
+      ];
+      let argvText = argv == null ? (P.forked[i] ? 'no exec: runs its parent\'s program' : 'argv unreadable') : argv;
+      if (argvText.length > 400) argvText = argvText.slice(0, 400) + ' …';
+      return `<b><span class="sw" style="background:${M.color(i)}"></span>${esc(M.label(i))}</b><div class="argv">${esc(argvText)}</div>` + tipRows(rows);
+    }
+
+    const pointer = (e) => {
+      const i = processAt(e.clientX, e.clientY);
+      if (i < 0) { hideTip(); return; }
+      showTip(describe(i), e.clientX, e.clientY, e.pointerType !== 'mouse');
+    };
+    canvas.addEventListener('pointermove', pointer);
+    canvas.addEventListener('click', pointer);
+    canvas.addEventListener('pointerleave', () => hideTip());
+    let pending = false;
+    scroll.addEventListener('scroll', () => {
+      if (pending) return;
+      pending = true;
+      requestAnimationFrame(() => { pending = false; draw(); });
+    });
+    bar.addEventListener('click', (e) => {
+      const m = e.target.dataset && e.target.dataset.m;
+      if (m && m !== mode) { mode = m; scroll.scrollTop = 0; all(); }
+    });
+    const all = () => { layout(); drawAxis(); draw(); };
+    keepDrawn(all);
+  }
+
+  function drawLedger(M, s) {
+    const V = M.V, P = V.processes, C = P.columns;
+    const handled = new Set(['pid', 'start_ns', 'end_ns', 'exit_code', 'signal', 'threads', 'peak_rss_bytes']);
+    const cols = [
+      { key: 'pid', title: 'pid', num: true, w: 80, get: (i) => M.pid[i] },
+      { key: 'program', title: 'program', w: 150, get: (i) => M.label(i) },
+      { key: 'start_ns', title: 'start', num: true, w: 90, get: (i) => M.start[i], fmt: fmtDur },
+      { key: 'end_ns', title: 'end', num: true, w: 90, get: (i) => M.end[i], fmt: fmtDur },
+      { key: 'duration', title: 'duration', num: true, w: 90, get: (i) => (M.end[i] == null ? null : M.end[i] - M.start[i]), fmt: fmtDur },
+      { key: 'exit', title: 'exit', w: 120, get: (i) => exitText(M, i) },
+      { key: 'threads', title: 'threads', num: true, w: 75, get: (i) => C.threads[i] },
+      { key: 'execs', title: 'execs', num: true, w: 65, get: (i) => (M.execsOf[i] ? M.execsOf[i].length : 0) },
+      { key: 'peak_rss_bytes', title: 'peak RSS', num: true, w: 95, get: (i) => C.peak_rss_bytes[i], fmt: fmtBytes },
+    ];
+    for (const key of Object.keys(C)) {
+      if (handled.has(key)) continue;
+      const values = C[key];
+      // A column unknown for every process says nothing a row could not.
+      if (values.every((v) => v == null)) continue;
+      const num = values.some((v) => typeof v === 'number');
+      cols.push({ key, title: key.replace(/_bytes$|_ns$/, ''), num, w: Math.max(80, Math.min(140, key.length * 8)), get: (i) => values[i], fmt: (v) => fmtValue(key, v), exact: (v) => exactTitle(key, v) });
+    }
+    cols.push({ key: 'argv', title: 'argv', w: 520, get: (i) => M.argv(i) || '' });
+    const bar = document.createElement('div');
+    bar.className = 'toolbar';
+    bar.innerHTML = '<input type="search" placeholder="Filter by program, argv or pid" aria-label="Filter processes" size="32"><span class="spacer"></span><span class="count lead"></span>';
+    const wrap = document.createElement('div');
+    wrap.className = 'table-wrap';
+    const total = cols.reduce((a, c) => a + c.w, 0);
+    wrap.innerHTML = `<table class="ledger fixed" style="min-width:${total}px"><colgroup>${cols.map((c) => `<col style="width:${c.w}px">`).join('')}</colgroup><thead><tr>${cols.map((c, k) => `<th class="sortable${c.num ? ' num' : ''}" data-k="${k}" title="${esc(c.key)}">${esc(c.title)}<span class="arrow"></span></th>`).join('')}</tr></thead><tbody></tbody></table>`;
+    s.appendChild(bar);
+    s.appendChild(wrap);
+    const tbody = wrap.querySelector('tbody');
+    const RH = 24;
+    let rows = M.order.slice();
+    let sortKey = -1, desc = false;
+    const cell = (c, i) => {
+      const v = c.get(i);
+      const text = c.fmt ? c.fmt(v) : v == null ? 'n/a' : String(v);
+      const title = c.exact ? c.exact(v) : c.key === 'argv' || c.key === 'program' ? String(v) : '';
+      return `<td class="${c.num ? 'num' : c.key === 'argv' ? 'mono' : ''}"${title ? ` title="${esc(title)}"` : ''}>${esc(text)}</td>`;
+    };
+    function render() {
+      const top = wrap.scrollTop;
+      const view = wrap.clientHeight || 480;
+      const first = Math.max(0, Math.floor(top / RH) - 10);
+      const last = Math.min(rows.length, first + Math.ceil(view / RH) + 20);
+      let h = `<tr class="spacer"><td colspan="${cols.length}" style="height:${first * RH}px"></td></tr>`;
+      for (let r = first; r < last; r++) {
+        const i = rows[r];
+        h += '<tr>' + cols.map((c) => cell(c, i)).join('') + '</tr>';
+      }
+      h += `<tr class="spacer"><td colspan="${cols.length}" style="height:${(rows.length - last) * RH}px"></td></tr>`;
+      tbody.innerHTML = h;
+    }
+    function update() {
+      const q = bar.querySelector('input').value.trim().toLowerCase();
+      rows = M.order.filter((i) => !q || M.label(i).toLowerCase().includes(q) || String(M.pid[i]) === q ||
+        (M.argv(i) || '').toLowerCase().includes(q));
+      if (sortKey >= 0) {
+        const c = cols[sortKey];
+        const key = rows.map((i) => c.get(i));
+        const idx = rows.map((_, k) => k);
+        idx.sort((a, b) => {
+          const x = key[a], y = key[b];
+          if (x == null || y == null) return x == null ? (y == null ? a - b : 1) : -1;
+          const d = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
+          return (desc ? -d : d) || a - b;
+        });
+        rows = idx.map((k) => rows[k]);
+      }
+      wrap.querySelectorAll('th .arrow').forEach((a, k) => { a.textContent = k === sortKey ? (desc ? ' ▼' : ' ▲') : ''; });
+      bar.querySelector('.count').textContent = `${fmtInt(rows.length)} of ${fmtInt(M.n)} processes`;
+      wrap.dataset.rows = rows.length;
+      status.ledger_rows = rows.length;
+      render();
+    }
+    wrap.querySelector('thead').addEventListener('click', (e) => {
+      const th = e.target.closest('th');
+      if (!th) return;
+      const k = Number(th.dataset.k);
+      if (k === sortKey) desc = !desc; else { sortKey = k; desc = cols[k].num; }
+      update();
+    });
+    bar.querySelector('input').addEventListener('input', update);
+    let pending = false;
+    wrap.addEventListener('scroll', () => {
+      if (pending) return;
+      pending = true;
+      requestAnimationFrame(() => { pending = false; render(); });
+    });
+    update();
+  }
+
+  function drawSources(M, s) {
+    const src = M.run.sources || {};
+    const keys = Object.keys(src);
+    if (!keys.length) { s.insertAdjacentHTML('beforeend', '<p class="empty">This run lists no sources.</p>'); return; }
+    s.insertAdjacentHTML('beforeend', '<div class="table-wrap"><table><thead><tr><th>figure</th><th>comes from</th><th>exact?</th><th>qualified by</th></tr></thead><tbody>' +
+      keys.map((k) => `<tr><td class="mono">${esc(k)}</td><td>${esc(src[k].from)}</td><td>${src[k].exact ? '<span class="badge exact">exact</span>' : '<span class="badge sampled">sampled</span>'}</td><td>${esc(src[k].note || '')}</td></tr>`).join('') +
+      '</tbody></table></div>');
+  }
+
+  // ---------------------------------------------------------------- generic rendering
+
+  const MAX_GENERIC_ROWS = 2000;
+
+  function generic(key, v) {
+    if (v == null) return '<span class="lead">n/a</span>';
+    if (Array.isArray(v)) {
+      if (!v.length) return '<span class="lead">none</span>';
+      if (v.every((x) => x === null || typeof x !== 'object')) return esc(v.map((x) => fmtValue(key, x)).join(', '));
+      const objects = v.filter((x) => x && typeof x === 'object' && !Array.isArray(x));
+      const keys = [];
+      for (const o of objects) for (const k of Object.keys(o)) if (!keys.includes(k)) keys.push(k);
+      const shown = objects.slice(0, MAX_GENERIC_ROWS);
+      const numeric = keys.map((k) => shown.some((o) => typeof o[k] === 'number'));
+      let h = `<div class="table-wrap"><table data-rows="${objects.length}"><thead><tr>${keys.map((k, j) => `<th class="${numeric[j] ? 'num' : ''}" title="${esc(k)}">${esc(humanize(k))}</th>`).join('')}</tr></thead><tbody>`;
+      for (const o of shown) {
+        h += '<tr>' + keys.map((k, j) => {
+          const x = o[k];
+          const inner = x !== null && typeof x === 'object' ? generic(k, x) : esc(fmtValue(k, x));
+          const t = exactTitle(k, x);
+          return `<td class="${numeric[j] ? 'num' : ''}"${t ? ` title="${esc(t)}"` : ''}>${inner}</td>`;
+        }).join('') + '</tr>';
+      }
+      h += '</tbody></table></div>';
+      if (objects.length > shown.length) h += `<p class="lead">The first ${fmtInt(shown.length)} of ${fmtInt(objects.length)} rows; the JSON report has them all.</p>`;
+      return h;
+    }
+    if (typeof v === 'object') {
+      const entries = Object.entries(v);
+      if (!entries.length) return '<span class="lead">none</span>';
+      return '<table class="kv"><tbody>' + entries.map(([k, x]) => {
+        const t = exactTitle(k, x);
+        const inner = x !== null && typeof x === 'object' ? generic(k, x) : esc(fmtValue(k, x));
+        return `<tr><td>${esc(humanize(k))}</td><td${t ? ` title="${esc(t)}"` : ''}>${inner}</td></tr>`;
+      }).join('') + '</tbody></table>';
+    }
+    const t = exactTitle(key, v);
+    return `<span${t ? ` title="${esc(t)}"` : ''}>${esc(fmtValue(key, v))}</span>`;
+  }
+
+  function drawGenericKeys(keys) {
+    return (M, s) => {
+      for (const k of keys) {
+        if (keys.length > 1) s.insertAdjacentHTML('beforeend', `<h3>${esc(humanize(k))}</h3>`);
+        s.insertAdjacentHTML('beforeend', generic(k, M.run[k]));
+      }
+    };
+  }
+
+  // ---------------------------------------------------------------- the page
+
+  const SECTIONS = [
+    { id: 'summary', title: 'Summary', keys: ['command', 'tracker', 'exit', 'totals', 'notes', 'schema_version', 'generator'], draw: drawSummary },
+    { id: 'memory', title: 'Memory over time', lead: 'PSS of the live tree at each sampling round, stacked by program or by process; the dot is the sampled maximum, dashed lines are exact peaks. Drag across a chart to zoom in, double-click to zoom out.', draw: drawMemory },
+    { id: 'cpu', title: 'CPU over time', lead: 'CPU used by the processes alive at each round, between rounds (/proc/PID/stat, 10 ms ticks); processes that start and end between two rounds do not show here but are in the exact totals.', draw: drawCpu },
+    { id: 'timeline', title: 'Processes over time', lead: 'One row per process, nested under its parent, coloured by program; ticks are execs. Hover or tap a bar for its argv and figures.', draw: drawTimeline },
+    { id: 'ledger', title: 'Process ledger', lead: 'Every process of the tree. Click a column to sort; times are from the launch.', draw: drawLedger },
+    { id: '*' },
+    { id: 'sampling', title: 'Sampling and overhead', keys: ['sampler', 'overhead'], draw: drawGenericKeys(['sampler', 'overhead']) },
+    { id: 'sources', title: 'Where each figure comes from', keys: ['sources'], lead: 'Exact figures were counted by the kernel; sampled ones were read at sampling rounds.', draw: drawSources },
+  ];
+
+  function render(V) {
+    const M = model(V);
+    modelWall = M.wall;
+    view.t0 = 0; view.t1 = M.wall;
+    const main = document.getElementById('main');
+    main.innerHTML = '';
+    const claimed = new Set();
+    for (const sec of SECTIONS) for (const k of sec.keys || []) claimed.add(k);
+    for (const sec of SECTIONS) {
+      if (sec.id === '*') {
+        for (const k of Object.keys(V.run)) {
+          if (claimed.has(k)) continue;
+          const s = card(main, 'run-' + k, humanize(k));
+          s.dataset.generic = k;
+          s.insertAdjacentHTML('beforeend', generic(k, V.run[k]));
+          status.generic.push(k);
+        }
+        continue;
+      }
+      const s = card(main, sec.id, sec.title, sec.lead);
+      try {
+        sec.draw(M, s);
+        status.sections.push(sec.id);
+      } catch (err) {
+        status.errors.push(sec.id + ': ' + (err && err.stack || err));
+        s.insertAdjacentHTML('beforeend', `<p class="error">This section could not be drawn: ${esc(err && err.message || err)}</p>`);
+      }
+    }
+    main.insertAdjacentHTML('beforeend', `<footer class="foot">${esc(V.run.generator)} · Run schema ${esc(V.run.schema_version)} · a self-contained page: no network, nothing to install</footer>`);
+    document.title = 'ste: ' + V.run.command.map(argText).join(' ');
+    let pending = false;
+    let lastW = main.clientWidth;
+    new ResizeObserver(() => {
+      if (pending || main.clientWidth === lastW) return;
+      pending = true;
+      requestAnimationFrame(() => { pending = false; lastW = main.clientWidth; view.redraw.forEach((f) => f()); });
+    }).observe(main);
+  }
+
+  // ---------------------------------------------------------------- theme
+
+  const themes = ['auto', 'light', 'dark'];
+  const themeButton = document.getElementById('theme');
+  function applyTheme(t) {
+    if (t === 'auto') delete document.documentElement.dataset.theme;
+    else document.documentElement.dataset.theme = t;
+    themeButton.textContent = { auto: '◐ Auto', light: '☀ Light', dark: '☾ Dark' }[t];
+    themeButton.title = 'Theme: ' + t + ' (click to change)';
+    try { localStorage.setItem('ste-theme', t); } catch (e) { /* storage may be off for files */ }
+  }
+  let theme = 'auto';
+  try { theme = localStorage.getItem('ste-theme') || 'auto'; } catch (e) { /* as above */ }
+  if (!themes.includes(theme)) theme = 'auto';
+  applyTheme(theme);
+  themeButton.addEventListener('click', () => {
+    theme = themes[(themes.indexOf(theme) + 1) % themes.length];
+    applyTheme(theme);
+    view.redraw.forEach((f) => f());
+  });
+  if (window.matchMedia) {
+    window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => view.redraw.forEach((f) => f()));
+  }
+
+  // ---------------------------------------------------------------- start
+
+  function finish() {
+    status.rendered = true;
+    // From the script's start to everything drawn: what a reader waits for (bench/reports.sh).
+    status.render_ms = Math.round(performance.now() - started);
+    const el = document.getElementById('ste-status');
+    el.textContent = JSON.stringify(status);
+    document.documentElement.dataset.rendered = status.errors.length ? 'with-errors' : 'yes';
+  }
+
+  loadData().then((V) => {
+    render(V);
+    // Sections are drawn after the page loads: honour a link to one (report.html#timeline).
+    const target = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    if (target) target.scrollIntoView();
+    finish();
+  }).catch((err) => {
+    status.errors.push('cannot draw the report: ' + (err && err.message || err));
+    document.getElementById('main').innerHTML = `<p class="error">${esc('The report could not be drawn: ' + (err && err.message || err))}</p>`;
+    finish();
+  });
+})();

@@ -1,0 +1,327 @@
+//! A trace of the run for ui.perfetto.dev and chrome://tracing, in Chrome's trace-event JSON
+//! format ("Trace Event Format", the JSON object form with `traceEvents`).
+//!
+//! JSON rather than Perfetto's protobuf: both viewers open it, it needs no protobuf code, and
+//! people can read, grep and diff it. The object's keys come in the order Perfetto's importer
+//! wants (`displayTimeUnit` first; it stops at a key it does not know).
+//!
+//! Layout:
+//! - one process per process of the tree, named by its argv and sorted in creation order; a
+//!   pid the run used twice gets `pid + k·2²²` (above any Linux pid) so each keeps its track;
+//! - on its main thread, a slice for its lifetime, inside it one slice per exec (named by the
+//!   program, argv in the args), an instant at its exit, and a `fork` instant with a flow arrow
+//!   to each child; one thread track per other thread, with a slice for its lifetime;
+//! - counters: each process's PSS and CPU (cores) from the per-process samples; on a
+//!   "whole tree" process, the tree's PSS, RSS, live processes and CPU, and the Max PSS instant.
+//!
+//! Events are sorted by time with a stable sort, and every track's own events are emitted in
+//! nesting order, so begin/end pairs nest on every track. Times are microseconds with
+//! nanosecond decimals.
+
+use crate::model::{Run, join_escaped, signal_name};
+use crate::report::names::{Tree, readings};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::borrow::Cow;
+use std::io::{self, Write};
+
+/// The pseudo-process holding the tree's counters: above any Linux pid (`PID_MAX_LIMIT` is
+/// 2²²) and any remapped one.
+pub const TREE_PID: u32 = 0x7fff_fff0;
+/// Longest process name; the full argv is in the exec slices' args.
+const NAME_CHARS: usize = 120;
+
+#[derive(Serialize)]
+struct TraceEvent<'a> {
+    name: Cow<'a, str>,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    cat: &'static str,
+    ph: &'static str,
+    ts: f64,
+    pid: u32,
+    tid: u32,
+    /// Scope of an instant event: `t` thread, `p` process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    s: Option<&'static str>,
+    /// Flow id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<u64>,
+    /// A flow end binds to its enclosing slice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bp: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    args: Option<Value>,
+}
+
+struct Trace<'a> {
+    /// (time in ns, event); sorted stably at the end.
+    events: Vec<(u64, TraceEvent<'a>)>,
+}
+
+impl<'a> Trace<'a> {
+    fn push(
+        &mut self,
+        t_ns: u64,
+        ph: &'static str,
+        name: impl Into<Cow<'a, str>>,
+        (pid, tid): (u32, u32),
+        args: Option<Value>,
+    ) -> &mut TraceEvent<'a> {
+        self.events.push((
+            t_ns,
+            TraceEvent {
+                name: name.into(),
+                cat: "",
+                ph,
+                ts: t_ns as f64 / 1000.0,
+                pid,
+                tid,
+                s: None,
+                id: None,
+                bp: None,
+                args,
+            },
+        ));
+        &mut self.events.last_mut().expect("just pushed").1
+    }
+
+    fn meta(&mut self, name: &'static str, track: (u32, u32), args: Value) {
+        self.push(0, "M", name, track, Some(args));
+    }
+
+    fn counter(&mut self, t_ns: u64, name: &'static str, track: u32, key: &str, v: f64) {
+        self.push(t_ns, "C", name, (track, track), Some(json!({ key: v })));
+    }
+}
+
+pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
+    let tree = Tree::new(run);
+    let end_of_run = run.totals.wall_ns;
+    let mut t = Trace {
+        events: Vec::with_capacity(run.processes.len() * 12 + run.samples.len() * 8),
+    };
+
+    // Track pids: the real pid, unless an earlier process of the run had it.
+    let mut seen = std::collections::HashMap::new();
+    let pids: Vec<u32> = run
+        .processes
+        .iter()
+        .map(|p| {
+            let k = seen.entry(p.pid).or_insert(0u32);
+            let pid = (p.pid.max(0) as u32).wrapping_add(*k << 22);
+            *k += 1;
+            pid
+        })
+        .collect();
+
+    t.meta(
+        "process_name",
+        (TREE_PID, TREE_PID),
+        json!({"name": shorten(format!("whole tree: {}", join_escaped(&run.command)))}),
+    );
+    t.meta(
+        "process_sort_index",
+        (TREE_PID, TREE_PID),
+        json!({"sort_index": -1}),
+    );
+
+    for (i, p) in run.processes.iter().enumerate() {
+        let pid = pids[i];
+        let main = (pid, pid);
+        let start = p.start_ns;
+        let end = p.end_ns.unwrap_or(end_of_run).max(start);
+        let argv = p
+            .execs
+            .last()
+            .and_then(|e| e.argv.as_deref())
+            .map(join_escaped);
+        let shown = argv.unwrap_or_else(|| tree.label[i].clone());
+        let name = shorten(format!("{} {}", p.pid, shown));
+        t.meta("process_name", main, json!({ "name": name }));
+        t.meta("process_sort_index", main, json!({ "sort_index": i }));
+        t.meta("thread_name", main, json!({ "name": tree.label[i] }));
+
+        t.push(
+            start,
+            "B",
+            format!("pid {}", p.pid),
+            main,
+            Some(json!({
+                "pid": p.pid,
+                "ppid": p.ppid,
+                "threads": p.threads,
+                "peak_rss_bytes": p.peak_rss_bytes,
+                "exit": exit_text(p.exit_code, p.signal),
+                "ended": if p.end_ns.is_some() { "yes" } else { "no (still running or its end was missed)" },
+            })),
+        );
+        if let Some(j) = tree.parent[i] {
+            let parent = (pids[j], pids[j]);
+            let flow = i as u64 + 1;
+            t.push(
+                start,
+                "i",
+                "fork",
+                parent,
+                Some(json!({"child_pid": p.pid, "child": tree.label[i]})),
+            )
+            .s = Some("t");
+            let e = t.push(start, "s", "fork", parent, None);
+            e.cat = "fork";
+            e.id = Some(flow);
+            let e = t.push(start, "f", "fork", main, None);
+            e.cat = "fork";
+            e.id = Some(flow);
+            e.bp = Some("e");
+        }
+        for (k, e) in p.execs.iter().enumerate() {
+            let at = e.t_ns.clamp(start, end);
+            if k > 0 {
+                t.push(at, "E", "", main, None);
+            }
+            let program = e
+                .argv
+                .as_ref()
+                .and_then(|a| a.first())
+                .map(crate::report::names::basename)
+                .unwrap_or_else(|| "exec (argv unreadable)".into());
+            t.push(
+                at,
+                "B",
+                program,
+                main,
+                Some(json!({ "argv": e.argv.as_deref().map(join_escaped) })),
+            );
+        }
+        if p.end_ns.is_some() {
+            t.push(
+                end,
+                "i",
+                "exit",
+                main,
+                Some(json!({ "status": exit_text(p.exit_code, p.signal) })),
+            )
+            .s = Some("t");
+        }
+        if !p.execs.is_empty() {
+            t.push(end, "E", "", main, None);
+        }
+        t.push(end, "E", "", main, None);
+
+        for l in &p.thread_lifetimes {
+            let tid = (pid, l.tid.max(0) as u32);
+            let from = l.start_ns.clamp(start, end);
+            t.meta(
+                "thread_name",
+                tid,
+                json!({ "name": format!("{} thread {}", tree.label[i], l.tid) }),
+            );
+            t.push(from, "B", format!("thread {}", l.tid), tid, None);
+            t.push(l.end_ns.unwrap_or(end).clamp(from, end), "E", "", tid, None);
+        }
+    }
+
+    // Counters from the samples. A CPU rate is set at the start of the interval it was
+    // measured over and holds until the next reading; PSS holds from its reading.
+    let reads = readings(run, &tree);
+    let mut next = 0;
+    let mut prev_t: Option<u64> = None;
+    let mut read: std::collections::BTreeSet<usize> = Default::default();
+    for (k, s) in run.samples.iter().enumerate() {
+        t.counter(s.t_ns, "PSS", TREE_PID, "bytes", s.pss_bytes as f64);
+        t.counter(s.t_ns, "RSS", TREE_PID, "bytes", s.rss_bytes as f64);
+        t.counter(
+            s.t_ns,
+            "processes",
+            TREE_PID,
+            "live",
+            f64::from(s.processes),
+        );
+        let mut cpu_ns = None;
+        while let Some(r) = reads.get(next).filter(|r| r.sample == k) {
+            next += 1;
+            let pid = pids[r.process];
+            t.counter(s.t_ns, "PSS", pid, "bytes", r.pss_bytes as f64);
+            read.insert(r.process);
+            if let Some(d) = r.cpu_delta_ns {
+                let span = s.t_ns.saturating_sub(r.since_ns).max(1);
+                t.counter(r.since_ns, "CPU", pid, "cores", d as f64 / span as f64);
+                *cpu_ns.get_or_insert(0) += d;
+            }
+        }
+        if let (Some(p), Some(c)) = (prev_t, cpu_ns) {
+            let span = s.t_ns.saturating_sub(p).max(1);
+            t.counter(p, "CPU", TREE_PID, "cores", c as f64 / span as f64);
+        }
+        prev_t = Some(s.t_ns);
+    }
+    // The counters drop to 0 when a process ends, and the tree's CPU when the run ends.
+    for &i in &read {
+        if let Some(end) = run.processes[i].end_ns {
+            t.counter(end, "PSS", pids[i], "bytes", 0.0);
+            t.counter(end, "CPU", pids[i], "cores", 0.0);
+        }
+    }
+    if let Some(p) = prev_t {
+        // After the last round, the tree's CPU is not known.
+        t.counter(p, "CPU", TREE_PID, "cores", 0.0);
+    }
+    if let (Some(b), Some(at)) = (run.totals.max_pss_bytes, run.totals.max_pss_t_ns) {
+        t.push(
+            at,
+            "i",
+            "Max PSS",
+            (TREE_PID, TREE_PID),
+            Some(json!({ "bytes": b })),
+        )
+        .s = Some("p");
+    }
+
+    // Stable: each track's events keep their nesting order among equal times.
+    t.events.sort_by_key(|(ns, _)| *ns);
+    write!(w, "{{\"displayTimeUnit\":\"ns\",\"otherData\":")?;
+    serde_json::to_writer(
+        &mut *w,
+        &json!({
+            "generator": run.generator,
+            "command": join_escaped(&run.command),
+            "tracker": run.tracker,
+            "schema_version": run.schema_version,
+        }),
+    )?;
+    write!(w, ",\"traceEvents\":[")?;
+    for (n, (_, e)) in t.events.iter().enumerate() {
+        w.write_all(if n == 0 { b"\n" } else { b",\n" })?;
+        serde_json::to_writer(&mut *w, e)?;
+    }
+    writeln!(w, "\n]}}")
+}
+
+fn shorten(name: String) -> String {
+    if name.chars().count() > NAME_CHARS {
+        name.chars().take(NAME_CHARS - 1).collect::<String>() + "…"
+    } else {
+        name
+    }
+}
+
+fn exit_text(code: Option<i32>, signal: Option<i32>) -> String {
+    match (code, signal) {
+        (Some(c), _) => format!("exited {c}"),
+        (None, Some(s)) => format!("killed by {}", signal_name(s)),
+        (None, None) => "unknown".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::testing;
+
+    #[test]
+    fn snapshot() {
+        let mut out = Vec::new();
+        render(&testing::build(), &mut out).unwrap();
+        insta::assert_snapshot!(String::from_utf8(out).unwrap());
+    }
+}

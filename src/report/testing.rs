@@ -1,0 +1,322 @@
+//! Hand-built Runs for the reports' snapshot tests.
+//!
+//! `build()` replays hand-written events through the recorder, so its totals are the ones the
+//! recorder would compute: a small compile (sh → cc → cc1, as; cc → ld with two threads, and a
+//! forked child killed by SIGKILL), sampled every 50 ms with per-process PSS and CPU.
+
+use crate::event::{Event, Stamped};
+use crate::model::{
+    Arg, Exec, Process, ProcessSample, Run, Sample, SamplerInfo, Source, Termination,
+};
+use crate::recorder::Recorder;
+
+pub fn exec(t_ns: u64, argv: &[&str]) -> Exec {
+    Exec {
+        t_ns,
+        argv: Some(argv.iter().map(|a| Arg::from(*a)).collect()),
+    }
+}
+
+pub fn process(pid: i32, ppid: Option<i32>, start_ns: u64, end_ns: Option<u64>) -> Process {
+    Process {
+        pid,
+        ppid,
+        start_ns,
+        end_ns,
+        exit_code: end_ns.map(|_| 0),
+        signal: None,
+        threads: 1,
+        peak_rss_bytes: None,
+        io: None,
+        ledger: None,
+        execs: Vec::new(),
+        thread_lifetimes: Vec::new(),
+    }
+}
+
+/// A Run of these processes and nothing else.
+pub fn run_of(processes: Vec<Process>) -> Run {
+    let mut run = Recorder::replay(Vec::<Stamped>::new());
+    run.processes = processes;
+    run
+}
+
+const MS: u64 = 1_000_000;
+const MIB: u64 = 1 << 20;
+
+/// (pid, parent, fork ms, exec ms and argv, end ms, how it ended)
+type Spec = (
+    i32,
+    i32,
+    u64,
+    Option<(u64, &'static [&'static str])>,
+    u64,
+    Termination,
+);
+
+const PROCESSES: [Spec; 6] = [
+    (
+        101,
+        100,
+        2,
+        Some((3, &["cc", "-O2", "-c", "a.c"])),
+        500,
+        Termination::Exited(0),
+    ),
+    (
+        102,
+        101,
+        10,
+        Some((
+            11,
+            &[
+                "/usr/lib/gcc/x86_64-linux-gnu/12/cc1",
+                "-quiet",
+                "a.c",
+                "-O2",
+                "-o",
+                "/tmp/cc.s",
+            ],
+        )),
+        400,
+        Termination::Exited(0),
+    ),
+    (
+        103,
+        101,
+        410,
+        Some((411, &["as", "--64", "-o", "a.o", "/tmp/cc.s"])),
+        480,
+        Termination::Exited(0),
+    ),
+    (
+        104,
+        100,
+        510,
+        Some((511, &["cc", "-o", "a", "a.o"])),
+        890,
+        Termination::Exited(0),
+    ),
+    (
+        105,
+        104,
+        520,
+        Some((521, &["/usr/bin/ld", "-o", "a", "a.o"])),
+        880,
+        Termination::Exited(0),
+    ),
+    (
+        108,
+        104,
+        530,
+        None,
+        540,
+        Termination::Signaled {
+            signal: 9,
+            core_dumped: false,
+        },
+    ),
+];
+
+/// PSS of a process at `t` ms (0 when not alive), and its CPU so far.
+fn figures(pid: i32, t: u64) -> Option<(u64, u64)> {
+    let (start, end) = match pid {
+        100 => (0, 900),
+        _ => PROCESSES.iter().find(|s| s.0 == pid).map(|s| (s.2, s.4))?,
+    };
+    if t < start || t >= end {
+        return None;
+    }
+    let age = t - start;
+    let pss = match pid {
+        100 => MIB,
+        101 | 104 => 2 * MIB,
+        102 => 10 * MIB + age * MIB / 4,
+        103 => 5 * MIB,
+        105 => 30 * MIB + age * MIB / 8,
+        _ => MIB / 2,
+    };
+    let cpu = match pid {
+        102 | 105 => age * MS * 9 / 10 / 10 * 10,
+        _ => age * MS / 20 / 10 * 10,
+    };
+    Some((pss, cpu))
+}
+
+/// The events of the hand-built compile.
+pub fn events() -> Vec<Stamped> {
+    let mut ev = vec![(
+        0,
+        Event::Start {
+            command: vec![Arg::from("sh"), Arg::from("-c"), Arg::from("make")],
+            tracker: "ptrace".into(),
+            pid: 100,
+            ppid: 1,
+        },
+    )];
+    for (figure, source) in [
+        ("wall_ns", Source::exact("CLOCK_MONOTONIC")),
+        ("user_ns", Source::exact("getrusage(RUSAGE_CHILDREN)")),
+        (
+            "max_pss_bytes",
+            Source::sampled("/proc/PID/smaps_rollup Pss", "every 50ms"),
+        ),
+        (
+            "peak_rss_bytes",
+            Source::exact("VmHWM of /proc/PID/status at the ptrace exit stop"),
+        ),
+    ] {
+        ev.push((
+            0,
+            Event::Source {
+                figure: figure.into(),
+                source,
+            },
+        ));
+    }
+    ev.push((
+        MS,
+        Event::Exec {
+            tgid: 100,
+            former_tid: 100,
+            argv: Some(vec![Arg::from("sh"), Arg::from("-c"), Arg::from("make")]),
+        },
+    ));
+    for &(pid, parent, fork, exec, end, how) in &PROCESSES {
+        ev.push((
+            fork * MS,
+            Event::Fork {
+                parent_tgid: parent,
+                child_tid: pid,
+                child_tgid: pid,
+            },
+        ));
+        if let Some((t, argv)) = exec {
+            ev.push((
+                t * MS,
+                Event::Exec {
+                    tgid: pid,
+                    former_tid: pid,
+                    argv: Some(argv.iter().map(|a| Arg::from(*a)).collect()),
+                },
+            ));
+        }
+        if pid == 105 {
+            for tid in [106, 107] {
+                ev.push((
+                    600 * MS,
+                    Event::Fork {
+                        parent_tgid: 105,
+                        child_tid: tid,
+                        child_tgid: 105,
+                    },
+                ));
+                ev.push((
+                    800 * MS,
+                    Event::Exit {
+                        tid,
+                        tgid: 105,
+                        status: None,
+                    },
+                ));
+            }
+        }
+        ev.push((
+            end * MS,
+            Event::Accounts {
+                tgid: pid,
+                peak_rss_bytes: figures(pid, end - 1).map(|(pss, _)| pss + 4 * MIB),
+                io: None,
+            },
+        ));
+        ev.push((
+            end * MS,
+            Event::Exit {
+                tid: pid,
+                tgid: pid,
+                status: Some(how),
+            },
+        ));
+    }
+    for k in 0..18 {
+        let t = k * 50;
+        let per: Vec<ProcessSample> = [100, 101, 102, 103, 104, 105, 108]
+            .into_iter()
+            .filter_map(|pid| {
+                figures(pid, t).map(|(pss, cpu)| ProcessSample {
+                    pid,
+                    pss_bytes: pss,
+                    cpu_ns: Some(cpu),
+                })
+            })
+            .collect();
+        ev.push((
+            t * MS,
+            Event::Sample {
+                sample: Sample {
+                    t_ns: t * MS,
+                    pss_bytes: per.iter().map(|p| p.pss_bytes).sum(),
+                    rss_bytes: per.iter().map(|p| p.pss_bytes * 3 / 2).sum(),
+                    processes: per.len() as u32,
+                    unreadable: 0,
+                    per_process: Some(per),
+                },
+            },
+        ));
+    }
+    ev.push((
+        900 * MS,
+        Event::Exit {
+            tid: 100,
+            tgid: 100,
+            status: Some(Termination::Exited(0)),
+        },
+    ));
+    ev.push((
+        900 * MS,
+        Event::RootExit {
+            status: Termination::Exited(0),
+        },
+    ));
+    ev.push((
+        900 * MS,
+        Event::Note {
+            text: "a note for the reader".into(),
+        },
+    ));
+    ev.push((
+        900 * MS,
+        Event::SamplerDone {
+            info: SamplerInfo {
+                mode: "adaptive".into(),
+                budget: Some(0.01),
+                burst_ns: Some(MS),
+                interval_ns: None,
+                rounds: 18,
+                effective_interval_ns: Some(50 * MS),
+                max_gap_ns: Some(50 * MS),
+                cpu_ns: 2 * MS,
+            },
+        },
+    ));
+    ev.push((
+        901 * MS,
+        Event::End {
+            user_ns: 700 * MS,
+            sys_ns: 90 * MS,
+            ste_cpu_ns: 12 * MS,
+            ste_max_rss_bytes: 4 * MIB,
+            stopped_waiting: None,
+        },
+    ));
+    // Sources emit out of order; the recorder takes them as they come. Keep time order here.
+    ev.sort_by_key(|(t, _)| *t);
+    ev.into_iter()
+        .map(|(t_ns, event)| Stamped { t_ns, event })
+        .collect()
+}
+
+/// The hand-built compile as a Run.
+pub fn build() -> Run {
+    Recorder::replay(events())
+}

@@ -1,0 +1,686 @@
+//! Reports (issue 5): `ste record` and `ste report` give back what the live run printed, a
+//! killed ste leaves a readable record, records ste cannot read are refused clearly, the
+//! Perfetto trace follows the trace-event format on 2,000 processes, CSV, and the HTML report
+//! rendered by headless Chromium (with screenshots for review).
+
+use crate::harness::*;
+use crate::matrix;
+use serde_json::Value;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// What `ste record` produced: the run's output, the record, and the live `--json` bytes.
+struct Recorded {
+    outcome: Outcome,
+    record: PathBuf,
+    json: Vec<u8>,
+}
+
+/// Runs `ste record -o RECORD --tracker T --json JSON [extra] -- command` as `mode.who`.
+fn record(mode: Mode, extra: &[&str], command: &[&str]) -> Recorded {
+    let rec = scratch("run.ste");
+    let json = scratch("live.json");
+    let mut c = command_as(mode.who, &bins().ste);
+    c.current_dir(&bins().dir)
+        .arg("record")
+        .arg("-o")
+        .arg(&rec)
+        .args(["--tracker", mode.tracker.name(), "--json"])
+        .arg(&json)
+        .args(extra)
+        .arg("--")
+        .args(command)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    let output = c.output().expect("cannot run ste record");
+    let bytes = std::fs::read(&json).unwrap_or_default();
+    let run = serde_json::from_slice(&bytes).ok();
+    Recorded {
+        outcome: Outcome { output, run },
+        record: rec,
+        json: bytes,
+    }
+}
+
+/// `ste report FILE ARGS...`.
+fn report(file: &Path, args: &[&str]) -> Output {
+    Command::new(&bins().ste)
+        .arg("report")
+        .arg(file)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("cannot run ste report")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+matrix!(
+    the_report_of_a_record_is_what_the_live_run_printed,
+    |mode: Mode| {
+        let script = format!(
+            "{f} threads 3 4 50; for i in 1 2 3 4 5 6 7 8; do /bin/true; done; {f} fill 16 100; exit 3",
+            f = fixture()
+        );
+        let r = record(mode, &[], &["/bin/sh", "-c", &script]);
+        let live = r.outcome.stderr();
+        assert_eq!(r.outcome.status(), 3, "{live}");
+        assert!(live.contains("Num process = 11\n"), "{live}");
+
+        let out = report(&r.record, &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stdout),
+            live,
+            "ste report must print what the live run printed"
+        );
+        assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+
+        let out = report(&r.record, &["--format", "json"]);
+        assert_eq!(out.status.code(), Some(0));
+        assert!(!r.json.is_empty(), "no --json from the live run");
+        assert!(
+            out.stdout == r.json,
+            "the replayed Run differs from the live one:\n{}",
+            text(&out.stdout)
+        );
+    }
+);
+
+#[test]
+fn the_record_keeps_the_text_layout_and_report_can_change_it() {
+    let mode = Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Root,
+    };
+    let r = record(mode, &["--color", "always"], &[&fixture(), "fill", "8"]);
+    let live = r.outcome.stderr();
+    assert!(live.contains("\x1b[1;32mEXEC:"), "{live}");
+    let out = report(&r.record, &[]);
+    assert_eq!(text(&out.stdout), live);
+
+    let plain = text(&report(&r.record, &["--color", "never", "--width", "120"]).stdout);
+    assert!(!plain.contains('\x1b'), "{plain}");
+    let axis = plain.lines().find(|l| l.contains('└')).expect("a chart");
+    let width = axis.chars().count();
+    assert!(width > 80 && width <= 120, "the chart is {width} columns");
+}
+
+#[test]
+fn record_writes_the_text_report_to_report_file() {
+    let mode = Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Root,
+    };
+    let file = scratch("report.txt");
+    let r = record(
+        mode,
+        &["--report-file", file.to_str().unwrap()],
+        &["/bin/sh", "-c", "/bin/true"],
+    );
+    assert_eq!(r.outcome.status(), 0);
+    assert!(r.outcome.output.stderr.is_empty(), "{}", r.outcome.stderr());
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text(&report(&r.record, &[]).stdout), written);
+}
+
+fn kill(pid: i32, sig: i32) {
+    // SAFETY: sending a signal to a process this test started (or its descendant).
+    unsafe { libc::kill(pid, sig) };
+}
+
+#[test]
+fn a_killed_ste_leaves_a_readable_record() {
+    assert!(is_root(), "this test runs as root (CI does)");
+    let rec = scratch("killed.ste");
+    let script = format!("/bin/true; exec {} sleep 20000", fixture());
+    let mut child = Command::new(&bins().ste)
+        .args(["record", "-o"])
+        .arg(&rec)
+        .args(["--", "/bin/sh", "-c", &script])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the record holds the exec of the sleeping fixture: written and flushed.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let sleeper = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the record never showed the exec"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        let Ok(loaded) = ste::record::load(&rec) else {
+            continue;
+        };
+        let found = loaded.events.iter().find_map(|e| match &e.event {
+            ste::event::Event::Exec {
+                tgid,
+                argv: Some(argv),
+                ..
+            } if argv.iter().any(|a| a.as_bytes() == b"sleep") => Some(*tgid),
+            _ => None,
+        });
+        if let Some(pid) = found {
+            break pid;
+        }
+    };
+    kill(child.id() as i32, libc::SIGKILL);
+    child.wait().unwrap();
+    kill(sleeper, libc::SIGKILL);
+
+    let out = report(&rec, &[]);
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let execs: Vec<&str> = stdout.lines().filter(|l| l.starts_with("EXEC: ")).collect();
+    assert_eq!(
+        execs,
+        [
+            format!("EXEC: [/bin/sh -c '{script}']").as_str(),
+            "EXEC: [/bin/true]",
+            format!("EXEC: [{} sleep 20000]", fixture()).as_str(),
+        ]
+    );
+    assert!(stdout.contains("Num process = 2\n"), "{stdout}");
+    assert!(
+        stdout.contains("Note: the record stops at ") && stdout.contains("killed or crashed"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("killed or crashed"), "{stderr}");
+}
+
+/// A gzip file holding `text`.
+fn gzip(text: &str) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(text.as_bytes()).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn records_ste_cannot_read_are_refused_clearly() {
+    let newer = scratch("newer.ste");
+    std::fs::write(
+        &newer,
+        gzip("{\"format\":\"ste-record\",\"record_version\":99,\"generator\":\"ste 9.9.9\",\"changed\":true}\n{\"t_ns\":0,\"kind\":\"start\"}\n"),
+    )
+    .unwrap();
+    let out = report(&newer, &[]);
+    assert_eq!(out.status.code(), Some(125));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("record of version 99, written by ste 9.9.9")
+            && err.contains("render it with a newer ste"),
+        "{err}"
+    );
+
+    let other = scratch("notes.txt");
+    std::fs::write(&other, "hello\n").unwrap();
+    let out = report(&other, &[]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).contains("is not a ste record"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // Same version, with an event kind from a later ste: read, and said.
+    let later = scratch("later.ste");
+    let header = "{\"format\":\"ste-record\",\"record_version\":1,\"generator\":\"ste 0.9.0\",\"run_schema_version\":1,\"events\":\"\",\"text_style\":{\"width\":80,\"color\":false}}";
+    std::fs::write(
+        &later,
+        gzip(&format!(
+            "{header}\n{{\"t_ns\":0,\"kind\":\"start\",\"command\":[\"x\"],\"tracker\":\"ptrace\",\"pid\":5,\"ppid\":1}}\n{{\"t_ns\":1,\"kind\":\"syscall_counts\",\"counts\":[]}}\n{{\"t_ns\":2,\"kind\":\"end\",\"user_ns\":0,\"sys_ns\":0,\"ste_cpu_ns\":0,\"ste_max_rss_bytes\":0,\"stopped_waiting\":null}}\n"
+        )),
+    )
+    .unwrap();
+    let out = report(&later, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("1 syscall_counts") && text(&out.stderr).contains("ste 0.9.0"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(text(&out.stdout).contains("Num process = 1\n"));
+}
+
+#[test]
+fn report_renders_every_format_from_a_record_and_a_json_run() {
+    let mode = Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Root,
+    };
+    let r = record(
+        mode,
+        &["--interval", "5ms"],
+        &[&fixture(), "threads", "2", "8", "200"],
+    );
+    assert_eq!(r.outcome.status(), 0, "{}", r.outcome.stderr());
+    let run = r.outcome.run();
+    assert!(run.samples.len() >= 5, "{} samples", run.samples.len());
+
+    let csv = text(&report(&r.record, &["--format", "csv"]).stdout);
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("t_ns,pss_bytes,rss_bytes,processes,unreadable")
+    );
+    assert_eq!(lines.count(), run.samples.len());
+    let per = text(&report(&r.record, &["--format", "csv-processes"]).stdout);
+    assert!(per.starts_with("t_ns,pid,program,pss_bytes,cpu_ns\n"));
+    assert!(per.contains(",fixture,"), "{per}");
+
+    let trace = scratch("trace.json");
+    let out = report(
+        &r.record,
+        &["-f", "perfetto", "-o", trace.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    validate_trace(&v, run);
+
+    let html = text(&report(&r.record, &["-f", "html"]).stdout);
+    assert!(html.starts_with("<!DOCTYPE html>") && html.contains("id=\"ste-data\""));
+
+    // A Run written by --json renders too.
+    let json = scratch("run.json");
+    std::fs::write(&json, &r.json).unwrap();
+    let out = report(&json, &["--format", "json"]);
+    assert_eq!(out.stdout, r.json);
+    let out = report(&json, &[]);
+    assert!(
+        text(&out.stdout).starts_with("EXEC: ["),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+/// Checks a trace against the trace-event format and the Run it shows: every event has its
+/// fields, begin and end nest on every track, counters are numbers, flows pair up; one track
+/// per process with its lifetime slice and one slice per exec.
+fn validate_trace(v: &Value, run: &ste::model::Run) {
+    let events = v["traceEvents"].as_array().expect("traceEvents");
+    let mut stacks: HashMap<(u64, u64), Vec<(f64, String)>> = HashMap::new();
+    let mut last_ts: HashMap<(u64, u64), f64> = HashMap::new();
+    let mut flows_out = HashSet::new();
+    let mut flows_in = Vec::new();
+    let mut named = BTreeSet::new();
+    let (mut lifetimes, mut exec_slices, mut counters) = (0, 0, 0);
+    for e in events {
+        let ph = e["ph"].as_str().unwrap_or_else(|| panic!("no ph: {e}"));
+        assert!(e["name"].is_string(), "no name: {e}");
+        let pid = e["pid"].as_u64().unwrap_or_else(|| panic!("no pid: {e}"));
+        let tid = e["tid"].as_u64().unwrap_or_else(|| panic!("no tid: {e}"));
+        let ts = e["ts"].as_f64().unwrap_or_else(|| panic!("no ts: {e}"));
+        assert!(ts >= 0.0, "{e}");
+        let track = (pid, tid);
+        match ph {
+            "B" | "E" => {
+                let last = last_ts.entry(track).or_insert(0.0);
+                assert!(ts >= *last, "time goes back on {track:?}: {e}");
+                *last = ts;
+                if ph == "B" {
+                    let name = e["name"].as_str().unwrap().to_string();
+                    if name.starts_with("pid ") {
+                        lifetimes += 1;
+                    } else if !name.starts_with("thread ") {
+                        exec_slices += 1;
+                    }
+                    stacks.entry(track).or_default().push((ts, name));
+                } else {
+                    let (begin, name) = stacks
+                        .get_mut(&track)
+                        .and_then(Vec::pop)
+                        .unwrap_or_else(|| panic!("an end without a begin: {e}"));
+                    assert!(ts >= begin, "{name} ends before it begins: {e}");
+                }
+            }
+            "C" => {
+                let args = e["args"].as_object().expect("counter args");
+                assert!(!args.is_empty(), "{e}");
+                for (k, x) in args {
+                    assert!(
+                        x.as_f64().is_some_and(f64::is_finite),
+                        "counter {k} is not a number: {e}"
+                    );
+                }
+                counters += 1;
+            }
+            "i" => assert!(
+                matches!(e["s"].as_str(), Some("t" | "p" | "g")),
+                "instant scope: {e}"
+            ),
+            "s" => assert!(
+                flows_out.insert(e["id"].as_u64().expect("flow id")),
+                "flow id used twice: {e}"
+            ),
+            "f" => {
+                assert_eq!(e["bp"], "e", "{e}");
+                flows_in.push(e["id"].as_u64().expect("flow id"));
+            }
+            "M" => {
+                let name = e["name"].as_str().unwrap();
+                assert!(
+                    matches!(name, "process_name" | "process_sort_index" | "thread_name"),
+                    "{e}"
+                );
+                if name == "process_name" {
+                    assert!(e["args"]["name"].is_string(), "{e}");
+                    named.insert(pid);
+                }
+            }
+            other => panic!("unexpected phase {other}: {e}"),
+        }
+    }
+    for (track, open) in &stacks {
+        assert!(open.is_empty(), "slices never ended on {track:?}: {open:?}");
+    }
+    for id in &flows_in {
+        assert!(flows_out.contains(id), "flow {id} ends but never starts");
+    }
+    // One named process per process of the run, plus the whole tree's.
+    assert_eq!(named.len() as u64, run.totals.processes + 1);
+    assert_eq!(lifetimes as u64, run.totals.processes);
+    assert_eq!(
+        exec_slices as u64, run.totals.execs,
+        "one slice per exec (threads have their own)"
+    );
+    assert!(counters > 0 || run.samples.is_empty());
+}
+
+#[test]
+fn the_perfetto_trace_of_2000_processes_follows_the_format() {
+    let mode = Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Root,
+    };
+    let trace = scratch("loop.trace.json");
+    let script = "i=0; while [ $i -lt 2000 ]; do /bin/true; i=$((i+1)); done";
+    let o = ste(
+        mode,
+        &["--perfetto", trace.to_str().unwrap()],
+        &["/bin/sh", "-c", script],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    assert_eq!(o.run().totals.processes, 2001);
+    let v: Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    assert_eq!(v["displayTimeUnit"], "ns");
+    validate_trace(&v, o.run());
+}
+
+// ------------------------------------------------------------------ HTML in Chromium
+
+/// Headless Chromium, from `STE_CHROMIUM` or Debian's package.
+fn chromium() -> PathBuf {
+    let path = std::env::var_os("STE_CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    assert!(
+        path.exists(),
+        "{} is missing: the HTML tests open the report in headless Chromium; `.ci/run` installs it (apt-get install chromium), or set STE_CHROMIUM to a Chromium binary",
+        path.display()
+    );
+    path
+}
+
+/// Runs headless Chromium on `page` with `args`; returns its stdout and stderr. A fresh
+/// profile each time, and no background networking (connections are refused here).
+fn browse(page: &Path, args: &[&str]) -> (String, String) {
+    let profile = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    let mut child = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=15000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .expect("cannot start chromium");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium did not finish within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (
+        std::fs::read_to_string(out).unwrap(),
+        std::fs::read_to_string(err).unwrap(),
+    )
+}
+
+/// What the page's script reports having drawn (`#ste-status`), from the dumped DOM.
+fn page_status(page: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["--dump-dom"];
+    args.extend_from_slice(extra);
+    let (dom, log) = browse(page, &args);
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(
+        console.is_empty(),
+        "the page wrote to the console:\n{}",
+        console.join("\n")
+    );
+    let start = dom.find("<pre id=\"ste-status\"").unwrap_or_else(|| {
+        panic!(
+            "no #ste-status in the DOM:\n{}",
+            &dom[..dom.len().min(2000)]
+        )
+    });
+    let body = &dom[start..];
+    let json = &body[body.find('>').unwrap() + 1..body.find("</pre>").unwrap()];
+    let json = json
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    serde_json::from_str(&json).unwrap_or_else(|e| panic!("bad status {json}: {e}"))
+}
+
+/// Width and height of a PNG file (its IHDR chunk).
+fn png_size(path: &Path) -> (u32, u32) {
+    let b = std::fs::read(path).unwrap();
+    assert!(
+        b.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "{} is not a PNG",
+        path.display()
+    );
+    let be = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    (be(16), be(20))
+}
+
+/// The programs (argv[0] basenames) of the processes sampled in the run.
+fn sampled_programs(run: &ste::model::Run) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for s in &run.samples {
+        for r in s.per_process.iter().flatten() {
+            let p = run
+                .processes
+                .iter()
+                .rfind(|p| p.pid == r.pid && p.start_ns <= s.t_ns)
+                .expect("a sampled pid is a process of the run");
+            let arg0 = p
+                .execs
+                .last()
+                .and_then(|e| e.argv.as_ref())
+                .and_then(|a| a.first())
+                .expect("every process of this workload exec'd")
+                .to_string_lossy();
+            out.insert(arg0.rsplit('/').next().unwrap().to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_html_report_renders_in_chromium() {
+    chromium();
+    let mode = Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Root,
+    };
+    let html = scratch("report.html");
+    let f = fixture();
+    let script = format!(
+        "{f} fill 96 700 & {f} threads 3 16 500 & for i in 1 2 3 4 5 6 7 8; do /bin/true; done; {f} spin 200; wait"
+    );
+    let o = ste(
+        mode,
+        &["--interval", "10ms", "--html", html.to_str().unwrap()],
+        &["/bin/sh", "-c", &script],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    let programs = sampled_programs(run);
+    assert!(
+        programs.contains("fixture") && programs.contains("sh"),
+        "{programs:?}"
+    );
+
+    for theme in [&[][..], &["--force-dark-mode"][..]] {
+        let st = page_status(&html, theme);
+        assert_eq!(st["rendered"], true, "{st}");
+        assert_eq!(st["errors"], serde_json::json!([]), "{st}");
+        assert_eq!(
+            st["sections"],
+            serde_json::json!([
+                "summary", "memory", "cpu", "timeline", "ledger", "sampling", "sources"
+            ]),
+            "{st}"
+        );
+        assert_eq!(st["generic"], serde_json::json!([]), "{st}");
+        // Stacked by program: one series per program sampled (up to 10, then "other").
+        let series = programs.len().min(10) + usize::from(programs.len() > 10);
+        assert_eq!(st["memory_series"], series, "{st} {programs:?}");
+        assert_eq!(st["cpu_series"], series, "{st}");
+        assert_eq!(st["timeline_rows"], run.totals.processes, "{st}");
+        assert_eq!(st["timeline_mode"], "process", "{st}");
+        assert_eq!(st["ledger_rows"], run.totals.processes, "{st}");
+    }
+
+    // Screenshots for review, light and dark, laptop and phone.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (theme, flags) in [("light", &[][..]), ("dark", &["--force-dark-mode"][..])] {
+        for (w, h) in [(1280, 800), (390, 844)] {
+            let shot = dir.join(format!("report-{w}x{h}-{theme}.png"));
+            let _ = std::fs::remove_file(&shot);
+            let mut args = vec![
+                format!("--window-size={w},{h}"),
+                format!("--screenshot={}", shot.display()),
+            ];
+            args.extend(flags.iter().map(|s| s.to_string()));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            browse(&html, &args);
+            assert_eq!(png_size(&shot), (w, h), "{}", shot.display());
+            eprintln!("screenshot: {}", shot.display());
+        }
+    }
+}
+
+#[test]
+fn a_report_of_20000_processes_stays_usable() {
+    chromium();
+    let rec = scratch("synth.ste");
+    let made = Command::new(example("reports_fixture"))
+        .args(["synth-record", "20000"])
+        .arg(&rec)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let html = scratch("big.html");
+    let t0 = Instant::now();
+    let out = report(&rec, &["-f", "html", "-o", html.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    eprintln!("HTML of 20,000 processes rendered in {:?}", t0.elapsed());
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("data-encoding=\"gzip-base64\""));
+    assert!(
+        page.len() < 4 << 20,
+        "the page is {} bytes for 20,000 processes",
+        page.len()
+    );
+    let st = page_status(&html, &[]);
+    assert_eq!(st["rendered"], true, "{st}");
+    assert_eq!(st["errors"], serde_json::json!([]), "{st}");
+    // Too many rows to draw one per process at first: one per program (make sh cc cc1 as).
+    assert_eq!(st["timeline_mode"], "program", "{st}");
+    assert_eq!(st["timeline_rows"], 5, "{st}");
+    assert_eq!(st["ledger_rows"], 20000, "{st}");
+    // By program: make, sh, cc, cc1 and as are all sampled.
+    assert_eq!(st["memory_series"], 5, "{st}");
+}
+
+#[test]
+fn sections_the_page_does_not_know_are_drawn_generically() {
+    chromium();
+    // A Run with a section of a later ste (issue 4's system calls, say), as data.
+    let run = ste::recorder::Recorder::replay(vec![ste::event::Stamped {
+        t_ns: 0,
+        event: ste::event::Event::Start {
+            command: vec![ste::model::Arg::from("true")],
+            tracker: "ptrace".into(),
+            pid: 7,
+            ppid: 1,
+        },
+    }]);
+    let mut view = ste::report::html::view(&run);
+    view.run.insert(
+        "syscalls".into(),
+        serde_json::json!({
+            "by_syscall": [
+                {"name": "read", "calls": 10, "errors": 0, "time_ns": 12_000},
+                {"name": "openat", "calls": 4, "errors": 1, "time_ns": 9_000},
+                {"name": "write", "calls": 2, "errors": 0, "time_ns": 3_000},
+            ],
+            "by_subsystem": [{"subsystem": "Filesystem", "calls": 16}],
+        }),
+    );
+    let page = scratch("generic.html");
+    let mut out = Vec::new();
+    ste::report::html::write_page(&view, "ste: true", "ste test", &mut out).unwrap();
+    std::fs::write(&page, out).unwrap();
+    let st = page_status(&page, &[]);
+    assert_eq!(st["rendered"], true, "{st}");
+    assert_eq!(st["errors"], serde_json::json!([]), "{st}");
+    assert_eq!(st["generic"], serde_json::json!(["syscalls"]), "{st}");
+    let (dom, _) = browse(&page, &["--dump-dom"]);
+    let section = &dom[dom
+        .find("id=\"run-syscalls\"")
+        .expect("a section for syscalls")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert!(
+        section.contains("data-rows=\"3\"") && section.contains("data-rows=\"1\""),
+        "{section}"
+    );
+    assert!(
+        section.contains("openat") && section.contains("12µs"),
+        "{section}"
+    );
+}
