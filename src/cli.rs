@@ -33,6 +33,9 @@ pub struct Cli {
 pub enum Subcommand {
     /// Run a command (the same as `ste [OPTIONS] COMMAND`).
     Run(RunArgs),
+    /// Show a process's memory page by page (`ste maps PID`), or run a command and show its
+    /// largest processes' maps at the tree's memory peak (`ste maps -- COMMAND`).
+    Maps(MapsArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -49,6 +52,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub memory: MemoryArgs,
+
+    #[command(flatten)]
+    pub anatomy: AnatomyArgs,
 
     #[command(flatten)]
     pub privileges: PrivilegeArgs,
@@ -100,6 +106,52 @@ pub struct MemoryArgs {
     /// Sample PSS at this fixed period instead, whatever it costs (e.g. 10ms).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "sample_budget")]
     pub interval: Option<std::time::Duration>,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Memory anatomy")]
+pub struct AnatomyArgs {
+    /// When the tree's memory reaches a new high, map its largest processes (smaps; page flags
+    /// as root) and show what filled memory at the peak: heap, stacks, mmaps, files, shared
+    /// memory.
+    #[arg(long)]
+    pub maps_at_peak: bool,
+
+    /// CPU the maps at the peak may use, in percent of one core (their cost is reported).
+    #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
+    pub maps_budget: f64,
+}
+
+/// `ste maps`.
+#[derive(Args, Debug, Clone)]
+pub struct MapsArgs {
+    /// The process to map.
+    #[arg(value_name = "PID", required_unless_present = "command")]
+    pub pid: Option<i32>,
+
+    /// Run COMMAND (after `--`) and map its largest processes at the tree's memory peak.
+    #[arg(last = true, value_name = "COMMAND", conflicts_with = "pid")]
+    pub command: Vec<OsString>,
+
+    /// Totals only: no mapping-by-mapping listing.
+    #[arg(long)]
+    pub summary: bool,
+
+    /// Write the map as JSON to PATH (with a COMMAND: the whole run).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// With a COMMAND: write ste's report to FILE instead of stderr.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// With a COMMAND: CPU the maps may use, in percent of one core.
+    #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
+    pub budget: f64,
+
+    /// With a COMMAND: how to follow its tree.
+    #[arg(long, value_enum, value_name = "TRACKER")]
+    pub tracker: Option<TrackerKind>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -159,5 +211,21 @@ mod tests {
         assert!(Cli::try_parse_from(["ste", "--sample-budget", "0", "true"]).is_err());
         assert!(Cli::try_parse_from(["ste", "--tracker", "magic", "true"]).is_err());
         assert!((parse_percent("2%").unwrap() - 0.02).abs() < 1e-12);
+    }
+
+    #[test]
+    fn maps_of_a_pid_or_of_a_command() {
+        let cli = Cli::try_parse_from(["ste", "maps", "--summary", "42"]).unwrap();
+        assert!(
+            matches!(cli.subcommand, Some(Subcommand::Maps(ref m)) if m.pid == Some(42) && m.summary && m.command.is_empty())
+        );
+        let cli = Cli::try_parse_from(["ste", "maps", "--", "ls", "-l"]).unwrap();
+        assert!(
+            matches!(cli.subcommand, Some(Subcommand::Maps(ref m)) if m.pid.is_none() && m.command == ["ls", "-l"])
+        );
+        assert!(Cli::try_parse_from(["ste", "maps"]).is_err());
+        assert!(Cli::try_parse_from(["ste", "maps", "42", "--", "ls"]).is_err());
+        let cli = Cli::try_parse_from(["ste", "--maps-at-peak", "true"]).unwrap();
+        assert!(cli.run.anatomy.maps_at_peak);
     }
 }

@@ -81,6 +81,11 @@ pub enum Event {
         ste_max_rss_bytes: u64,
         stopped_waiting: Option<String>,
     },
+    /// The map taken at the tree's highest snapshotted round (`--maps-at-peak`) and what the
+    /// maps cost. Emitted once, when sampling has stopped.
+    MemoryAtPeak {
+        peak: crate::model::maps::MemoryAtPeak,
+    },
 }
 
 #[cfg(test)]

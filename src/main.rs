@@ -3,7 +3,7 @@
 use clap::Parser;
 use std::process::ExitCode;
 use ste::cli::{Cli, Subcommand};
-use ste::options::RunOptions;
+use ste::options::{MapsOptions, RunOptions};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -17,6 +17,7 @@ fn main() -> ExitCode {
     let result = match cli.subcommand {
         None => ste::session::run(&RunOptions::from_args(cli.run)),
         Some(Subcommand::Run(args)) => ste::session::run(&RunOptions::from_args(args)),
+        Some(Subcommand::Maps(args)) => ste::maps::command::run(MapsOptions::from_args(args)),
     };
     match result {
         Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),

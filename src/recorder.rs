@@ -59,6 +59,7 @@ impl Recorder {
                     ..Default::default()
                 },
                 sources: BTreeMap::new(),
+                memory_at_peak: None,
             },
             threads: HashMap::new(),
             live: HashMap::new(),
@@ -241,6 +242,7 @@ impl Recorder {
                 self.run.overhead.max_rss_bytes = Some(*ste_max_rss_bytes);
                 self.stopped_waiting = stopped_waiting.clone();
             }
+            Event::MemoryAtPeak { peak } => self.run.memory_at_peak = Some(peak.clone()),
         }
         Applied::Nothing
     }

@@ -49,6 +49,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     let mut child = prepared.fork(&original_mask)?;
     let (sink, rx) = Sink::new(clock);
     let sampler = Sampler::new(opts.pace, sink.clone());
+    let peak_maps = crate::maps::peak::attach(opts.maps_at_peak, &sampler, &sink);
     let tracker = match track::start(opts.tracker, &mut child, &sink, &sampler) {
         Ok(kind) => kind,
         Err(e) => {
@@ -89,6 +90,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     };
 
     let info = sampler.stop();
+    if let Some(p) = &peak_maps {
+        p.finish();
+    }
     while let Ok(msg) = rx.try_recv() {
         if let Msg::Event(e) = msg {
             apply(&mut rec, &e, &mut out, opts);

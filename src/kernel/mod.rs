@@ -2,4 +2,7 @@
 //! that are unit-tested on captured text, and knows nothing about output or the Run.
 
 pub mod cn_proc;
+pub mod kpageflags;
+pub mod pagemap;
 pub mod proc;
+pub mod smaps;

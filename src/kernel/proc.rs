@@ -26,6 +26,8 @@ pub struct Rollup {
     pub pss_file_bytes: u64,
     pub pss_shmem_bytes: u64,
     pub swap_bytes: u64,
+    /// Resident anonymous memory (`Anonymous`).
+    pub anon_bytes: u64,
 }
 
 /// The figures ste uses from `/proc/PID/status`.
@@ -69,6 +71,7 @@ pub fn parse_smaps_rollup(text: &str) -> Option<Rollup> {
             "Pss_File" => r.pss_file_bytes = kb,
             "Pss_Shmem" => r.pss_shmem_bytes = kb,
             "Swap" => r.swap_bytes = kb,
+            "Anonymous" => r.anon_bytes = kb,
             _ => {}
         }
     }

@@ -6,6 +6,7 @@
 //! and exactness is listed in `Run::sources`.
 
 mod arg;
+pub mod maps;
 
 pub use arg::{Arg, join_escaped};
 
@@ -41,6 +42,10 @@ pub struct Run {
     pub overhead: Overhead,
     /// For each figure name: where it came from and whether it is exact.
     pub sources: BTreeMap<String, Source>,
+    /// What filled memory at the tree's peak (`--maps-at-peak`, `ste maps -- COMMAND`);
+    /// `None` when not asked for.
+    #[serde(default)]
+    pub memory_at_peak: Option<maps::MemoryAtPeak>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]

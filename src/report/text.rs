@@ -103,6 +103,7 @@ pub fn render_summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<
             .unwrap_or_default();
         writeln!(w, "ste itself: {} of CPU{share}{rss}", millis(cpu))?;
     }
+    crate::report::maps::render_at_peak(run, w)?;
     for note in &run.notes {
         writeln!(w, "Note: {note}")?;
     }
