@@ -8,9 +8,12 @@
 //!   anon MIB thp|nothp [HOLD_MS]   mmap MIB MiB anonymous, 2 MiB-aligned, madvise(MADV_HUGEPAGE
 //!                                  or MADV_NOHUGEPAGE), write every page;
 //!                                  prints `ready ADDR LEN`
-//!   file PATH MIB EVERY            create PATH of MIB MiB, map it MAP_SHARED, write one byte to
-//!                                  every EVERY-th page (write faults map exactly one page: no
-//!                                  fault-around); prints `ready ADDR LEN TOUCHED_PAGES`
+//!   file PATH MIB TOUCH_MIB        create PATH of MIB MiB, map it MAP_SHARED, write every page of
+//!                                  its first TOUCH_MIB MiB; prints `ready ADDR LEN TOUCHED_PAGES`.
+//!                                  Exactly those pages become present: write faults do no
+//!                                  fault-around, and the large page-cache folios a fault may map
+//!                                  whole (6.x) are naturally aligned, so none crosses the
+//!                                  boundary of a whole number of MiB
 //!   fork-share MIB                 write MIB MiB of private anonymous memory, then fork: parent
 //!                                  and child map the same pages (copy-on-write, map count 2);
 //!                                  prints `ready ADDR LEN CHILD_PID`
@@ -49,7 +52,7 @@ fn main() {
         }
         Some("file") => {
             let path = args.get(1).unwrap_or_else(|| usage());
-            let (p, len, touched) = file(path, num(2) * MIB, num(3));
+            let (p, len, touched) = file(path, num(2) * MIB, num(3) * MIB);
             ready(&format!("{:x} {len} {touched}", p as usize));
             wait(None);
             let _ = std::fs::remove_file(path);
@@ -130,7 +133,7 @@ fn touch(p: *mut u8, len: usize, step: usize) {
     }
 }
 
-fn file(path: &str, len: usize, every: usize) -> (*mut u8, usize, usize) {
+fn file(path: &str, len: usize, touch_len: usize) -> (*mut u8, usize, usize) {
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -152,9 +155,9 @@ fn file(path: &str, len: usize, every: usize) -> (*mut u8, usize, usize) {
     };
     assert_ne!(p, libc::MAP_FAILED, "mmap {path}");
     let p = p as *mut u8;
-    touch(p, len, every * PAGE);
-    // Pages written: 0, every, 2·every, … below the length.
-    (p, len, (len / PAGE).div_ceil(every))
+    let touch_len = touch_len.min(len);
+    touch(p, touch_len, PAGE);
+    (p, len, touch_len / PAGE)
 }
 
 fn fork_share(len: usize) {

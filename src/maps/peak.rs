@@ -6,8 +6,8 @@
 //! smaps plus the page walk: ~0.1 s per resident GiB as root), so it has a token bucket of its
 //! own: CPU accrues at `budget` × wall time (and may be saved up for a while, so a long hold
 //! can pay for one large map), each map spends what it measurably cost. A new high is mapped
-//! when it is affordable and at least 5 % above the last map, or when a high that could not be
-//! afforded is still held once it can. At a ptrace exit stop — the last moment the exiting
+//! when it is affordable and at least 5 % above the last map; a high that could not be afforded,
+//! or was too little above the last map, is mapped at a later round if still held then. At a ptrace exit stop — the last moment the exiting
 //! process's memory can be seen — a new high is mapped even with too few tokens left (never
 //! with the bucket already in debt); that overdraft is counted and reported. Everything spent
 //! is reported, never hidden in the sampler's figures.
@@ -39,18 +39,21 @@ pub struct PeakOptions {
 const MAX_PROCESSES: usize = 8;
 /// … stopping once they hold this share of the round's PSS.
 const COVERED: f64 = 0.95;
-/// A new high is worth a new map when it is this much above the last map.
-const GROWTH: f64 = 1.05;
-/// A high that could not be afforded is mapped later if the tree still holds this share of it.
+/// A new high is mapped at once when it is this much above the last map (so maps taken while
+/// memory grows cost at most a few times the last one: a geometric series).
+const GROWTH: f64 = 1.25;
+/// A high that was not mapped is mapped at a later round if the tree still holds this share.
 const STILL_HELD: f64 = 0.97;
-/// The bucket may save up this much wall time's worth of budget.
+/// The bucket may save up this much wall time's worth of budget …
 const SAVINGS_WALL_NS: f64 = 10e9;
-/// And starts with this much wall time's worth.
+/// … and starts with this much (the start-up allowance).
 const START_WALL_NS: f64 = 1e9;
-/// First guess of a map's cost per resident page (smaps ~80 ns, pagemap and flags the rest),
-/// and per process; refined after each map.
+/// First guess of a map's cost per resident page (smaps ~80 ns, pagemap and page flags the
+/// rest, KERNEL-NOTES); refined after each map.
 const GUESS_NS_PER_PAGE: f64 = 200.0;
-const NS_PER_PROCESS: f64 = 150_000.0;
+/// A process costs about as much as this many resident pages more (opening and parsing
+/// smaps, walking mappings).
+const PAGES_PER_PROCESS: f64 = 1000.0;
 
 pub struct PeakMaps {
     opts: PeakOptions,
@@ -60,13 +63,8 @@ pub struct PeakMaps {
 
 struct State {
     reader: MapReader,
-    tokens_ns: f64,
-    last_refill_ns: u64,
-    ns_per_page: f64,
+    policy: Policy,
     best: Option<PeakSnapshot>,
-    /// Highest round seen, and whether it still waits for a map.
-    max_seen: u64,
-    pending: bool,
     info: PeakMapsInfo,
 }
 
@@ -79,14 +77,11 @@ impl PeakMaps {
             sink,
             state: Mutex::new(State {
                 reader,
-                tokens_ns: START_WALL_NS * opts.budget,
-                last_refill_ns: 0,
-                ns_per_page: GUESS_NS_PER_PAGE,
+                policy: Policy::new(opts.budget),
                 best: None,
-                max_seen: 0,
-                pending: false,
                 info: PeakMapsInfo {
                     budget: opts.budget,
+                    allowance_ns: (START_WALL_NS * opts.budget) as u64,
                     page_flags,
                     ..Default::default()
                 },
@@ -109,60 +104,38 @@ impl PeakMaps {
 impl RoundObserver for PeakMaps {
     fn round_done(&self, r: &RoundInfo<'_>) {
         let mut st = self.state.lock().expect("peak maps lock");
-        let elapsed = r.t_ns.saturating_sub(st.last_refill_ns) as f64;
-        st.last_refill_ns = st.last_refill_ns.max(r.t_ns);
-        st.tokens_ns =
-            (st.tokens_ns + elapsed * self.opts.budget).min(SAVINGS_WALL_NS * self.opts.budget);
-        let best_pss = st.best.as_ref().map(|b| b.tree_pss_bytes);
-        if r.new_high {
-            st.max_seen = r.pss_bytes;
-        }
-        let worth = match best_pss {
-            None => r.pss_bytes > 0,
-            Some(b) if r.new_high => r.pss_bytes as f64 >= b as f64 * GROWTH,
-            Some(b) => {
-                st.pending
-                    && r.pss_bytes > b
-                    && r.pss_bytes as f64 >= st.max_seen as f64 * STILL_HELD
-            }
-        };
-        if !worth {
-            return;
-        }
         let chosen = choose(r.pss_by_pid, r.pss_bytes);
         let pages: u64 = chosen.iter().map(|&(_, pss)| pss / 4096).sum();
-        let expected = st.ns_per_page * pages as f64 + NS_PER_PROCESS * chosen.len() as f64;
-        let affordable = st.tokens_ns >= expected;
-        let overdraft = !affordable && r.exit_stop.is_some() && st.tokens_ns >= 0.0;
-        if !affordable && !overdraft {
-            if r.new_high {
-                st.info.over_budget += 1;
+        let round = Round {
+            t_ns: r.t_ns,
+            pss_bytes: r.pss_bytes,
+            new_high: r.new_high,
+            exit_stop: r.exit_stop.is_some(),
+            pages,
+            processes: chosen.len(),
+        };
+        let overdraft = match st.policy.decide(&round) {
+            Decision::Wait { over_budget } => {
+                st.info.over_budget += u64::from(over_budget);
+                return;
             }
-            st.pending = true;
-            return;
-        }
+            Decision::Map { overdraft } => overdraft,
+        };
         let mut processes = Vec::with_capacity(chosen.len());
         let mut cost = 0u64;
         let mut mapped_pss = 0u64;
-        let ranges = self.opts.ranges;
         for &(pid, pss) in &chosen {
             // A process that ended since the round is left with the others.
-            if let Ok(m) = st.reader.map(pid, ranges) {
+            if let Ok(m) = st.reader.map(pid, self.opts.ranges) {
                 cost += m.cost_ns;
                 mapped_pss += pss;
                 processes.push(m);
             }
         }
-        st.tokens_ns -= cost as f64;
+        st.policy.spent(&round, cost);
         st.info.cpu_ns += cost;
         st.info.snapshots += 1;
-        if overdraft {
-            st.info.overdrafts += 1;
-        }
-        if pages > 0 {
-            st.ns_per_page = (cost as f64 / pages as f64).max(1.0);
-        }
-        st.pending = false;
+        st.info.overdrafts += u64::from(overdraft);
         st.best = Some(PeakSnapshot {
             t_ns: r.t_ns,
             tree_pss_bytes: r.pss_bytes,
@@ -170,6 +143,101 @@ impl RoundObserver for PeakMaps {
             others_pss_bytes: r.pss_bytes.saturating_sub(mapped_pss),
             processes,
         });
+    }
+}
+
+/// What the policy knows of a round.
+#[derive(Debug, Clone, Copy)]
+struct Round {
+    t_ns: u64,
+    pss_bytes: u64,
+    new_high: bool,
+    exit_stop: bool,
+    /// Resident pages (PSS / 4 KiB) of the processes that would be mapped.
+    pages: u64,
+    processes: usize,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Decision {
+    Map { overdraft: bool },
+    Wait { over_budget: bool },
+}
+
+/// When to map, and the token bucket that pays for it.
+struct Policy {
+    budget: f64,
+    tokens_ns: f64,
+    last_refill_ns: u64,
+    ns_per_page: f64,
+    /// PSS of the round last mapped.
+    mapped: Option<u64>,
+    max_seen: u64,
+    /// A high was not mapped: map a later round that still holds it.
+    pending: bool,
+}
+
+impl Policy {
+    fn new(budget: f64) -> Policy {
+        Policy {
+            budget,
+            tokens_ns: START_WALL_NS * budget,
+            last_refill_ns: 0,
+            ns_per_page: GUESS_NS_PER_PAGE,
+            mapped: None,
+            max_seen: 0,
+            pending: false,
+        }
+    }
+
+    fn decide(&mut self, r: &Round) -> Decision {
+        let elapsed = r.t_ns.saturating_sub(self.last_refill_ns) as f64;
+        self.last_refill_ns = self.last_refill_ns.max(r.t_ns);
+        self.tokens_ns =
+            (self.tokens_ns + elapsed * self.budget).min(SAVINGS_WALL_NS * self.budget);
+        if r.new_high {
+            self.max_seen = r.pss_bytes;
+        }
+        let wanted = match self.mapped {
+            None => r.pss_bytes > 0,
+            // The last moment the exiting process's memory can be seen.
+            Some(m) if r.new_high && r.exit_stop => r.pss_bytes > m,
+            Some(m) if r.new_high => {
+                if (r.pss_bytes as f64) < m as f64 * GROWTH {
+                    self.pending = true;
+                }
+                r.pss_bytes as f64 >= m as f64 * GROWTH
+            }
+            Some(m) => {
+                self.pending
+                    && r.pss_bytes > m
+                    && r.pss_bytes as f64 >= self.max_seen as f64 * STILL_HELD
+            }
+        };
+        if !wanted {
+            return Decision::Wait { over_budget: false };
+        }
+        let expected = self.ns_per_page * (r.pages as f64 + PAGES_PER_PROCESS * r.processes as f64);
+        if self.tokens_ns >= expected {
+            return Decision::Map { overdraft: false };
+        }
+        if r.exit_stop && self.tokens_ns >= 0.0 {
+            return Decision::Map { overdraft: true };
+        }
+        self.pending = true;
+        Decision::Wait {
+            over_budget: r.new_high,
+        }
+    }
+
+    fn spent(&mut self, r: &Round, cost_ns: u64) {
+        self.tokens_ns -= cost_ns as f64;
+        let work = r.pages as f64 + PAGES_PER_PROCESS * r.processes as f64;
+        if work > 0.0 {
+            self.ns_per_page = (cost_ns as f64 / work).clamp(10.0, 20_000.0);
+        }
+        self.mapped = Some(r.pss_bytes);
+        self.pending = false;
     }
 }
 
@@ -193,6 +261,71 @@ pub fn choose(pss_by_pid: &[(i32, u64)], total: u64) -> Vec<(i32, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn round(t_ms: u64, mib: u64, new_high: bool, exit_stop: bool) -> Round {
+        Round {
+            t_ns: t_ms * 1_000_000,
+            pss_bytes: mib << 20,
+            new_high,
+            exit_stop,
+            pages: mib * 256,
+            processes: 1,
+        }
+    }
+
+    #[test]
+    fn maps_growth_geometrically_and_the_plateau_later() {
+        // 5 % of a core: 50 ms at start, 5 ms per 100 ms of wall.
+        let mut p = Policy::new(0.05);
+        p.ns_per_page = 100.0;
+        let map = Decision::Map { overdraft: false };
+        assert_eq!(p.decide(&round(10, 10, true, false)), map);
+        p.spent(&round(10, 10, true, false), 300_000);
+        // 10 → 12 MiB: not 25 % more; waits for a later round still holding it.
+        assert_eq!(
+            p.decide(&round(20, 12, true, false)),
+            Decision::Wait { over_budget: false }
+        );
+        assert_eq!(p.decide(&round(30, 12, false, false)), map);
+        p.spent(&round(30, 12, false, false), 400_000);
+        // A big new high the bucket cannot pay for: counted, then mapped once affordable
+        // while still held.
+        p.tokens_ns = 0.0;
+        assert_eq!(
+            p.decide(&round(40, 1000, true, false)),
+            Decision::Wait { over_budget: true }
+        );
+        assert_eq!(
+            p.decide(&round(50, 990, false, false)),
+            Decision::Wait { over_budget: false }
+        );
+        assert_eq!(p.decide(&round(1_000, 990, false, false)), map);
+        p.spent(&round(1_000, 990, false, false), 30_000_000);
+        // Memory dropped below the peak: nothing pending, nothing to map.
+        assert_eq!(
+            p.decide(&round(2_000, 500, false, false)),
+            Decision::Wait { over_budget: false }
+        );
+    }
+
+    #[test]
+    fn an_exit_stop_may_overdraw_once() {
+        let mut p = Policy::new(0.01);
+        p.decide(&round(0, 10, true, false));
+        p.spent(&round(0, 10, true, false), 100_000);
+        p.tokens_ns = 1_000_000.0;
+        // Far over budget, but the exiting process's memory is gone after this stop.
+        assert_eq!(
+            p.decide(&round(5, 1000, true, true)),
+            Decision::Map { overdraft: true }
+        );
+        p.spent(&round(5, 1000, true, true), 200_000_000);
+        // In debt: the next exit stop may not.
+        assert_eq!(
+            p.decide(&round(6, 2000, true, true)),
+            Decision::Wait { over_budget: true }
+        );
+    }
 
     #[test]
     fn chooses_the_largest_until_covered() {

@@ -294,6 +294,8 @@ pub struct PeakSnapshot {
 pub struct PeakMapsInfo {
     /// CPU the snapshots may use, as a fraction of one core.
     pub budget: f64,
+    /// CPU they may use at once before the budget applies (their start-up allowance).
+    pub allowance_ns: u64,
     /// Snapshots taken (each replaced the previous one).
     pub snapshots: u64,
     /// CPU they cost in all.

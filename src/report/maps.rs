@@ -276,11 +276,12 @@ fn info_text(run: &Run, peak: &MemoryAtPeak) -> String {
         String::new()
     };
     let mut out = format!(
-        "{} snapshot{}, {} of CPU{share}; budget {} of a core; {}",
+        "{} snapshot{}, {} of CPU{share}; budget {} of a core (plus a {} start-up allowance); {}",
         i.snapshots,
         if i.snapshots == 1 { "" } else { "s" },
         duration_human(i.cpu_ns),
         percent(i.budget),
+        duration_human(i.allowance_ns),
         if i.page_flags {
             "smaps and page flags (root)"
         } else {
