@@ -120,6 +120,12 @@ pub struct AnatomyArgs {
     /// CPU the maps at the peak may use, in percent of one core (their cost is reported).
     #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
     pub maps_budget: f64,
+
+    /// Count every malloc/calloc/realloc/free/memalign call of every process (an LD_PRELOAD
+    /// shim kept across execs), and show what each program held, its arenas and heaps, sbrk
+    /// versus mmap, the thresholds, and held versus resident memory.
+    #[arg(long)]
+    pub malloc: bool,
 }
 
 /// `ste maps`.

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod event;
 pub mod kernel;
 pub mod launch;
+pub mod malloc;
 pub mod maps;
 pub mod model;
 pub mod options;

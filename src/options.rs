@@ -24,6 +24,8 @@ pub struct RunOptions {
     pub keep_root: bool,
     /// `--maps-at-peak`: map the largest processes at the tree's memory peak.
     pub maps_at_peak: Option<PeakOptions>,
+    /// `--malloc`: count malloc calls with the LD_PRELOAD shim.
+    pub malloc: bool,
 }
 
 /// `ste maps`: a process now, or a command's tree at its peak.
@@ -58,6 +60,7 @@ impl MapsOptions {
                     budget: a.budget,
                     ranges: !a.summary,
                 }),
+                malloc: false,
             })),
         }
     }
@@ -104,6 +107,7 @@ impl RunOptions {
                 budget: a.anatomy.maps_budget,
                 ranges: false,
             }),
+            malloc: a.anatomy.malloc,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! never reads the kernel and never formats output.
 
 use crate::event::{Event, Stamped};
+use crate::model::malloc::MallocRun;
 use crate::model::{Exec, Exit, Io, Overhead, Process, Run, SCHEMA_VERSION, SamplerInfo, Totals};
 use std::collections::{BTreeMap, HashMap};
 
@@ -60,6 +61,7 @@ impl Recorder {
                 },
                 sources: BTreeMap::new(),
                 memory_at_peak: None,
+                malloc: None,
             },
             threads: HashMap::new(),
             live: HashMap::new(),
@@ -242,7 +244,34 @@ impl Recorder {
                 self.run.overhead.max_rss_bytes = Some(*ste_max_rss_bytes);
                 self.stopped_waiting = stopped_waiting.clone();
             }
-            Event::MemoryAtPeak { peak } => self.run.memory_at_peak = Some(peak.clone()),
+            Event::MemoryAtPeak { peak } => self.run.memory_at_peak = Some((**peak).clone()),
+            Event::MallocStart { shim, probes } => {
+                self.run.malloc = Some(MallocRun {
+                    shim: shim.clone(),
+                    probes: probes.clone(),
+                    ..Default::default()
+                })
+            }
+            Event::MallocSample { sample } => {
+                if let Some(m) = &mut self.run.malloc {
+                    m.samples.push(*sample);
+                }
+            }
+            Event::MallocExec { check } => {
+                if let Some(m) = &mut self.run.malloc {
+                    m.execs.push(check.clone());
+                }
+            }
+            Event::MallocImage { image } => {
+                if let Some(m) = &mut self.run.malloc {
+                    m.images.push((**image).clone());
+                }
+            }
+            Event::MallocDone { cpu_ns } => {
+                if let Some(m) = &mut self.run.malloc {
+                    m.cpu_ns = *cpu_ns;
+                }
+            }
         }
         Applied::Nothing
     }
@@ -277,6 +306,9 @@ impl Recorder {
         } else {
             None
         };
+        if let Some(m) = &mut run.malloc {
+            m.finish(&run.processes);
+        }
         let totals = &mut run.totals;
         totals.wall_ns = self.end_ns.unwrap_or_else(|| {
             run.processes

@@ -93,10 +93,10 @@ impl PeakMaps {
     pub fn finish(&self) {
         let st = self.state.lock().expect("peak maps lock");
         self.sink.emit(Event::MemoryAtPeak {
-            peak: MemoryAtPeak {
+            peak: Box::new(MemoryAtPeak {
                 snapshot: st.best.clone(),
                 info: st.info.clone(),
-            },
+            }),
         });
     }
 }

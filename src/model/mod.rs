@@ -6,6 +6,7 @@
 //! and exactness is listed in `Run::sources`.
 
 mod arg;
+pub mod malloc;
 pub mod maps;
 
 pub use arg::{Arg, join_escaped};
@@ -46,6 +47,9 @@ pub struct Run {
     /// `None` when not asked for.
     #[serde(default)]
     pub memory_at_peak: Option<maps::MemoryAtPeak>,
+    /// malloc behaviour per process image (`--malloc`); `None` when not asked for.
+    #[serde(default)]
+    pub malloc: Option<malloc::MallocRun>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]

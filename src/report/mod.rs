@@ -5,5 +5,6 @@
 
 pub mod chart;
 pub mod json;
+pub mod malloc;
 pub mod maps;
 pub mod text;

@@ -104,6 +104,7 @@ pub fn render_summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<
         writeln!(w, "ste itself: {} of CPU{share}{rss}", millis(cpu))?;
     }
     crate::report::maps::render_at_peak(run, w)?;
+    crate::report::malloc::render(run, w)?;
     for note in &run.notes {
         writeln!(w, "Note: {note}")?;
     }

@@ -40,6 +40,8 @@ pub trait RoundObserver: Send + Sync {
     fn round_done(&self, _round: &RoundInfo<'_>) {}
     /// Process `pid` exec'd (called by the tracker; under ptrace, at the exec stop).
     fn exec(&self, _pid: i32) {}
+    /// Process `pid` ended (called by the tracker once it is gone).
+    fn ended(&self, _pid: i32) {}
 }
 
 /// The outcome of one round, for observers.
@@ -193,6 +195,9 @@ impl Sampler {
 
     /// A process is gone.
     pub fn process_ended(&self, tgid: i32) {
+        for o in self.observers() {
+            o.ended(tgid);
+        }
         let mut st = self.state.lock().expect("sampler lock");
         st.live.remove(&tgid);
         self.nudge(&mut st);

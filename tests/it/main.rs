@@ -2,4 +2,5 @@
 
 mod core;
 mod harness;
+mod malloc;
 mod maps;
