@@ -22,7 +22,9 @@
 //!                                  4 threads each touching 1 MiB of their stack, a 96 MiB
 //!                                  anonymous mmap, 32 MiB of shared anonymous memory, and a
 //!                                  16 MiB file read through a private mapping
-//!   malloc-loop N                  N rounds of malloc(16..1040) + free, the benchmark workload
+//!   malloc-loop N [fill]           N rounds of free + malloc(16..1040), the benchmark workload:
+//!                                  writes the first byte of each block, or all of it (`fill`,
+//!                                  as a program using what it allocates would)
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -59,7 +61,7 @@ fn main() {
         }
         Some("fork-share") => fork_share(num(1) * MIB),
         Some("anatomy") => anatomy(hold(1).unwrap_or_else(|| usage())),
-        Some("malloc-loop") => malloc_loop(num(1)),
+        Some("malloc-loop") => malloc_loop(num(1), args.get(2).is_some_and(|a| a == "fill")),
         _ => usage(),
     }
 }
@@ -285,8 +287,8 @@ fn anatomy(hold_ms: u64) {
     let _ = std::fs::remove_file(&path);
 }
 
-/// A malloc-heavy loop: sizes cycle through 16..1040 bytes, each block freed at once.
-fn malloc_loop(n: usize) {
+/// A malloc-heavy loop: sizes cycle through 16..1040 bytes; 64 blocks live at a time.
+fn malloc_loop(n: usize, fill: bool) {
     let mut keep = [std::ptr::null_mut::<libc::c_void>(); 64];
     for i in 0..n {
         let size = 16 + (i * 16) % 1024;
@@ -296,7 +298,11 @@ fn malloc_loop(n: usize) {
             libc::free(keep[slot]);
             keep[slot] = libc::malloc(size);
             assert!(!keep[slot].is_null());
-            *(keep[slot] as *mut u8) = i as u8;
+            if fill {
+                std::ptr::write_bytes(keep[slot] as *mut u8, i as u8, size);
+            } else {
+                *(keep[slot] as *mut u8) = i as u8;
+            }
         }
     }
     for p in keep {

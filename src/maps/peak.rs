@@ -6,8 +6,9 @@
 //! smaps plus the page walk: ~0.1 s per resident GiB as root), so it has a token bucket of its
 //! own: CPU accrues at `budget` × wall time (and may be saved up for a while, so a long hold
 //! can pay for one large map), each map spends what it measurably cost. A new high is mapped
-//! when it is affordable and at least 5 % above the last map; a high that could not be afforded,
-//! or was too little above the last map, is mapped at a later round if still held then. At a ptrace exit stop — the last moment the exiting
+//! when it is affordable and at least 25 % above the last map (or the bucket holds four times
+//! its cost); a high that could not be afforded, or was too little above the last map, is
+//! mapped at a later round if still held then. At a ptrace exit stop — the last moment the exiting
 //! process's memory can be seen — a new high is mapped even with too few tokens left (never
 //! with the bucket already in debt); that overdraft is counted and reported. Everything spent
 //! is reported, never hidden in the sampler's figures.
@@ -42,6 +43,9 @@ const COVERED: f64 = 0.95;
 /// A new high is mapped at once when it is this much above the last map (so maps taken while
 /// memory grows cost at most a few times the last one: a geometric series).
 const GROWTH: f64 = 1.25;
+/// Below that growth, a new high is still mapped when the bucket holds this many times its
+/// cost.
+const PLENTY: f64 = 4.0;
 /// A high that was not mapped is mapped at a later round if the tree still holds this share.
 const STILL_HELD: f64 = 0.97;
 /// The bucket may save up this much wall time's worth of budget …
@@ -203,10 +207,13 @@ impl Policy {
             // The last moment the exiting process's memory can be seen.
             Some(m) if r.new_high && r.exit_stop => r.pss_bytes > m,
             Some(m) if r.new_high => {
-                if (r.pss_bytes as f64) < m as f64 * GROWTH {
+                // Grown enough to be worth a map, or plenty of budget to spare for it.
+                let worth = r.pss_bytes as f64 >= m as f64 * GROWTH
+                    || self.tokens_ns >= PLENTY * self.expected(r);
+                if !worth {
                     self.pending = true;
                 }
-                r.pss_bytes as f64 >= m as f64 * GROWTH
+                worth
             }
             Some(m) => {
                 self.pending
@@ -228,6 +235,11 @@ impl Policy {
         Decision::Wait {
             over_budget: r.new_high,
         }
+    }
+
+    /// What mapping the round's chosen processes should cost.
+    fn expected(&self, r: &Round) -> f64 {
+        self.ns_per_page * (r.pages as f64 + PAGES_PER_PROCESS * r.processes as f64)
     }
 
     fn spent(&mut self, r: &Round, cost_ns: u64) {
@@ -281,13 +293,19 @@ mod tests {
         let map = Decision::Map { overdraft: false };
         assert_eq!(p.decide(&round(10, 10, true, false)), map);
         p.spent(&round(10, 10, true, false), 300_000);
-        // 10 → 12 MiB: not 25 % more; waits for a later round still holding it.
+        // 10 → 12 MiB: not 25 % more, and the bucket (0.5 ms, then 1 ms) holds less than four
+        // maps (0.35 ms each): waits for a later round still holding it.
+        p.tokens_ns = 500_000.0;
         assert_eq!(
             p.decide(&round(20, 12, true, false)),
             Decision::Wait { over_budget: false }
         );
         assert_eq!(p.decide(&round(30, 12, false, false)), map);
         p.spent(&round(30, 12, false, false), 400_000);
+        // With budget to spare, a small new high is mapped at once.
+        p.tokens_ns = 50_000_000.0;
+        assert_eq!(p.decide(&round(35, 13, true, false)), map);
+        p.spent(&round(35, 13, true, false), 400_000);
         // A big new high the bucket cannot pay for: counted, then mapped once affordable
         // while still held.
         p.tokens_ns = 0.0;
