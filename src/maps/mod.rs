@@ -114,12 +114,10 @@ impl MapReader {
             match self.kpages() {
                 Err(why) => PagesFrom::Pagemap { why },
                 Ok(k) => {
-                    let pfns: Vec<u64> = pages
-                        .iter()
-                        .flatten()
-                        .filter_map(|(_, e)| e.pfn())
-                        .collect();
-                    match k.lookup(&pfns) {
+                    let present = pages.iter().flatten().filter(|(_, e)| e.pfn().is_some());
+                    let pfns: Vec<u64> = present.clone().filter_map(|(_, e)| e.pfn()).collect();
+                    let once: Vec<bool> = present.map(|(_, e)| e.exclusive()).collect();
+                    match k.lookup(&pfns, &once) {
                         Ok(f) => {
                             frames = Some(f);
                             PagesFrom::Kernel
