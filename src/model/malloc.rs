@@ -297,6 +297,8 @@ impl MallocRun {
     /// Fills what is derived at the end: each image's peak and largest gap from the samples,
     /// and the images of the tree without the shim.
     pub fn finish(&mut self, processes: &[Process]) {
+        // Harvested as processes ended: put them in the order they started.
+        self.images.sort_by_key(|i| (i.t_ns, i.pid, i.image));
         for img in &mut self.images {
             let mine = self
                 .samples

@@ -166,7 +166,7 @@ fn render_image(i: &MallocImage, w: &mut dyn Write) -> io::Result<()> {
     let Some(last) = &i.last else {
         return writeln!(
             w,
-            "    arenas: no snapshot (the program made no malloc call after ste asked, and did not exit() normally)"
+            "    arenas: no snapshot (no malloc call after ste asked, and the image did not end with exit(): it exec'd, called _exit or was killed)"
         );
     };
     match &last.arenas {
