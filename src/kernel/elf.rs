@@ -187,19 +187,13 @@ pub fn sdt_probes(path: &Path) -> Result<Vec<SdtProbe>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::hex;
 
     /// `.note.stapsdt` of a test program built here with sys/sdt.h (systemtap-sdt-dev 4.8):
     /// `DTRACE_PROBE2(ste_test, memory_arena_new, p, argc)` and
     /// `DTRACE_PROBE1(ste_test, memory_sbrk_more, 4096L)`; `readelf -n` shows them at 0x1070
     /// and 0x1071 with base 0x2004.
     const NOTES: &str = "08000000410000000300000073746170736474007010000000000000042000000000000000000000000000007374655f74657374006d656d6f72795f6172656e615f6e657700384025726178202d34402565627800000000080000003b0000000300000073746170736474007110000000000000042000000000000000000000000000007374655f74657374006d656d6f72795f7362726b5f6d6f7265002d384024343039360000";
-
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
 
     #[test]
     fn sdt_notes_from_a_capture() {

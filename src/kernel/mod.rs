@@ -8,3 +8,12 @@ pub mod kpageflags;
 pub mod pagemap;
 pub mod proc;
 pub mod smaps;
+
+/// Decodes a hex string: tests paste binary kernel captures (pagemap words, ELF notes) as hex.
+#[cfg(test)]
+pub(crate) fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}

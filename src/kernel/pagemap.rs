@@ -190,17 +190,11 @@ pub fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::hex;
 
     /// The first four entries of a THP-backed anonymous mapping, read as root on this machine:
     /// present, exclusive, consecutive frames 0x18de00.. of one huge page.
     const ROOT_THP: &str = "00de18000000008101de18000000008102de18000000008103de180000000081";
-
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
 
     #[test]
     fn decodes_captured_entries() {

@@ -156,7 +156,8 @@ pub fn parse_statm_resident(text: &str) -> Option<u64> {
     text.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
-fn kb_value(rest: &str) -> Option<u64> {
+/// A `N kB` value of a /proc status-like line, in bytes (a bare number counts as kB too).
+pub(crate) fn kb_value(rest: &str) -> Option<u64> {
     let mut it = rest.split_ascii_whitespace();
     let n: u64 = it.next()?.parse().ok()?;
     match it.next() {

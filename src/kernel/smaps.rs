@@ -7,6 +7,7 @@
 //! the page-map source's business, not this file's. Full smaps costs ~0.6 µs per mapping plus
 //! ~80 ns per resident page (KERNEL-NOTES): never read it on the sampler's hot path.
 
+use crate::kernel::proc::kb_value;
 use std::io::{self, Read};
 use std::path::Path;
 
@@ -160,7 +161,9 @@ pub fn parse_smaps(text: &str) -> Vec<SmapsEntry> {
             }
             _ => {}
         }
-        let Some(bytes) = kb(value) else { continue };
+        let Some(bytes) = kb_value(value) else {
+            continue;
+        };
         match key {
             "Size" => f.size = bytes,
             "Rss" => f.rss = bytes,
@@ -185,12 +188,6 @@ pub fn parse_smaps(text: &str) -> Vec<SmapsEntry> {
         }
     }
     out
-}
-
-fn kb(value: &str) -> Option<u64> {
-    let mut it = value.split_ascii_whitespace();
-    let n: u64 = it.next()?.parse().ok()?;
-    (it.next() == Some("kB")).then_some(n * 1024)
 }
 
 /// Reads `<root>/<pid>/smaps`.
