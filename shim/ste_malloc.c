@@ -331,7 +331,13 @@ static void snapshot(int at_exit) {
         return;
     }
     enter();
-    int full = at_exit || __atomic_load_n(&seg->request_full, __ATOMIC_RELAXED) == request;
+    /* At exit, malloc_info() only when there may be arenas besides the main one (threads, or
+     * a fork that inherited its parent's): in a program that ran one thread, mallinfo2()
+     * describes the main arena entirely, and most exiting images are short single-threaded
+     * programs, for which fmemopen and malloc_info would double the shim's cost. */
+    int full = __atomic_load_n(&seg->request_full, __ATOMIC_RELAXED) == request ||
+               (at_exit && (__atomic_load_n(&seg->threads, __ATOMIC_RELAXED) > 1 ||
+                            seg->origin != 1));
     uint64_t cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
     struct ste_snapshot *s = &seg->snap;
     if (is_glibc) {

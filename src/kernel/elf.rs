@@ -84,12 +84,18 @@ pub fn summarize(prefix: &[u8]) -> Option<ElfSummary> {
     })
 }
 
-/// Reads the first 64 KiB of `path` and summarises it.
+/// Reads the start of `path` and summarises it: 4 KiB, which holds the program headers of
+/// every program linkers make, then 64 KiB if they lie further.
 pub fn summarize_file(path: &Path) -> std::io::Result<Option<ElfSummary>> {
-    let mut buf = Vec::with_capacity(64 * 1024);
-    std::fs::File::open(path)?
-        .take(64 * 1024)
-        .read_to_end(&mut buf)?;
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = Vec::with_capacity(4096);
+    (&mut file).take(4096).read_to_end(&mut buf)?;
+    if let Some(s) = summarize(&buf) {
+        return Ok(Some(s));
+    }
+    if buf.len() == 4096 {
+        file.take(60 * 1024).read_to_end(&mut buf)?;
+    }
     Ok(summarize(&buf))
 }
 

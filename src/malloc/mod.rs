@@ -18,7 +18,7 @@ use crate::kernel::{auxv, elf};
 use crate::launch::EnvOverrides;
 use crate::model::Source;
 use crate::model::malloc::{
-    Allocator, AllocatorKind, ExecCheck, ImageOrigin, MallocBytes, MallocCalls, MallocImage,
+    Allocator, AllocatorKind, Arena, ExecCheck, ImageOrigin, MallocBytes, MallocCalls, MallocImage,
     MallocSample, MallocState, Thresholds,
 };
 use crate::sample::{RoundInfo, RoundObserver, Sampler};
@@ -389,6 +389,21 @@ fn image_of(seg: &Segment, pid: i32, n: u32, sink: &Sink) -> MallocImage {
         .filter(|s| s.taken() && kind == AllocatorKind::Glibc)
         .map(|s| {
             let parsed = s.info.as_deref().map(info::parse);
+            // A program that ran one thread has one arena, which mallinfo2 describes
+            // entirely (the shim skips malloc_info at exit then).
+            let arenas = parsed.map(|p| p.arenas).or_else(|| {
+                (s.at_exit && h.threads <= 1 && h.origin == 1).then(|| {
+                    vec![Arena {
+                        index: 0,
+                        system_bytes: s.arena,
+                        max_system_bytes: s.arena,
+                        free_bytes: s.fordblks,
+                        free_chunks: s.ordblks,
+                        heaps: None,
+                        address_space_bytes: s.arena,
+                    }]
+                })
+            });
             MallocState {
                 t_ns: clock.from_monotonic(s.t_ns),
                 at_exit: s.at_exit,
@@ -398,7 +413,7 @@ fn image_of(seg: &Segment, pid: i32, n: u32, sink: &Sink) -> MallocImage {
                 mmapped_blocks: s.hblks,
                 mmapped_bytes: s.hblkhd,
                 top_free_bytes: s.keepcost,
-                arenas: parsed.map(|p| p.arenas),
+                arenas,
                 info_truncated: s.info_truncated,
                 cost_ns: s.cost_ns,
             }
