@@ -331,7 +331,7 @@ matrix!(anatomy_at_the_peak, |mode: Mode| {
     let o = ste(
         mode,
         &["--maps-at-peak", "--maps-budget", DEBUG_BUDGET],
-        &[&memory_fixture(), "anatomy", "1500"],
+        &[&memory_fixture(), "anatomy", "2500"],
     );
     assert_eq!(o.status(), 0, "{}", o.stderr());
     let run = o.run();
@@ -396,7 +396,7 @@ fn maps_of_a_command_at_its_peak() {
     let out = Command::new(&bins().ste)
         .args(["maps", "--budget", DEBUG_BUDGET, "--json"])
         .arg(&json)
-        .args(["--", &memory_fixture(), "anon", "256", "nothp", "800"])
+        .args(["--", &memory_fixture(), "anon", "256", "nothp", "1500"])
         .env("NO_COLOR", "1")
         .output()
         .unwrap();
