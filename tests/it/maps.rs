@@ -128,7 +128,12 @@ fn smaps_field(pid: i32, addr: u64, key: &str) -> u64 {
     panic!("{key} not found for {addr:x}")
 }
 
+/// The gibibyte tests take one at a time: together with the core tests' gibibyte fills they
+/// would load this 2-CPU machine enough to starve the samplers those tests rely on.
+static ONE_GIB_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn one_gib_anonymous(who: Who) {
+    let _one = ONE_GIB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let held = Held::start(who, &["anon", "1024", "nothp"]);
     let (text, map, status) = ste_maps(who, &[], held.pid());
     assert_eq!(status, 0, "{text}");
@@ -206,6 +211,7 @@ fn one_gib_with_transparent_huge_pages() {
         mode.contains("[always]") || mode.contains("[madvise]"),
         "THP must be enabled for madvise here: {mode}"
     );
+    let _one = ONE_GIB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let held = Held::start(Who::Root, &["anon", "1024", "thp"]);
     let (text, map, status) = ste_maps(Who::Root, &[], held.pid());
     assert_eq!(status, 0, "{text}");
