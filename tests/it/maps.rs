@@ -329,9 +329,10 @@ fn summary_and_refusals() {
     assert!(text.contains("cannot read /proc/1/smaps"), "{text}");
 }
 
-/// The tests run ste's debug build, whose page walk is ~20× slower than the release build's:
-/// they give the maps a budget to match.
-const DEBUG_BUDGET: &str = "50";
+/// The tests run ste's debug build, whose page walk is ~20× slower than the release build's,
+/// on a loaded machine: they give the maps a whole core, so that what they test is what the
+/// map at the peak holds (the budget itself is tested below).
+const DEBUG_BUDGET: &str = "100";
 
 matrix!(anatomy_at_the_peak, |mode: Mode| {
     let o = ste(
