@@ -500,24 +500,36 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
         assert_eq!(Grouper::new(0, false).finish(), None);
     }
 
-    /// A fake /proc with smaps and a pagemap whose frames are hidden (as unprivileged), and
-    /// no kpageflags: the map says it has pagemap bits only, and counts pages.
-    #[test]
-    fn unprivileged_fake_root() {
+    /// A fake /proc holding process 5 with one mapping of pages 4..8 (`path`, smaps figures
+    /// in kB) and the given pagemap entries by page.
+    fn fake_proc(path: &str, figures_kb: &str, entries: &[(usize, u64)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("5")).unwrap();
         let page = page_size();
         let smaps = format!(
-            "{:x}-{:x} rw-p 00000000 00:00 0                          [heap]\nSize: 16 kB\nRss: 8 kB\nPss: 8 kB\nAnonymous: 8 kB\n",
+            "{:x}-{:x} rw-p 00000000 00:00 0 {path}\n{figures_kb}",
             4 * page,
             8 * page
         );
         std::fs::write(dir.path().join("5/smaps"), smaps).unwrap();
         let mut pm = vec![0u8; 8 * 8];
-        for i in [4usize, 5] {
-            pm[i * 8..i * 8 + 8].copy_from_slice(&((1u64 << 63) | (1 << 56)).to_ne_bytes());
+        for &(i, e) in entries {
+            pm[i * 8..i * 8 + 8].copy_from_slice(&e.to_ne_bytes());
         }
         std::fs::write(dir.path().join("5/pagemap"), pm).unwrap();
+        dir
+    }
+
+    /// Frames hidden (as unprivileged) and no kpageflags: the map says it has pagemap bits
+    /// only, and counts pages.
+    #[test]
+    fn unprivileged_fake_root() {
+        let exclusive = (1u64 << 63) | (1 << 56);
+        let dir = fake_proc(
+            "[heap]",
+            "Size: 16 kB\nRss: 8 kB\nPss: 8 kB\nAnonymous: 8 kB\n",
+            &[(4, exclusive), (5, exclusive)],
+        );
         let m = MapReader::new(dir.path()).map(5, true).unwrap();
         assert!(matches!(m.pages_from, PagesFrom::Pagemap { .. }), "{m:?}");
         assert_eq!(m.mappings.len(), 1);
@@ -534,23 +546,15 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
         assert_eq!(m.totals.rss_bytes, 8 * 1024);
     }
 
-    /// The same with frames visible and fake kpageflags/kpagecount: flags and map counts.
+    /// Frames visible and fake kpageflags/kpagecount: flags and map counts.
     #[test]
     fn root_fake_root() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("5")).unwrap();
-        let page = page_size();
-        let smaps = format!(
-            "{:x}-{:x} rw-p 00000000 00:00 0 \nSize: 16 kB\nRss: 12 kB\nPss: 10 kB\nAnonymous: 12 kB\n",
-            4 * page,
-            8 * page
+        let present = 1u64 << 63;
+        let dir = fake_proc(
+            "",
+            "Size: 16 kB\nRss: 12 kB\nPss: 10 kB\nAnonymous: 12 kB\n",
+            &[(4, present | 30), (5, present | 31), (6, present | 10)],
         );
-        std::fs::write(dir.path().join("5/smaps"), smaps).unwrap();
-        let mut pm = vec![0u8; 8 * 8];
-        for (i, pfn) in [(4usize, 30u64), (5, 31), (6, 10)] {
-            pm[i * 8..i * 8 + 8].copy_from_slice(&((1u64 << 63) | pfn).to_ne_bytes());
-        }
-        std::fs::write(dir.path().join("5/pagemap"), pm).unwrap();
         let flags: Vec<u8> = (0..64u64)
             .flat_map(|_| (kpageflags::ANON | 1 << 5).to_ne_bytes())
             .collect();
