@@ -40,6 +40,9 @@ pub enum Subcommand {
     Record(RecordArgs),
     /// Render a record (or a `--json` run) as text, JSON, HTML, a Perfetto trace or CSV.
     Report(ReportArgs),
+    /// Show a process's memory page by page (`ste maps PID`), or run a command and show its
+    /// largest processes' maps at the tree's memory peak (`ste maps -- COMMAND`).
+    Maps(MapsArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -59,6 +62,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub memory: MemoryArgs,
+
+    #[command(flatten)]
+    pub anatomy: AnatomyArgs,
 
     #[command(flatten)]
     pub privileges: PrivilegeArgs,
@@ -292,6 +298,58 @@ pub struct MemoryArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Memory anatomy")]
+pub struct AnatomyArgs {
+    /// When the tree's memory reaches a new high, map its largest processes (smaps; page flags
+    /// as root) and show what filled memory at the peak: heap, stacks, mmaps, files, shared
+    /// memory.
+    #[arg(long)]
+    pub maps_at_peak: bool,
+
+    /// CPU the maps at the peak may use, in percent of one core (their cost is reported).
+    #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
+    pub maps_budget: f64,
+
+    /// Count every malloc/calloc/realloc/free/memalign call of every process (an LD_PRELOAD
+    /// shim kept across execs), and show what each program held, its arenas and heaps, sbrk
+    /// versus mmap, the thresholds, and held versus resident memory.
+    #[arg(long)]
+    pub malloc: bool,
+}
+
+/// `ste maps`.
+#[derive(Args, Debug, Clone)]
+pub struct MapsArgs {
+    /// The process to map.
+    #[arg(value_name = "PID", required_unless_present = "command")]
+    pub pid: Option<i32>,
+
+    /// Run COMMAND (after `--`) and map its largest processes at the tree's memory peak.
+    #[arg(last = true, value_name = "COMMAND", conflicts_with = "pid")]
+    pub command: Vec<OsString>,
+
+    /// Totals only: no mapping-by-mapping listing.
+    #[arg(long)]
+    pub summary: bool,
+
+    /// Write the map as JSON to PATH (with a COMMAND: the whole run).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// With a COMMAND: write ste's report to FILE instead of stderr.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// With a COMMAND: CPU the maps may use, in percent of one core.
+    #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
+    pub budget: f64,
+
+    /// With a COMMAND: how to follow its tree.
+    #[arg(long, value_enum, value_name = "TRACKER")]
+    pub tracker: Option<TrackerKind>,
+}
+
+#[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Privileges")]
 pub struct PrivilegeArgs {
     /// Under sudo, run the command as root instead of as the invoking user.
@@ -431,5 +489,21 @@ mod tests {
         assert_eq!(parse_size("1.5G").unwrap(), 3 << 29);
         assert_eq!(parse_size("4096").unwrap(), 4096);
         assert!(parse_size("3 parsecs").is_err());
+    }
+
+    #[test]
+    fn maps_of_a_pid_or_of_a_command() {
+        let cli = Cli::try_parse_from(["ste", "maps", "--summary", "42"]).unwrap();
+        assert!(
+            matches!(cli.subcommand, Some(Subcommand::Maps(ref m)) if m.pid == Some(42) && m.summary && m.command.is_empty())
+        );
+        let cli = Cli::try_parse_from(["ste", "maps", "--", "ls", "-l"]).unwrap();
+        assert!(
+            matches!(cli.subcommand, Some(Subcommand::Maps(ref m)) if m.pid.is_none() && m.command == ["ls", "-l"])
+        );
+        assert!(Cli::try_parse_from(["ste", "maps"]).is_err());
+        assert!(Cli::try_parse_from(["ste", "maps", "42", "--", "ls"]).is_err());
+        let cli = Cli::try_parse_from(["ste", "--maps-at-peak", "true"]).unwrap();
+        assert!(cli.run.anatomy.maps_at_peak);
     }
 }

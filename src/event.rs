@@ -84,6 +84,27 @@ pub enum Event {
     /// Exact accounting: taskstats records, the exit stop's and wait4's figures, ste's cgroup
     /// (see `model::AccountEvent`).
     Accounting { event: AccountEvent },
+    /// The map taken at the tree's highest snapshotted round (`--maps-at-peak`) and what the
+    /// maps cost. Emitted once, when sampling has stopped.
+    MemoryAtPeak {
+        peak: Box<crate::model::maps::MemoryAtPeak>,
+    },
+    /// `--malloc` is on: the shim's path, and what ste knows of glibc's SDT probes.
+    MallocStart { shim: String, probes: String },
+    /// What one process image held at a sampling round.
+    MallocSample {
+        sample: crate::model::malloc::MallocSample,
+    },
+    /// What ste saw of a program at its exec (to explain an image without the shim).
+    MallocExec {
+        check: crate::model::malloc::ExecCheck,
+    },
+    /// One image's final figures, read from its segment when its process ended.
+    MallocImage {
+        image: Box<crate::model::malloc::MallocImage>,
+    },
+    /// The malloc source is done; the CPU it spent outside the sampler's rounds.
+    MallocDone { cpu_ns: u64 },
 }
 
 #[cfg(test)]

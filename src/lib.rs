@@ -10,6 +10,8 @@ pub mod event;
 pub mod export;
 pub mod kernel;
 pub mod launch;
+pub mod malloc;
+pub mod maps;
 pub mod model;
 pub mod options;
 pub mod record;

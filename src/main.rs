@@ -3,7 +3,7 @@
 use clap::Parser;
 use std::process::ExitCode;
 use ste::cli::{Cli, Subcommand};
-use ste::options::{ReportOptions, RunOptions};
+use ste::options::{MapsOptions, ReportOptions, RunOptions};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -20,6 +20,7 @@ fn main() -> ExitCode {
         Some(Subcommand::Monitor(args)) => ste::account::monitor::run(&args),
         Some(Subcommand::Record(args)) => ste::session::run(&RunOptions::from_record_args(args)),
         Some(Subcommand::Report(args)) => ste::replay::run(&ReportOptions::from_args(args)),
+        Some(Subcommand::Maps(args)) => ste::maps::command::run(MapsOptions::from_args(args)),
     };
     match result {
         Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),

@@ -1,7 +1,8 @@
 //! Checked settings for a run, resolved from what was typed (`cli`) and the environment
 //! (terminal width, `NO_COLOR`). Everything downstream takes these, never clap types.
 
-use crate::cli::{ColorChoice, RecordArgs, ReportArgs, ReportFormat, RunArgs};
+use crate::cli::{ColorChoice, MapsArgs, RecordArgs, ReportArgs, ReportFormat, RunArgs};
+use crate::maps::peak::PeakOptions;
 use crate::report::Format;
 use crate::report::text::Style;
 use crate::sample::Pace;
@@ -32,19 +33,78 @@ pub struct RunOptions {
     pub keep_root: bool,
     pub accounting: crate::account::Options,
     pub views: crate::report::accounting::Views,
+    /// `--maps-at-peak`: map the largest processes at the tree's memory peak.
+    pub maps_at_peak: Option<PeakOptions>,
+    /// `--malloc`: count malloc calls with the LD_PRELOAD shim.
+    pub malloc: bool,
+}
+
+/// `ste maps`: a process now, or a command's tree at its peak.
+#[derive(Debug, Clone)]
+pub enum MapsOptions {
+    Pid {
+        pid: i32,
+        summary: bool,
+        json: Option<PathBuf>,
+    },
+    Command(Box<RunOptions>),
+}
+
+impl MapsOptions {
+    pub fn from_args(a: MapsArgs) -> MapsOptions {
+        match a.pid {
+            Some(pid) => MapsOptions::Pid {
+                pid,
+                summary: a.summary,
+                json: a.json,
+            },
+            None => MapsOptions::Command(Box::new(RunOptions {
+                command: a.command,
+                json: a.json,
+                html: None,
+                perfetto: None,
+                record: None,
+                style: style(a.output.is_none(), ColorChoice::Auto),
+                output: a.output,
+                tracker: a.tracker,
+                linger: None,
+                pace: Pace::Budget(0.01),
+                keep_root: false,
+                accounting: crate::account::Options {
+                    taskstats: true,
+                    cgroup: true,
+                    ..Default::default()
+                },
+                views: Default::default(),
+                maps_at_peak: Some(PeakOptions {
+                    budget: a.budget,
+                    ranges: !a.summary,
+                }),
+                malloc: false,
+            })),
+        }
+    }
+}
+
+/// How the report is drawn: on a terminal (stderr, no `--output`), its width, and colour as
+/// asked (`auto`: only there, and never with `NO_COLOR`).
+fn style(to_stderr: bool, choice: ColorChoice) -> Style {
+    let to_terminal = to_stderr && std::io::stderr().is_terminal();
+    let width = if to_terminal {
+        terminal_size::terminal_size_of(std::io::stderr())
+            .map(|(w, _)| w.0 as usize)
+            .unwrap_or(80)
+    } else {
+        80
+    };
+    Style {
+        width: width.max(40),
+        color: color(choice, to_terminal),
+    }
 }
 
 impl RunOptions {
     pub fn from_args(a: RunArgs) -> RunOptions {
-        let to_terminal = a.output.output.is_none() && std::io::stderr().is_terminal();
-        let color = color(a.output.color, to_terminal);
-        let width = if to_terminal {
-            terminal_size::terminal_size_of(std::io::stderr())
-                .map(|(w, _)| w.0 as usize)
-                .unwrap_or(80)
-        } else {
-            80
-        };
         let acc = &a.accounting;
         let linger = match (a.tracking.linger, acc.kill_lingering) {
             (None, true) => Some(KILL_LINGERING_AFTER),
@@ -63,15 +123,12 @@ impl RunOptions {
                 top: acc.top,
             },
             command: a.command,
+            style: style(a.output.output.is_none(), a.output.color),
             output: a.output.output,
             json: a.output.json,
             html: a.reports.html,
             perfetto: a.reports.perfetto,
             record: None,
-            style: Style {
-                width: width.max(40),
-                color,
-            },
             tracker: a.tracking.tracker,
             linger,
             pace: match a.memory.interval {
@@ -79,6 +136,11 @@ impl RunOptions {
                 None => Pace::Budget(a.memory.sample_budget),
             },
             keep_root: a.privileges.keep_root,
+            maps_at_peak: a.anatomy.maps_at_peak.then_some(PeakOptions {
+                budget: a.anatomy.maps_budget,
+                ranges: false,
+            }),
+            malloc: a.anatomy.malloc,
         }
     }
 

@@ -6,6 +6,7 @@
 //! never reads the kernel and never formats output.
 
 use crate::event::{Event, Stamped};
+use crate::model::malloc::MallocRun;
 use crate::model::{
     Exec, Exit, Io, Overhead, Process, Run, SCHEMA_VERSION, Sample, SamplerInfo, ThreadLifetime,
     Totals,
@@ -71,6 +72,8 @@ impl Recorder {
                 },
                 sources: BTreeMap::new(),
                 accounting: None,
+                memory_at_peak: None,
+                malloc: None,
             },
             threads: HashMap::new(),
             live: HashMap::new(),
@@ -299,6 +302,34 @@ impl Recorder {
                     .and_then(|(tgid, start)| self.process_index(tgid, start));
                 crate::account::fold::apply(&mut self.run, index, t, event);
             }
+            Event::MemoryAtPeak { peak } => self.run.memory_at_peak = Some((**peak).clone()),
+            Event::MallocStart { shim, probes } => {
+                self.run.malloc = Some(MallocRun {
+                    shim: shim.clone(),
+                    probes: probes.clone(),
+                    ..Default::default()
+                })
+            }
+            Event::MallocSample { sample } => {
+                if let Some(m) = &mut self.run.malloc {
+                    m.samples.push(*sample);
+                }
+            }
+            Event::MallocExec { check } => {
+                if let Some(m) = &mut self.run.malloc {
+                    m.execs.push(check.clone());
+                }
+            }
+            Event::MallocImage { image } => {
+                if let Some(m) = &mut self.run.malloc {
+                    m.images.push((**image).clone());
+                }
+            }
+            Event::MallocDone { cpu_ns } => {
+                if let Some(m) = &mut self.run.malloc {
+                    m.cpu_ns = *cpu_ns;
+                }
+            }
         }
         Applied::Nothing
     }
@@ -333,6 +364,9 @@ impl Recorder {
         } else {
             None
         };
+        if let Some(m) = &mut run.malloc {
+            m.finish(&run.processes);
+        }
         let totals = &mut run.totals;
         totals.wall_ns = self.end_ns.unwrap_or_else(|| {
             run.processes

@@ -56,13 +56,17 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     } else {
         Credentials::invoking_user()?
     };
-    let prepared = Prepared::new(&opts.command, creds, &Vec::new())?;
+    let malloc = opts.malloc.then(crate::malloc::Setup::new).transpose()?;
+    let env = malloc.as_ref().map(|m| m.env()).unwrap_or_default();
+    let prepared = Prepared::new(&opts.command, creds, &env)?;
     let mut accounting = account::Session::prepare(&opts.accounting);
     let original_mask = signals::block();
     let clock = Clock::start();
     let mut child = prepared.fork(&original_mask)?;
     let (sink, rx) = Sink::new(clock);
     let sampler = Sampler::new(opts.pace, sink.clone());
+    let peak_maps = crate::maps::peak::attach(opts.maps_at_peak, &sampler, &sink);
+    let malloc = crate::malloc::attach(malloc, &sampler, &sink);
     let tracker = match track::start(opts.tracker, &mut child, &sink, &sampler) {
         Ok(kind) => kind,
         Err(e) => {
@@ -138,6 +142,12 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 
     let info = sampler.stop();
     accounting.stop();
+    if let Some(p) = &peak_maps {
+        p.finish();
+    }
+    if let Some(m) = &malloc {
+        m.finish();
+    }
     while let Ok(msg) = rx.try_recv() {
         match msg {
             Msg::Event(e) => {

@@ -26,6 +26,8 @@ pub struct Rollup {
     pub pss_file_bytes: u64,
     pub pss_shmem_bytes: u64,
     pub swap_bytes: u64,
+    /// Resident anonymous memory (`Anonymous`).
+    pub anon_bytes: u64,
 }
 
 /// The figures ste uses from `/proc/PID/status`.
@@ -80,6 +82,7 @@ pub fn parse_smaps_rollup(text: &str) -> Option<Rollup> {
             "Pss_File" => r.pss_file_bytes = kb,
             "Pss_Shmem" => r.pss_shmem_bytes = kb,
             "Swap" => r.swap_bytes = kb,
+            "Anonymous" => r.anon_bytes = kb,
             _ => {}
         }
     }
@@ -173,7 +176,8 @@ pub fn parse_statm_resident(text: &str) -> Option<u64> {
     text.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
-fn kb_value(rest: &str) -> Option<u64> {
+/// A `N kB` value of a /proc status-like line, in bytes (a bare number counts as kB too).
+pub(crate) fn kb_value(rest: &str) -> Option<u64> {
     let mut it = rest.split_ascii_whitespace();
     let n: u64 = it.next()?.parse().ok()?;
     match it.next() {

@@ -7,6 +7,8 @@
 
 mod accounting;
 mod arg;
+pub mod malloc;
+pub mod maps;
 mod timeline;
 
 pub use accounting::{
@@ -52,6 +54,13 @@ pub struct Run {
     /// had none.
     #[serde(default)]
     pub accounting: Option<Accounting>,
+    /// What filled memory at the tree's peak (`--maps-at-peak`, `ste maps -- COMMAND`);
+    /// `None` when not asked for.
+    #[serde(default)]
+    pub memory_at_peak: Option<maps::MemoryAtPeak>,
+    /// malloc behaviour per process image (`--malloc`); `None` when not asked for.
+    #[serde(default)]
+    pub malloc: Option<malloc::MallocRun>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]

@@ -197,6 +197,8 @@ fn without_lists(run: &Run) -> Run {
         overhead,
         sources,
         accounting,
+        memory_at_peak,
+        malloc,
     } = run;
     Run {
         schema_version: *schema_version,
@@ -212,6 +214,8 @@ fn without_lists(run: &Run) -> Run {
         overhead: overhead.clone(),
         sources: sources.clone(),
         accounting: accounting.clone(),
+        memory_at_peak: memory_at_peak.clone(),
+        malloc: malloc.clone(),
     }
 }
 

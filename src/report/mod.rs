@@ -8,6 +8,8 @@ pub mod chart;
 pub mod csv;
 pub mod html;
 pub mod json;
+pub mod malloc;
+pub mod maps;
 pub mod names;
 pub mod perfetto;
 pub mod text;

@@ -106,6 +106,8 @@ pub fn render_summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<
             .unwrap_or_default();
         writeln!(w, "ste itself: {} of CPU{share}{rss}", millis(cpu))?;
     }
+    crate::report::maps::render_at_peak(run, w)?;
+    crate::report::malloc::render(run, w)?;
     for note in &run.notes {
         writeln!(w, "Note: {note}")?;
     }
@@ -299,85 +301,70 @@ fn still_running_text(run: &Run) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Arg, Exit, Overhead, Process, Sample, SamplerInfo, Source, Totals};
+    use crate::model::{Arg, Exit, Overhead, Sample, SamplerInfo, Source, Totals};
 
-    /// A run like the seed's `fill`: one process, a staircase to 1 GiB.
+    /// A run like the seed's `fill`: one process, a staircase to 1 GiB. Built from an empty
+    /// replay so that fields added to the model later need no change here.
     pub(crate) fn fill_run() -> Run {
-        let samples: Vec<Sample> = (0..=12)
+        let mut run = crate::recorder::Recorder::replay(Vec::<crate::event::Stamped>::new());
+        run.generator = "ste test".into();
+        run.command = vec![Arg::from("./fill")];
+        run.tracker = "ptrace".into();
+        run.notes = vec!["an example note".into()];
+        run.exit = Exit {
+            code: Some(0),
+            ..Default::default()
+        };
+        run.samples = (0..=12)
             .map(|i| Sample {
                 t_ns: i * 100_000_000,
                 pss_bytes: i * (1 << 30) / 12,
                 rss_bytes: i * (1 << 30) / 12,
                 processes: 1,
-                unreadable: 0,
-                per_process: None,
+                ..Default::default()
             })
             .collect();
-        let mut sources = std::collections::BTreeMap::new();
-        sources.insert(
+        run.sources.insert(
             "peak_rss_bytes".to_string(),
             Source::exact("VmHWM of /proc/PID/status at the ptrace exit stop"),
         );
-        Run {
-            schema_version: 1,
-            generator: "ste test".into(),
-            command: vec![Arg::from("./fill")],
-            tracker: "ptrace".into(),
-            notes: vec!["an example note".into()],
-            exit: Exit {
-                code: Some(0),
-                ..Default::default()
-            },
-            totals: Totals {
-                wall_ns: 1_229_000_000,
-                user_ns: Some(1_109_000_000),
-                sys_ns: Some(87_000_000),
-                processes: 1,
-                threads: 1,
-                execs: 1,
-                max_pss_bytes: Some(1_073_762_304),
-                max_pss_t_ns: Some(1_200_000_000),
-                peak_rss_bytes: Some(1_074_790_400),
-                peak_rss_pid: Some(42),
-                still_running: 0,
-            },
-            processes: vec![Process {
-                pid: 42,
-                ppid: Some(1),
-                start_ns: 0,
-                end_ns: Some(1_229_000_000),
-                exit_code: Some(0),
-                signal: None,
-                threads: 1,
-                peak_rss_bytes: Some(1_074_790_400),
-                io: None,
-                ledger: None,
-                thread_lifetimes: Vec::new(),
-                execs: vec![Exec {
-                    t_ns: 100_000,
-                    argv: Some(vec![Arg::from("/home/leaf/fill")]),
-                }],
-            }],
-            samples,
-            sampler: SamplerInfo {
-                mode: "adaptive".into(),
-                budget: Some(0.01),
-                burst_ns: Some(1_000_000),
-                interval_ns: None,
-                rounds: 13,
-                effective_interval_ns: Some(100_000_000),
-                max_gap_ns: Some(100_000_000),
-                cpu_ns: 12_000_000,
-            },
-            overhead: Overhead {
-                cpu_ns: Some(15_000_000),
-                max_rss_bytes: Some(4 << 20),
-                lost_events: Some(0),
-                ..Default::default()
-            },
-            sources,
-            accounting: None,
-        }
+        run.totals = Totals {
+            wall_ns: 1_229_000_000,
+            user_ns: Some(1_109_000_000),
+            sys_ns: Some(87_000_000),
+            processes: 1,
+            threads: 1,
+            execs: 1,
+            max_pss_bytes: Some(1_073_762_304),
+            max_pss_t_ns: Some(1_200_000_000),
+            peak_rss_bytes: Some(1_074_790_400),
+            peak_rss_pid: Some(42),
+            still_running: 0,
+        };
+        let mut fill = crate::report::testing::process(42, Some(1), 0, Some(1_229_000_000));
+        fill.peak_rss_bytes = Some(1_074_790_400);
+        fill.execs = vec![Exec {
+            t_ns: 100_000,
+            argv: Some(vec![Arg::from("/home/leaf/fill")]),
+        }];
+        run.processes = vec![fill];
+        run.sampler = SamplerInfo {
+            mode: "adaptive".into(),
+            budget: Some(0.01),
+            burst_ns: Some(1_000_000),
+            interval_ns: None,
+            rounds: 13,
+            effective_interval_ns: Some(100_000_000),
+            max_gap_ns: Some(100_000_000),
+            cpu_ns: 12_000_000,
+        };
+        run.overhead = Overhead {
+            cpu_ns: Some(15_000_000),
+            max_rss_bytes: Some(4 << 20),
+            lost_events: Some(0),
+            ..Default::default()
+        };
+        run
     }
 
     fn render_to_string(run: &Run) -> String {

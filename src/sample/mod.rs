@@ -13,11 +13,11 @@
 //! exiting process could raise the peak, so short runs such as `fill` still get their peak.
 
 use crate::event::Event;
-use crate::kernel::proc::ProcFs;
+use crate::kernel::proc::{ProcFs, Rollup};
 use crate::model::{ProcessSample, Sample, SamplerInfo, Source};
 use crate::sink::{Sink, thread_cpu_ns};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
 /// How the sampler is paced.
@@ -27,6 +27,34 @@ pub enum Pace {
     Budget(f64),
     /// A fixed period, whatever it costs.
     Fixed(Duration),
+}
+
+/// A source that rides on the sampler's rounds (`--maps-at-peak`, `--malloc`): it sees each
+/// process read and each round's outcome, and execs. Registered before the sampler starts.
+pub trait RoundObserver: Send + Sync {
+    /// Process `pid` was read in the round now running. Runs inside the round's measured CPU
+    /// (so its cost counts against the sampler's budget): keep it to a few microseconds.
+    fn process(&self, _t_ns: u64, _pid: i32, _rollup: &Rollup) {}
+    /// The round is over. Runs outside the round's measured CPU: an observer that does more
+    /// than a few microseconds of work here keeps its own budget and reports its cost.
+    fn round_done(&self, _round: &RoundInfo<'_>) {}
+    /// Process `pid` exec'd (called by the tracker; under ptrace, at the exec stop).
+    fn exec(&self, _pid: i32) {}
+    /// Process `pid` ended (called by the tracker once it is gone).
+    fn ended(&self, _pid: i32) {}
+}
+
+/// The outcome of one round, for observers.
+pub struct RoundInfo<'a> {
+    pub t_ns: u64,
+    /// PSS summed over the processes read.
+    pub pss_bytes: u64,
+    /// The sum is higher than every earlier round's.
+    pub new_high: bool,
+    /// The round was taken at this process's ptrace exit stop (its memory still attached).
+    pub exit_stop: Option<i32>,
+    /// Each process read, with its PSS.
+    pub pss_by_pid: &'a [(i32, u64)],
 }
 
 /// Rounds are never closer than this, nor closer than `elapsed / MAX_ROUNDS_SCALE`, so a run of
@@ -71,6 +99,7 @@ pub struct Sampler {
     /// Also read each process's `VmHWM` every round, for trackers that cannot read it when the
     /// process exits.
     read_peaks: std::sync::atomic::AtomicBool,
+    observers: RwLock<Vec<Arc<dyn RoundObserver>>>,
 }
 
 impl Sampler {
@@ -96,6 +125,7 @@ impl Sampler {
             wake: Condvar::new(),
             round: Mutex::new(ProcFs::default()),
             read_peaks: std::sync::atomic::AtomicBool::new(false),
+            observers: RwLock::new(Vec::new()),
         })
     }
 
@@ -111,6 +141,15 @@ impl Sampler {
                 "the kernel's high-water mark as of the last round before the process exited; growth after that round is missed",
             ),
         });
+    }
+
+    /// Adds an observer of every round (before [`Sampler::spawn`]).
+    pub fn observe(&self, o: Arc<dyn RoundObserver>) {
+        self.observers.write().expect("observers lock").push(o);
+    }
+
+    fn observers(&self) -> Vec<Arc<dyn RoundObserver>> {
+        self.observers.read().expect("observers lock").clone()
     }
 
     /// Declares where the memory curve comes from.
@@ -162,6 +201,9 @@ impl Sampler {
 
     /// A process exec'd: its memory changed completely.
     pub fn process_exec(&self, tgid: i32) {
+        for o in self.observers() {
+            o.exec(tgid);
+        }
         let mut st = self.state.lock().expect("sampler lock");
         if let Some(c) = st.live.get_mut(&tgid) {
             c.unreadable = false;
@@ -171,6 +213,9 @@ impl Sampler {
 
     /// A process is gone.
     pub fn process_ended(&self, tgid: i32) {
+        for o in self.observers() {
+            o.ended(tgid);
+        }
         let mut st = self.state.lock().expect("sampler lock");
         st.live.remove(&tgid);
         self.nudge(&mut st);
@@ -211,7 +256,7 @@ impl Sampler {
                 return;
             }
         }
-        self.round();
+        self.round(Some(tgid));
     }
 
     /// Stops the thread and reports how sampling went.
@@ -260,7 +305,7 @@ impl Sampler {
             if wait == 0 && readable {
                 st.nudged = false;
                 drop(st);
-                self.round();
+                self.round(None);
                 st = self.state.lock().expect("sampler lock");
                 continue;
             }
@@ -312,8 +357,10 @@ impl Sampler {
         st.last_refill_ns = now;
     }
 
-    /// One round: read every live process, emit the sum.
-    fn round(&self) {
+    /// One round: read every live process, emit the sum. `exit_stop`: the process stopped in
+    /// its exit that asked for the round.
+    fn round(&self, exit_stop: Option<i32>) {
+        let observers = self.observers();
         let mut procfs = self.round.lock().expect("round lock");
         let (pids, known_unreadable) = {
             let st = self.state.lock().expect("sampler lock");
@@ -363,6 +410,9 @@ impl Sampler {
                         0
                     };
                     read.push((pid, r.pss_bytes, hwm));
+                    for o in &observers {
+                        o.process(t, pid, &r);
+                    }
                 }
                 // No mm (a zombie) or gone since the list was taken: nothing to count.
                 Ok(None) => {}
@@ -378,6 +428,7 @@ impl Sampler {
         sample.per_process = Some(per_process);
         let cost = thread_cpu_ns().saturating_sub(cpu0);
         let mut peaks = Vec::new();
+        let new_high;
         {
             let mut st = self.state.lock().expect("sampler lock");
             for pid in refused {
@@ -385,7 +436,7 @@ impl Sampler {
                     c.unreadable = true;
                 }
             }
-            for (pid, pss, hwm) in read {
+            for &(pid, pss, hwm) in &read {
                 if let Some(c) = st.live.get_mut(&pid) {
                     c.pss = pss;
                     if hwm > c.hwm {
@@ -403,10 +454,25 @@ impl Sampler {
             }
             st.last_round_ns = Some(t);
             st.first_round_ns.get_or_insert(t);
+            new_high = sample.processes > 0 && sample.pss_bytes > st.max_pss;
             st.max_pss = st.max_pss.max(sample.pss_bytes);
         }
+        let round_pss_bytes = sample.pss_bytes;
         if sample.processes > 0 || sample.unreadable > 0 {
             self.sink.emit_at(t, Event::Sample { sample });
+        }
+        if !observers.is_empty() {
+            let pss_by_pid: Vec<(i32, u64)> = read.iter().map(|&(p, pss, _)| (p, pss)).collect();
+            let info = RoundInfo {
+                t_ns: t,
+                pss_bytes: round_pss_bytes,
+                new_high,
+                exit_stop,
+                pss_by_pid: &pss_by_pid,
+            };
+            for o in &observers {
+                o.round_done(&info);
+            }
         }
         for (tgid, hwm) in peaks {
             self.sink.emit_at(

@@ -4,4 +4,6 @@ mod accounting;
 mod core;
 mod harness;
 mod json;
+mod malloc;
+mod maps;
 mod reports;

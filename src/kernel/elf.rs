@@ -1,0 +1,243 @@
+//! What ste reads from ELF files: whether a program is dynamic (it names a program
+//! interpreter, so ld.so runs and honours `LD_PRELOAD`) and of this machine's class, from the
+//! first bytes of the file; and the SystemTap SDT probes of an object (`.note.stapsdt`), such
+//! as glibc's `memory_*` malloc probes on distributions that build them.
+//!
+//! Owns these two formats. The header check is hand-written (a few fixed offsets of the ELF
+//! header, read from a prefix, so a 200 MB program costs one small read); sections are found
+//! with the `object` crate. The SDT note layout is systemtap's `sys/sdt.h`: three addresses
+//! (probe, `.stapsdt.base` at link time, semaphore), then provider, name and argument strings.
+
+use object::{Object, ObjectSection};
+use std::io::Read;
+use std::path::Path;
+
+/// What the start of an ELF file says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElfSummary {
+    /// `ELFCLASS64`.
+    pub class64: bool,
+    /// `e_machine` (62: x86-64, 183: aarch64).
+    pub machine: u16,
+    /// It has a `PT_INTERP` program header: a dynamically linked program.
+    pub interp: bool,
+}
+
+const PT_INTERP: u32 = 3;
+
+/// Parses the ELF header and program headers found in `prefix`; `None` if it is not ELF or the
+/// program headers lie beyond the prefix.
+pub fn summarize(prefix: &[u8]) -> Option<ElfSummary> {
+    if prefix.get(..4)? != b"\x7fELF" {
+        return None;
+    }
+    let class64 = *prefix.get(4)? == 2;
+    let little = *prefix.get(5)? == 1;
+    let u16_at = |o: usize| -> Option<u16> {
+        let b: [u8; 2] = prefix.get(o..o + 2)?.try_into().ok()?;
+        Some(if little {
+            u16::from_le_bytes(b)
+        } else {
+            u16::from_be_bytes(b)
+        })
+    };
+    let u32_at = |o: usize| -> Option<u32> {
+        let b: [u8; 4] = prefix.get(o..o + 4)?.try_into().ok()?;
+        Some(if little {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        })
+    };
+    let u64_at = |o: usize| -> Option<u64> {
+        let b: [u8; 8] = prefix.get(o..o + 8)?.try_into().ok()?;
+        Some(if little {
+            u64::from_le_bytes(b)
+        } else {
+            u64::from_be_bytes(b)
+        })
+    };
+    let machine = u16_at(18)?;
+    let (phoff, phentsize, phnum) = if class64 {
+        (
+            u64_at(32)? as usize,
+            u16_at(54)? as usize,
+            u16_at(56)? as usize,
+        )
+    } else {
+        (
+            u32_at(28)? as usize,
+            u16_at(42)? as usize,
+            u16_at(44)? as usize,
+        )
+    };
+    let mut interp = false;
+    for i in 0..phnum {
+        if u32_at(phoff + i * phentsize)? == PT_INTERP {
+            interp = true;
+        }
+    }
+    Some(ElfSummary {
+        class64,
+        machine,
+        interp,
+    })
+}
+
+/// Reads the start of `path` and summarises it: 4 KiB, which holds the program headers of
+/// every program linkers make, then 64 KiB if they lie further.
+pub fn summarize_file(path: &Path) -> std::io::Result<Option<ElfSummary>> {
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = Vec::with_capacity(4096);
+    (&mut file).take(4096).read_to_end(&mut buf)?;
+    if let Some(s) = summarize(&buf) {
+        return Ok(Some(s));
+    }
+    if buf.len() == 4096 {
+        file.take(60 * 1024).read_to_end(&mut buf)?;
+    }
+    Ok(summarize(&buf))
+}
+
+/// The machine ste itself was built for, as `e_machine` names it.
+pub fn own_machine() -> u16 {
+    match std::env::consts::ARCH {
+        "x86_64" => 62,
+        "aarch64" => 183,
+        "riscv64" => 243,
+        "powerpc64" => 21,
+        "s390x" => 22,
+        _ => 0,
+    }
+}
+
+/// One SDT probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SdtProbe {
+    pub provider: String,
+    pub name: String,
+    /// The probe's address, adjusted for where `.stapsdt.base` really is (prelink).
+    pub pc: u64,
+    /// The semaphore's address (0: none).
+    pub semaphore: u64,
+    /// The argument specification (`8@%rax -4@%ebx`).
+    pub args: String,
+}
+
+const NT_STAPSDT: u32 = 3;
+
+/// Parses the contents of a `.note.stapsdt` section of a 64-bit little-endian object;
+/// `actual_base` is the address of its `.stapsdt.base` section, if any.
+pub fn parse_sdt_notes(data: &[u8], actual_base: Option<u64>) -> Vec<SdtProbe> {
+    let u32_at = |o: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(data.get(o..o + 4)?.try_into().ok()?))
+    };
+    let u64_at = |o: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(data.get(o..o + 8)?.try_into().ok()?))
+    };
+    let align4 = |n: usize| n.div_ceil(4) * 4;
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let (Some(namesz), Some(descsz), Some(kind)) =
+        (u32_at(at), u32_at(at + 4), u32_at(at + 8))
+    {
+        let name_at = at + 12;
+        let desc_at = name_at + align4(namesz as usize);
+        let next = desc_at + align4(descsz as usize);
+        let owner = data.get(name_at..name_at + namesz as usize).unwrap_or(&[]);
+        if kind == NT_STAPSDT
+            && owner == b"stapsdt\0"
+            && let (Some(pc), Some(base), Some(semaphore)) =
+                (u64_at(desc_at), u64_at(desc_at + 8), u64_at(desc_at + 16))
+            && let Some(desc) = data.get(desc_at + 24..desc_at + descsz as usize)
+        {
+            let mut strings = desc.split(|&b| b == 0).map(String::from_utf8_lossy);
+            let provider = strings.next().unwrap_or_default().into_owned();
+            let name = strings.next().unwrap_or_default().into_owned();
+            let args = strings.next().unwrap_or_default().into_owned();
+            let shift = actual_base.map_or(0, |a| a.wrapping_sub(base));
+            out.push(SdtProbe {
+                provider,
+                name,
+                pc: pc.wrapping_add(shift),
+                semaphore: if semaphore == 0 {
+                    0
+                } else {
+                    semaphore.wrapping_add(shift)
+                },
+                args,
+            });
+        }
+        if next <= at {
+            break;
+        }
+        at = next;
+    }
+    out
+}
+
+/// The SDT probes of the object at `path` (empty when it has none).
+pub fn sdt_probes(path: &Path) -> Result<Vec<SdtProbe>, String> {
+    let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", path.display()))?;
+    let Some(notes) = file.section_by_name(".note.stapsdt") else {
+        return Ok(Vec::new());
+    };
+    let base = file.section_by_name(".stapsdt.base").map(|s| s.address());
+    let bytes = notes
+        .data()
+        .map_err(|e| format!("{}: .note.stapsdt: {e}", path.display()))?;
+    Ok(parse_sdt_notes(bytes, base))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::hex;
+
+    /// `.note.stapsdt` of a test program built here with sys/sdt.h (systemtap-sdt-dev 4.8):
+    /// `DTRACE_PROBE2(ste_test, memory_arena_new, p, argc)` and
+    /// `DTRACE_PROBE1(ste_test, memory_sbrk_more, 4096L)`; `readelf -n` shows them at 0x1070
+    /// and 0x1071 with base 0x2004.
+    const NOTES: &str = "08000000410000000300000073746170736474007010000000000000042000000000000000000000000000007374655f74657374006d656d6f72795f6172656e615f6e657700384025726178202d34402565627800000000080000003b0000000300000073746170736474007110000000000000042000000000000000000000000000007374655f74657374006d656d6f72795f7362726b5f6d6f7265002d384024343039360000";
+
+    #[test]
+    fn sdt_notes_from_a_capture() {
+        let p = parse_sdt_notes(&hex(NOTES), Some(0x2004));
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0].provider, "ste_test");
+        assert_eq!(p[0].name, "memory_arena_new");
+        assert_eq!(p[0].pc, 0x1070);
+        assert_eq!(p[0].semaphore, 0);
+        assert_eq!(p[0].args, "8@%rax -4@%ebx");
+        assert_eq!(p[1].name, "memory_sbrk_more");
+        assert_eq!(p[1].pc, 0x1071);
+        assert_eq!(p[1].args, "-8@$4096");
+        // Prelinked elsewhere: addresses follow .stapsdt.base.
+        let moved = parse_sdt_notes(&hex(NOTES), Some(0x3004));
+        assert_eq!(moved[0].pc, 0x2070);
+        assert!(parse_sdt_notes(&[], None).is_empty());
+    }
+
+    #[test]
+    fn elf_headers_of_real_programs() {
+        // ste's own test binary: a dynamic 64-bit program of this machine.
+        let me = summarize_file(&std::env::current_exe().unwrap())
+            .unwrap()
+            .unwrap();
+        assert!(me.class64 && me.interp);
+        assert_eq!(me.machine, own_machine());
+        assert_eq!(summarize(b"#!/bin/sh\n"), None);
+        // A truncated header is not a summary.
+        assert_eq!(summarize(b"\x7fELF\x02\x01"), None);
+    }
+
+    #[test]
+    fn debian_libc_has_no_sdt_probes() {
+        // KERNEL-NOTES: Debian 12's libc has no .note.stapsdt.
+        let libc = Path::new("/lib/x86_64-linux-gnu/libc.so.6");
+        if libc.exists() {
+            assert!(sdt_probes(libc).unwrap().is_empty());
+        }
+    }
+}

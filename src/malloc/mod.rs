@@ -1,0 +1,500 @@
+//! `--malloc`: the malloc source. Puts ste's shim (`shim/ste_malloc.c`, built by build.rs and
+//! embedded) in the command's environment (`LD_PRELOAD`, kept by every exec that keeps the
+//! environment), reads each image's shared segment with the memory samples (asking the shim
+//! for a mallinfo2 snapshot each round and a malloc_info one every second), looks at each exec
+//! to explain a program the shim cannot reach, and harvests every segment when its process
+//! ends.
+//!
+//! Owns the run directory (shim and segments; removed at the end) and the segment bookkeeping.
+//! Emits `Malloc*` events; never formats. glibc's SDT probes (`memory_*`) are only looked for:
+//! attaching them needs the eBPF loader (issue 4), and Debian's glibc has none anyway.
+
+pub mod info;
+pub mod segment;
+
+use crate::event::Event;
+use crate::kernel::proc::Rollup;
+use crate::kernel::{auxv, elf};
+use crate::launch::EnvOverrides;
+use crate::model::Source;
+use crate::model::malloc::{
+    Allocator, AllocatorKind, Arena, ExecCheck, ImageOrigin, MallocBytes, MallocCalls, MallocImage,
+    MallocSample, MallocState, Thresholds,
+};
+use crate::sample::{RoundInfo, RoundObserver, Sampler};
+use crate::sink::{Sink, thread_cpu_ns};
+use anyhow::{Context, Result, bail};
+use segment::Segment;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The shim, as build.rs built it (empty when no C compiler was found).
+static SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ste_malloc.so"));
+/// Why it is empty, or `ok`.
+const SHIM_STATUS: &str = env!("STE_MALLOC_SHIM_STATUS");
+
+/// How often the shim is asked for a malloc_info() (11–143 µs of the program's time, against
+/// 1–8 µs for mallinfo2: KERNEL-NOTES).
+const FULL_EVERY_NS: u64 = 1_000_000_000;
+
+/// The run directory, with the shim written out. Create it before the command is prepared.
+pub struct Setup {
+    dir: PathBuf,
+    shim: PathBuf,
+}
+
+impl Setup {
+    pub fn new() -> Result<Setup> {
+        if SHIM.is_empty() {
+            bail!(
+                "--malloc is unavailable: this ste was built without its malloc shim ({SHIM_STATUS}); install a C compiler (gcc) and rebuild ste"
+            );
+        }
+        let base = ["/dev/shm".into(), std::env::temp_dir()]
+            .into_iter()
+            .find(|d: &PathBuf| usable_dir(d))
+            .context("--malloc: no writable directory that allows executable mappings (/dev/shm, $TMPDIR)")?;
+        let nonce = crate::sink::monotonic_ns();
+        let dir = base.join(format!("ste-malloc-{}-{nonce:x}", std::process::id()));
+        std::fs::create_dir(&dir)
+            .with_context(|| format!("--malloc: cannot create {}", dir.display()))?;
+        // The command may run as another user (sudo drops to the invoking user), and every
+        // process of its tree creates its segment here.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))?;
+        let shim = dir.join("ste_malloc.so");
+        std::fs::write(&shim, SHIM)
+            .with_context(|| format!("--malloc: cannot write {}", shim.display()))?;
+        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o644))?;
+        Ok(Setup { dir, shim })
+    }
+
+    /// The environment the command starts with: the shim first in `LD_PRELOAD` (before any
+    /// preload of the user's, so it sees their allocator as the one it forwards to).
+    pub fn env(&self) -> EnvOverrides {
+        let mut preload = OsString::from(self.shim.as_os_str());
+        if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+            preload.push(":");
+            preload.push(old);
+        }
+        vec![
+            ("LD_PRELOAD".into(), preload),
+            ("STE_MALLOC_DIR".into(), self.dir.clone().into_os_string()),
+        ]
+    }
+}
+
+/// A directory ste can write to whose mounts allow executable mappings (the shim is mapped
+/// executable by every process).
+fn usable_dir(d: &Path) -> bool {
+    let Ok(st) = nix::sys::statvfs::statvfs(d) else {
+        return false;
+    };
+    !st.flags().contains(nix::sys::statvfs::FsFlags::ST_NOEXEC)
+        && !st.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY)
+        && nix::unistd::access(d, nix::unistd::AccessFlags::W_OK).is_ok()
+}
+
+/// Starts the malloc source for a run: declares it and registers it with the sampler.
+pub fn attach(setup: Option<Setup>, sampler: &Sampler, sink: &Sink) -> Option<Arc<MallocSource>> {
+    let setup = setup?;
+    sink.emit(Event::MallocStart {
+        shim: setup.shim.display().to_string(),
+        probes: probes_text(),
+    });
+    for (figure, source) in [
+        (
+            "malloc_calls",
+            Source::exact(
+                "ste's LD_PRELOAD shim: every call of the malloc families, counted per thread in a segment shared with ste",
+            ),
+        ),
+        (
+            "malloc_held_bytes",
+            Source::sampled(
+                "mallinfo2() (uordblks + hblkhd), taken by the shim on the program's first malloc after each sampling round, and at exit",
+                "as of the program's last malloc before the round; exact at exit",
+            ),
+        ),
+        (
+            "malloc_arenas",
+            Source::sampled(
+                "malloc_info(), taken by the shim at most once a second and at exit",
+                "the last one taken",
+            ),
+        ),
+        (
+            "malloc_thresholds",
+            Source::sampled(
+                "the shim's model of glibc's rules: mallopt, MALLOC_*_ and GLIBC_TUNABLES, and the dynamic threshold raised by free() of a larger mmapped block",
+                "modelled, not read from glibc (which has no API for it)",
+            ),
+        ),
+    ] {
+        sink.emit(Event::Source {
+            figure: figure.into(),
+            source,
+        });
+    }
+    let src = Arc::new(MallocSource {
+        dir: setup.dir,
+        shim: setup.shim,
+        sink: sink.clone(),
+        state: Mutex::new(State::default()),
+    });
+    sampler.observe(src.clone());
+    Some(src)
+}
+
+/// What ste knows of glibc's `memory_*` SDT probes, for the report.
+fn probes_text() -> String {
+    let Some(libc) = own_libc() else {
+        return "glibc's SDT probes were not looked for (libc not found in ste's own maps)".into();
+    };
+    match elf::sdt_probes(&libc) {
+        Ok(p) => {
+            let memory = p.iter().filter(|p| p.name.starts_with("memory_")).count();
+            if memory == 0 {
+                format!(
+                    "{} has no memory_* SDT probes (this distribution builds glibc without systemtap probes): arena creation/reuse and arena lock contention are not observed",
+                    libc.display()
+                )
+            } else {
+                format!(
+                    "{} has {memory} memory_* SDT probes; attaching them needs ste's eBPF loader, not in this build: arena creation/reuse and arena lock contention are not observed",
+                    libc.display()
+                )
+            }
+        }
+        Err(e) => format!("glibc's SDT probes could not be read: {e}"),
+    }
+}
+
+/// The libc ste itself runs with (the one the command's programs load too, in practice).
+fn own_libc() -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| {
+            Path::new(p)
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libc.so"))
+        })
+        .map(PathBuf::from)
+}
+
+pub struct MallocSource {
+    dir: PathBuf,
+    shim: PathBuf,
+    sink: Sink,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Each live process's newest segment, by pid: (its number, the mapping).
+    attached: HashMap<i32, (u32, Segment)>,
+    /// Processes that ended: their segments are read and removed at the next round.
+    ended: Vec<i32>,
+    last_full_ns: u64,
+    /// CPU spent outside the sampler's rounds (exec checks, harvests).
+    cpu_ns: u64,
+}
+
+impl MallocSource {
+    fn segment_path(&self, pid: i32, n: u32) -> PathBuf {
+        self.dir.join(format!("{pid}.{n}"))
+    }
+
+    /// Attaches the newest published segment of `pid` (an exec makes a new one).
+    fn refresh(&self, st: &mut State, pid: i32) {
+        let mut next = st.attached.get(&pid).map_or(0, |(n, _)| n + 1);
+        while let Ok(Some(seg)) = Segment::open(&self.segment_path(pid, next)) {
+            st.attached.insert(pid, (next, seg));
+            next += 1;
+        }
+    }
+
+    /// Reads every segment of the given pids (all, when `None`), emits their images, removes
+    /// the files.
+    fn harvest(&self, st: &mut State, pids: Option<&[i32]>) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut found: Vec<(i32, u32, PathBuf)> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let (pid, n) = name.split_once('.')?;
+                Some((pid.parse().ok()?, n.parse().ok()?, e.path()))
+            })
+            .filter(|(pid, _, _)| pids.is_none_or(|p| p.contains(pid)))
+            .collect();
+        found.sort();
+        for (pid, n, path) in found {
+            if let Ok(Some(seg)) = Segment::open(&path) {
+                let image = image_of(&seg, pid, n, &self.sink);
+                self.sink.emit(Event::MallocImage {
+                    image: Box::new(image),
+                });
+            }
+            let _ = std::fs::remove_file(&path);
+            if st.attached.get(&pid).is_some_and(|(m, _)| *m == n) {
+                st.attached.remove(&pid);
+            }
+        }
+    }
+
+    /// Harvests what is left, reports the cost, and removes the run directory. Call once the
+    /// sampler has stopped.
+    pub fn finish(&self) {
+        let mut st = self.state.lock().expect("malloc lock");
+        let cpu0 = thread_cpu_ns();
+        self.harvest(&mut st, None);
+        st.attached.clear();
+        st.cpu_ns += thread_cpu_ns().saturating_sub(cpu0);
+        self.sink.emit(Event::MallocDone { cpu_ns: st.cpu_ns });
+        let _ = std::fs::remove_file(&self.shim);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+impl RoundObserver for MallocSource {
+    fn process(&self, t_ns: u64, pid: i32, rollup: &Rollup) {
+        let mut st = self.state.lock().expect("malloc lock");
+        self.refresh(&mut st, pid);
+        let full = t_ns.saturating_sub(st.last_full_ns) >= FULL_EVERY_NS;
+        let Some((n, seg)) = st.attached.get(&pid) else {
+            return;
+        };
+        let counts = seg.counts();
+        let snap = seg.snapshot(false).filter(|s| s.taken());
+        let header = seg.header();
+        let glibc = header.allocator == 1;
+        let sample = MallocSample {
+            t_ns,
+            pid,
+            image: *n,
+            held_bytes: glibc.then(|| counts.held_bytes(header.inherited_bytes)),
+            free_bytes: snap.as_ref().filter(|_| glibc).map(|s| s.fordblks),
+            resident_anon_bytes: rollup.anon_bytes,
+            calls: counts.calls(),
+        };
+        seg.request(full);
+        if full {
+            st.last_full_ns = t_ns;
+        }
+        drop(st);
+        self.sink.emit_at(t_ns, Event::MallocSample { sample });
+    }
+
+    fn round_done(&self, _round: &RoundInfo<'_>) {
+        let mut st = self.state.lock().expect("malloc lock");
+        if st.ended.is_empty() {
+            return;
+        }
+        let cpu0 = thread_cpu_ns();
+        let pids = std::mem::take(&mut st.ended);
+        self.harvest(&mut st, Some(&pids));
+        st.cpu_ns += thread_cpu_ns().saturating_sub(cpu0);
+    }
+
+    fn exec(&self, pid: i32) {
+        let cpu0 = thread_cpu_ns();
+        let check = check_exec(
+            Path::new("/proc"),
+            pid,
+            &self.shim,
+            self.sink.clock().now_ns(),
+        );
+        self.sink.emit(Event::MallocExec { check });
+        let mut st = self.state.lock().expect("malloc lock");
+        st.cpu_ns += thread_cpu_ns().saturating_sub(cpu0);
+    }
+
+    fn ended(&self, pid: i32) {
+        self.state.lock().expect("malloc lock").ended.push(pid);
+    }
+}
+
+/// What a program's exec tells about the shim's chances in it.
+pub fn check_exec(root: &Path, pid: i32, shim: &Path, t_ns: u64) -> ExecCheck {
+    let proc_dir = root.join(pid.to_string());
+    let program = std::fs::read_link(proc_dir.join("exe"))
+        .ok()
+        .map(|p| p.display().to_string());
+    let summary = elf::summarize_file(&proc_dir.join("exe")).ok();
+    let static_binary = summary.map(|s| s.is_some_and(|s| !s.interp));
+    let foreign = summary
+        .flatten()
+        .map(|s| !s.class64 || s.machine != elf::own_machine());
+    let secure = auxv::read(root, pid, "auxv")
+        .ok()
+        .and_then(|a| auxv::parse_secure(&a))
+        .or_else(|| {
+            // A setuid program's auxv is not readable by its invoker; its status is, and
+            // differing real and effective ids are what makes ld.so secure.
+            let status = std::fs::read_to_string(proc_dir.join("status")).ok()?;
+            changed_ids(&status).then_some(true)
+        });
+    let preload_in_env = auxv::read(root, pid, "environ").ok().map(|env| {
+        auxv::env_value(&env, "LD_PRELOAD").is_some_and(|v| {
+            v.split(|&b| b == b':' || b == b' ')
+                .any(|p| p == shim.as_os_str().as_encoded_bytes())
+        })
+    });
+    let program = program.or_else(|| {
+        let cmdline = std::fs::read(proc_dir.join("cmdline")).ok()?;
+        let argv0 = cmdline.split(|&b| b == 0).next()?;
+        (!argv0.is_empty()).then(|| String::from_utf8_lossy(argv0).into_owned())
+    });
+    ExecCheck {
+        pid,
+        t_ns,
+        program,
+        static_binary,
+        foreign,
+        secure,
+        preload_in_env,
+    }
+}
+
+/// Whether `/proc/PID/status` shows a real id different from the effective one (`Uid:` and
+/// `Gid:` list real, effective, saved, filesystem ids).
+fn changed_ids(status: &str) -> bool {
+    status.lines().any(|l| {
+        let Some(ids) = l.strip_prefix("Uid:").or_else(|| l.strip_prefix("Gid:")) else {
+            return false;
+        };
+        let v: Vec<&str> = ids.split_whitespace().collect();
+        v.len() >= 2 && v[0] != v[1]
+    })
+}
+
+/// The image a segment describes.
+fn image_of(seg: &Segment, pid: i32, n: u32, sink: &Sink) -> MallocImage {
+    let clock = sink.clock();
+    let h = seg.header();
+    let c = seg.counts();
+    let kind = match h.allocator {
+        1 => AllocatorKind::Glibc,
+        2 => AllocatorKind::Library,
+        3 => AllocatorKind::Program,
+        _ => AllocatorKind::Unknown,
+    };
+    let last = seg
+        .snapshot(true)
+        .filter(|s| s.taken() && kind == AllocatorKind::Glibc)
+        .map(|s| {
+            let parsed = s.info.as_deref().map(info::parse);
+            // A program that ran one thread has one arena, which mallinfo2 describes
+            // entirely (the shim skips malloc_info at exit then).
+            let arenas = parsed.map(|p| p.arenas).or_else(|| {
+                (s.at_exit && h.threads <= 1 && h.origin == 1).then(|| {
+                    vec![Arena {
+                        index: 0,
+                        system_bytes: s.arena,
+                        max_system_bytes: s.arena,
+                        free_bytes: s.fordblks,
+                        free_chunks: s.ordblks,
+                        heaps: None,
+                        address_space_bytes: s.arena,
+                    }]
+                })
+            });
+            MallocState {
+                t_ns: clock.from_monotonic(s.t_ns),
+                at_exit: s.at_exit,
+                in_use_bytes: s.uordblks + s.hblkhd,
+                free_bytes: s.fordblks,
+                arena_bytes: s.arena,
+                mmapped_blocks: s.hblks,
+                mmapped_bytes: s.hblkhd,
+                top_free_bytes: s.keepcost,
+                arenas,
+                info_truncated: s.info_truncated,
+                cost_ns: s.cost_ns,
+            }
+        });
+    MallocImage {
+        pid,
+        image: n,
+        t_ns: clock.from_monotonic(h.created_ns),
+        origin: if h.origin == 2 {
+            ImageOrigin::Fork
+        } else {
+            ImageOrigin::Exec
+        },
+        program: h.exe,
+        allocator: Allocator {
+            kind,
+            path: h.allocator_path,
+        },
+        calls: MallocCalls {
+            malloc: c.malloc_calls,
+            calloc: c.calloc_calls,
+            realloc: c.realloc_calls,
+            memalign: c.memalign_calls,
+            free: c.free_calls,
+            free_null: c.free_null_calls,
+            failed: c.failed_calls,
+        },
+        bytes: MallocBytes {
+            malloc: c.malloc_bytes,
+            calloc: c.calloc_bytes,
+            realloc: c.realloc_bytes,
+            memalign: c.memalign_bytes,
+            freed: c.free_bytes,
+        },
+        held_at_end_bytes: (kind == AllocatorKind::Glibc).then(|| c.held_bytes(h.inherited_bytes)),
+        mmapped_calls: c.mmapped_calls,
+        mmapped_bytes: c.mmapped_bytes,
+        threads: h.threads,
+        overflow_threads: h.overflow_threads,
+        thresholds: Thresholds {
+            mmap_bytes: h.mmap_threshold,
+            trim_bytes: h.trim_threshold,
+            dynamic: h.thresholds_dynamic,
+            changes: h.threshold_changes,
+        },
+        exited: h.exited,
+        last,
+        peak_held_bytes: None,
+        peak_held_t_ns: None,
+        largest_gap: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shim_was_built() {
+        // gcc is on every machine ste is built on here: the shim must be in this build.
+        assert_eq!(SHIM_STATUS, "ok");
+        assert_eq!(elf::summarize(SHIM).map(|s| s.class64), Some(true));
+    }
+
+    #[test]
+    fn setuid_shows_in_status() {
+        // /proc/PID/status of a setuid-root program started by nobody (uid 65534).
+        let suid = "Name:\tpasswd\nUid:\t65534\t0\t0\t0\nGid:\t65534\t65534\t65534\t65534\n";
+        assert!(changed_ids(suid));
+        let plain = "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n";
+        assert!(!changed_ids(plain));
+    }
+
+    #[test]
+    fn checks_this_process_as_an_exec() {
+        let me = std::process::id() as i32;
+        let c = check_exec(Path::new("/proc"), me, Path::new("/nonexistent.so"), 5);
+        assert_eq!(c.static_binary, Some(false));
+        assert_eq!(c.foreign, Some(false));
+        assert_eq!(c.secure, Some(false));
+        assert_eq!(c.preload_in_env, Some(false));
+        assert!(c.program.unwrap().contains("ste"));
+    }
+}

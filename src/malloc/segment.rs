@@ -1,0 +1,480 @@
+//! The segment shared with the malloc shim: ste's side of `shim/ste_malloc.h`, mapped from the
+//! file the shim created, read while the shim writes it, and written to ask for snapshots.
+//!
+//! Owns the layout mirror (the `#[repr(C)]` structs below, only ever used for their offsets)
+//! and every access to the mapping. ste's own low-level module: the mapping is memory another
+//! process writes concurrently, so every word is read and written through `AtomicU64`, and
+//! byte areas are copied with volatile reads under the shim's sequence locks.
+
+use std::fs::File;
+use std::io;
+use std::mem::{offset_of, size_of};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub const MAGIC: u64 = 0x314c_4c41_4d45_5453; // "STEMALL1"
+pub const VERSION: u64 = 1;
+pub const SLOTS: usize = 1024;
+const INFO_CAP: usize = 256 * 1024;
+const PATH_CAP: usize = 256;
+
+#[repr(C)]
+#[allow(dead_code)]
+struct Counters {
+    state: u64,
+    poll: u64,
+    malloc_calls: u64,
+    malloc_bytes: u64,
+    allocated_chunk_bytes: u64,
+    free_calls: u64,
+    free_bytes: u64,
+    free_null_calls: u64,
+    calloc_calls: u64,
+    calloc_bytes: u64,
+    realloc_calls: u64,
+    realloc_bytes: u64,
+    memalign_calls: u64,
+    memalign_bytes: u64,
+    mmapped_calls: u64,
+    mmapped_bytes: u64,
+    failed_calls: u64,
+    reserved: [u64; 7],
+}
+
+#[repr(C)]
+#[allow(dead_code)]
+struct Snapshot {
+    seq: u64,
+    answered: u64,
+    t_ns: u64,
+    cost_ns: u64,
+    at_exit: u64,
+    arena: u64,
+    ordblks: u64,
+    smblks: u64,
+    hblks: u64,
+    hblkhd: u64,
+    usmblks: u64,
+    fsmblks: u64,
+    uordblks: u64,
+    fordblks: u64,
+    keepcost: u64,
+    info_t_ns: u64,
+    info_len: u64,
+    info_truncated: u64,
+    info: [u8; INFO_CAP],
+}
+
+#[repr(C)]
+#[allow(dead_code)]
+struct Layout {
+    magic: u64,
+    version: u64,
+    size: u64,
+    pid: i64,
+    ppid: i64,
+    created_ns: u64,
+    origin: u64,
+    allocator: u64,
+    inherited_bytes: u64,
+    exe: [u8; PATH_CAP],
+    allocator_path: [u8; PATH_CAP],
+    mmap_threshold: u64,
+    trim_threshold: u64,
+    thresholds_dynamic: u64,
+    threshold_changes: u64,
+    request: u64,
+    request_full: u64,
+    exited: u64,
+    fold_seq: u64,
+    slots_high: u64,
+    threads: u64,
+    overflow_threads: u64,
+    reserved: [u64; 7],
+    retired: Counters,
+    overflow: Counters,
+    slots: [Counters; SLOTS],
+    snap: Snapshot,
+}
+
+/// The size of the segment file the shim creates.
+pub const SIZE: usize = size_of::<Layout>();
+
+/// Sums of every thread's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    pub malloc_calls: u64,
+    pub malloc_bytes: u64,
+    pub allocated_chunk_bytes: u64,
+    pub free_calls: u64,
+    pub free_bytes: u64,
+    pub free_null_calls: u64,
+    pub calloc_calls: u64,
+    pub calloc_bytes: u64,
+    pub realloc_calls: u64,
+    pub realloc_bytes: u64,
+    pub memalign_calls: u64,
+    pub memalign_bytes: u64,
+    pub mmapped_calls: u64,
+    pub mmapped_bytes: u64,
+    pub failed_calls: u64,
+}
+
+impl Counts {
+    pub fn calls(&self) -> u64 {
+        self.malloc_calls
+            + self.calloc_calls
+            + self.realloc_calls
+            + self.memalign_calls
+            + self.free_calls
+            + self.free_null_calls
+    }
+
+    /// What the program holds: chunk bytes handed out minus given back, plus what a forked
+    /// child started with.
+    pub fn held_bytes(&self, inherited: u64) -> u64 {
+        (inherited + self.allocated_chunk_bytes).saturating_sub(self.free_bytes)
+    }
+}
+
+/// The segment's header: who wrote it and the shim's model of the thresholds.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Header {
+    pub pid: i64,
+    pub created_ns: u64,
+    /// 1 exec, 2 fork.
+    pub origin: u64,
+    /// 1 glibc, 2 a library after the shim, 3 the program's own.
+    pub allocator: u64,
+    /// A forked child: what it held when it got its segment.
+    pub inherited_bytes: u64,
+    pub exe: String,
+    pub allocator_path: String,
+    pub mmap_threshold: u64,
+    pub trim_threshold: u64,
+    pub thresholds_dynamic: bool,
+    pub threshold_changes: u64,
+    pub exited: bool,
+    pub threads: u64,
+    pub overflow_threads: u64,
+}
+
+/// The shim's last snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Snap {
+    /// The request it answered (0: none yet, unless `at_exit`).
+    pub answered: u64,
+    pub t_ns: u64,
+    pub cost_ns: u64,
+    pub at_exit: bool,
+    pub arena: u64,
+    pub ordblks: u64,
+    pub hblks: u64,
+    pub hblkhd: u64,
+    pub uordblks: u64,
+    pub fordblks: u64,
+    pub keepcost: u64,
+    /// malloc_info's XML, when asked for and present.
+    pub info: Option<String>,
+    pub info_truncated: bool,
+}
+
+impl Snap {
+    /// Whether the shim has taken any snapshot.
+    pub fn taken(&self) -> bool {
+        self.t_ns != 0
+    }
+}
+
+/// A mapped segment.
+pub struct Segment {
+    base: *mut u8,
+}
+
+// SAFETY: the mapping is process-wide memory accessed only through atomics and volatile reads;
+// the pointer can move between threads.
+unsafe impl Send for Segment {}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping this value owns, of the size it was mapped with.
+        unsafe { libc::munmap(self.base.cast(), SIZE) };
+    }
+}
+
+impl Segment {
+    /// Maps `path`. `Ok(None)` when the shim has not finished writing it yet (no magic), or it
+    /// is not a segment of this layout.
+    pub fn open(path: &Path) -> io::Result<Option<Segment>> {
+        let file = File::options().read(true).write(true).open(path)?;
+        if file.metadata()?.len() != SIZE as u64 {
+            return Ok(None);
+        }
+        // SAFETY: a shared read-write mapping of a file of exactly SIZE bytes; checked below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let seg = Segment { base: base.cast() };
+        if seg.word(offset_of!(Layout, magic)) != MAGIC
+            || seg.word(offset_of!(Layout, version)) != VERSION
+            || seg.word(offset_of!(Layout, size)) != SIZE as u64
+        {
+            return Ok(None);
+        }
+        Ok(Some(seg))
+    }
+
+    fn atomic(&self, offset: usize) -> &AtomicU64 {
+        debug_assert!(offset.is_multiple_of(8) && offset + 8 <= SIZE);
+        // SAFETY: `offset` is an 8-aligned offset of a u64 field inside the SIZE-byte mapping
+        // (page-aligned), which lives as long as `self`; AtomicU64 has u64's layout.
+        unsafe { &*(self.base.add(offset) as *const AtomicU64) }
+    }
+
+    fn word(&self, offset: usize) -> u64 {
+        self.atomic(offset).load(Ordering::Acquire)
+    }
+
+    /// Copies `len` bytes at `offset` (8-aligned) with volatile reads.
+    fn bytes(&self, offset: usize, len: usize) -> Vec<u8> {
+        let len = len.min(SIZE - offset);
+        let mut out = Vec::with_capacity(len + 8);
+        for i in (0..len).step_by(8) {
+            let w = self.word(offset + i);
+            out.extend_from_slice(&w.to_ne_bytes());
+        }
+        out.truncate(len);
+        out
+    }
+
+    fn c_string(&self, offset: usize, cap: usize) -> String {
+        let b = self.bytes(offset, cap);
+        let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+        String::from_utf8_lossy(&b[..end]).into_owned()
+    }
+
+    pub fn header(&self) -> Header {
+        let w = |o| self.word(o);
+        Header {
+            pid: w(offset_of!(Layout, pid)) as i64,
+            created_ns: w(offset_of!(Layout, created_ns)),
+            origin: w(offset_of!(Layout, origin)),
+            allocator: w(offset_of!(Layout, allocator)),
+            inherited_bytes: w(offset_of!(Layout, inherited_bytes)),
+            exe: self.c_string(offset_of!(Layout, exe), PATH_CAP),
+            allocator_path: self.c_string(offset_of!(Layout, allocator_path), PATH_CAP),
+            mmap_threshold: w(offset_of!(Layout, mmap_threshold)),
+            trim_threshold: w(offset_of!(Layout, trim_threshold)),
+            thresholds_dynamic: w(offset_of!(Layout, thresholds_dynamic)) != 0,
+            threshold_changes: w(offset_of!(Layout, threshold_changes)),
+            exited: w(offset_of!(Layout, exited)) != 0,
+            threads: w(offset_of!(Layout, threads)),
+            overflow_threads: w(offset_of!(Layout, overflow_threads)),
+        }
+    }
+
+    fn add_counters(&self, base: usize, to: &mut Counts) {
+        let w = |f: usize| self.word(base + f);
+        to.malloc_calls += w(offset_of!(Counters, malloc_calls));
+        to.malloc_bytes += w(offset_of!(Counters, malloc_bytes));
+        to.allocated_chunk_bytes += w(offset_of!(Counters, allocated_chunk_bytes));
+        to.free_calls += w(offset_of!(Counters, free_calls));
+        to.free_bytes += w(offset_of!(Counters, free_bytes));
+        to.free_null_calls += w(offset_of!(Counters, free_null_calls));
+        to.calloc_calls += w(offset_of!(Counters, calloc_calls));
+        to.calloc_bytes += w(offset_of!(Counters, calloc_bytes));
+        to.realloc_calls += w(offset_of!(Counters, realloc_calls));
+        to.realloc_bytes += w(offset_of!(Counters, realloc_bytes));
+        to.memalign_calls += w(offset_of!(Counters, memalign_calls));
+        to.memalign_bytes += w(offset_of!(Counters, memalign_bytes));
+        to.mmapped_calls += w(offset_of!(Counters, mmapped_calls));
+        to.mmapped_bytes += w(offset_of!(Counters, mmapped_bytes));
+        to.failed_calls += w(offset_of!(Counters, failed_calls));
+    }
+
+    fn slot(i: usize) -> usize {
+        offset_of!(Layout, slots) + i * size_of::<Counters>()
+    }
+
+    fn slots_high(&self) -> usize {
+        (self.word(offset_of!(Layout, slots_high)) as usize).min(SLOTS)
+    }
+
+    /// Every thread's counters summed: the retired threads', the overflow's, and each slot in
+    /// use, retried while a thread's counters are being folded (the shim's `fold_seq`).
+    pub fn counts(&self) -> Counts {
+        let seq = offset_of!(Layout, fold_seq);
+        let mut sum = Counts::default();
+        for _ in 0..8 {
+            let before = self.word(seq);
+            if before % 2 == 1 {
+                std::thread::yield_now();
+                continue;
+            }
+            sum = Counts::default();
+            self.add_counters(offset_of!(Layout, retired), &mut sum);
+            self.add_counters(offset_of!(Layout, overflow), &mut sum);
+            for i in 0..self.slots_high() {
+                if self.word(Self::slot(i) + offset_of!(Counters, state)) == 1 {
+                    self.add_counters(Self::slot(i), &mut sum);
+                }
+            }
+            if self.word(seq) == before {
+                break;
+            }
+        }
+        sum
+    }
+
+    /// The last snapshot (with malloc_info's XML when `with_info`), read under its sequence
+    /// lock; `None` if the shim kept writing it.
+    pub fn snapshot(&self, with_info: bool) -> Option<Snap> {
+        let base = offset_of!(Layout, snap);
+        let w = |f: usize| self.word(base + f);
+        for _ in 0..8 {
+            let before = w(offset_of!(Snapshot, seq));
+            if before % 2 == 1 {
+                std::thread::yield_now();
+                continue;
+            }
+            let info_len = (w(offset_of!(Snapshot, info_len)) as usize).min(INFO_CAP);
+            let info = (with_info && info_len > 0).then(|| {
+                let b = self.bytes(base + offset_of!(Snapshot, info), info_len);
+                String::from_utf8_lossy(&b).into_owned()
+            });
+            let snap = Snap {
+                answered: w(offset_of!(Snapshot, answered)),
+                t_ns: w(offset_of!(Snapshot, t_ns)),
+                cost_ns: w(offset_of!(Snapshot, cost_ns)),
+                at_exit: w(offset_of!(Snapshot, at_exit)) != 0,
+                arena: w(offset_of!(Snapshot, arena)),
+                ordblks: w(offset_of!(Snapshot, ordblks)),
+                hblks: w(offset_of!(Snapshot, hblks)),
+                hblkhd: w(offset_of!(Snapshot, hblkhd)),
+                uordblks: w(offset_of!(Snapshot, uordblks)),
+                fordblks: w(offset_of!(Snapshot, fordblks)),
+                keepcost: w(offset_of!(Snapshot, keepcost)),
+                info,
+                info_truncated: w(offset_of!(Snapshot, info_truncated)) != 0,
+            };
+            if w(offset_of!(Snapshot, seq)) == before {
+                return Some(snap);
+            }
+        }
+        None
+    }
+
+    /// Asks for a snapshot on the program's next malloc (a malloc_info one too when `full`):
+    /// bumps the request and raises every live thread's flag.
+    pub fn request(&self, full: bool) {
+        let n = self
+            .atomic(offset_of!(Layout, request))
+            .fetch_add(1, Ordering::AcqRel)
+            + 1;
+        if full {
+            self.atomic(offset_of!(Layout, request_full))
+                .store(n, Ordering::Release);
+        }
+        let poll = offset_of!(Counters, poll);
+        for i in 0..self.slots_high() {
+            if self.word(Self::slot(i) + offset_of!(Counters, state)) == 1 {
+                self.atomic(Self::slot(i) + poll)
+                    .store(1, Ordering::Relaxed);
+            }
+        }
+        self.atomic(offset_of!(Layout, overflow) + poll)
+            .store(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The C header's layout, as its static asserts and sizes fix it.
+    #[test]
+    fn layout_matches_the_shim() {
+        assert_eq!(size_of::<Counters>(), 24 * 8);
+        assert_eq!(offset_of!(Layout, exe), 9 * 8);
+        assert_eq!(offset_of!(Counters, free_null_calls), 7 * 8);
+        assert_eq!(offset_of!(Counters, failed_calls), 16 * 8);
+        assert_eq!(offset_of!(Layout, retired) % 8, 0);
+        assert_eq!(offset_of!(Snapshot, info) % 8, 0);
+    }
+
+    /// A segment file written the way the shim writes it: header, two slots, a snapshot.
+    #[test]
+    fn reads_a_segment_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("42.0");
+        let mut b = vec![0u8; SIZE];
+        let put =
+            |b: &mut Vec<u8>, off: usize, v: u64| b[off..off + 8].copy_from_slice(&v.to_ne_bytes());
+        put(&mut b, offset_of!(Layout, magic), MAGIC);
+        put(&mut b, offset_of!(Layout, version), VERSION);
+        put(&mut b, offset_of!(Layout, size), SIZE as u64);
+        put(&mut b, offset_of!(Layout, pid), 42);
+        put(&mut b, offset_of!(Layout, origin), 1);
+        b[offset_of!(Layout, exe)..][..8].copy_from_slice(b"/bin/ls\0");
+        put(&mut b, offset_of!(Layout, slots_high), 2);
+        for (i, calls) in [(0usize, 10u64), (1, 5)] {
+            let s = Segment::slot(i);
+            put(&mut b, s + offset_of!(Counters, state), 1);
+            put(&mut b, s + offset_of!(Counters, malloc_calls), calls);
+            put(&mut b, s + offset_of!(Counters, malloc_bytes), calls * 100);
+        }
+        put(
+            &mut b,
+            offset_of!(Layout, retired) + offset_of!(Counters, free_calls),
+            7,
+        );
+        let snap = offset_of!(Layout, snap);
+        put(&mut b, snap + offset_of!(Snapshot, t_ns), 123);
+        put(&mut b, snap + offset_of!(Snapshot, uordblks), 4096);
+        let xml = b"<malloc version=\"1\">\n</malloc>\n";
+        b[snap + offset_of!(Snapshot, info)..][..xml.len()].copy_from_slice(xml);
+        put(
+            &mut b,
+            snap + offset_of!(Snapshot, info_len),
+            xml.len() as u64,
+        );
+        std::fs::write(&path, &b).unwrap();
+
+        let seg = Segment::open(&path).unwrap().unwrap();
+        let h = seg.header();
+        assert_eq!((h.pid, h.origin, h.exe.as_str()), (42, 1, "/bin/ls"));
+        let c = seg.counts();
+        assert_eq!(
+            (c.malloc_calls, c.malloc_bytes, c.free_calls),
+            (15, 1500, 7)
+        );
+        let s = seg.snapshot(true).unwrap();
+        assert_eq!((s.t_ns, s.uordblks), (123, 4096));
+        assert_eq!(
+            s.info.as_deref(),
+            Some("<malloc version=\"1\">\n</malloc>\n")
+        );
+        seg.request(true);
+        seg.request(false);
+        drop(seg);
+        let after = std::fs::read(&path).unwrap();
+        let word = |o: usize| u64::from_ne_bytes(after[o..o + 8].try_into().unwrap());
+        assert_eq!(word(offset_of!(Layout, request)), 2);
+        assert_eq!(word(offset_of!(Layout, request_full)), 1);
+        assert_eq!(word(Segment::slot(1) + offset_of!(Counters, poll)), 1);
+        // Not yet published: no magic.
+        std::fs::write(dir.path().join("43.0"), vec![0u8; SIZE]).unwrap();
+        assert!(Segment::open(&dir.path().join("43.0")).unwrap().is_none());
+    }
+}

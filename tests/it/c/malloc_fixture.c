@@ -1,0 +1,145 @@
+/*
+ * Allocation patterns with a known answer, for the tests of `ste --malloc` (issue 6). Built by
+ * the tests with the system's C compiler. No stdio: its buffers would add allocations the
+ * tests do not expect; arrays of pointers come from mmap, not malloc, for the same reason.
+ *
+ *   count N SIZE        N mallocs of SIZE bytes, then N frees
+ *   families            one call of each family: calloc(10, 100), realloc(NULL, 300),
+ *                       memalign(64, 400), posix_memalign(128, 500), aligned_alloc(256, 512),
+ *                       valloc(600); then one free of each (6 frees)
+ *   arenas THREADS      THREADS threads, all alive at once, each mallocs 1000 blocks of 1 KiB
+ *                       (each thread gets an arena of its own), then frees them
+ *   large MIB           one malloc of MIB MiB (above the mmap threshold), written, freed;
+ *                       then one of MIB/2 MiB, which glibc's raised threshold keeps in the heap
+ *   fragment MIB HOLD   MIB MiB in blocks of 1,000 bytes, held HOLD ms; then frees all but
+ *                       every 64th: the heap stays resident though the program holds 1/64 of
+ *                       it; holds that HOLD ms
+ *   exec PROGRAM ARGS   exec PROGRAM (e.g. `env -i ...`), after one malloc of 100 bytes
+ */
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+static void die(const char *why) {
+    write(2, why, strlen(why));
+    write(2, "\n", 1);
+    _exit(2);
+}
+
+static long num(char **argv, int i) {
+    if (!argv[i])
+        die("usage: malloc_fixture count|families|arenas|large|fragment|exec ARGS");
+    return strtol(argv[i], NULL, 10);
+}
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static void **pointers(long n) {
+    void **v = mmap(NULL, n * sizeof(void *), PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (v == MAP_FAILED)
+        die("mmap");
+    return v;
+}
+
+static pthread_barrier_t barrier;
+
+static void *arena_thread(void *arg) {
+    (void)arg;
+    void **blocks = pointers(1000);
+    for (int i = 0; i < 1000; i++) {
+        blocks[i] = malloc(1024);
+        memset(blocks[i], 1, 1024);
+    }
+    pthread_barrier_wait(&barrier);
+    for (int i = 0; i < 1000; i++)
+        free(blocks[i]);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    const char *what = argv[1] ? argv[1] : "";
+    if (!strcmp(what, "count")) {
+        long n = num(argv, 2), size = num(argv, 3);
+        void **v = pointers(n);
+        for (long i = 0; i < n; i++) {
+            v[i] = malloc(size);
+            if (!v[i])
+                die("malloc");
+            memset(v[i], 1, size);
+        }
+        for (long i = 0; i < n; i++)
+            free(v[i]);
+    } else if (!strcmp(what, "families")) {
+        void *v[6];
+        /* Through a volatile, or the compiler turns realloc(NULL, n) into malloc(n). */
+        void *volatile none = NULL;
+        v[0] = calloc(10, 100);
+        v[1] = realloc(none, 300);
+        v[2] = memalign(64, 400);
+        if (posix_memalign(&v[3], 128, 500) != 0)
+            die("posix_memalign");
+        v[4] = aligned_alloc(256, 512);
+        v[5] = valloc(600);
+        for (int i = 0; i < 6; i++) {
+            if (!v[i])
+                die("allocation failed");
+            free(v[i]);
+        }
+    } else if (!strcmp(what, "arenas")) {
+        long n = num(argv, 2);
+        pthread_t *t = (pthread_t *)pointers(n);
+        pthread_barrier_init(&barrier, NULL, n);
+        for (long i = 0; i < n; i++)
+            if (pthread_create(&t[i], NULL, arena_thread, NULL) != 0)
+                die("pthread_create");
+        for (long i = 0; i < n; i++)
+            pthread_join(t[i], NULL);
+    } else if (!strcmp(what, "large")) {
+        size_t len = (size_t)num(argv, 2) << 20;
+        char *p = malloc(len);
+        if (!p)
+            die("malloc");
+        for (size_t i = 0; i < len; i += 4096)
+            p[i] = 1;
+        free(p);
+        char *half = malloc(len / 2);
+        if (!half)
+            die("malloc");
+        half[0] = 1;
+        free(half);
+    } else if (!strcmp(what, "fragment")) {
+        long n = num(argv, 2) * 1024, hold = num(argv, 3);
+        void **v = pointers(n);
+        for (long i = 0; i < n; i++) {
+            v[i] = malloc(1000);
+            if (!v[i])
+                die("malloc");
+            memset(v[i], 1, 1000);
+        }
+        sleep_ms(hold);
+        for (long i = 0; i < n; i++)
+            if (i % 64 != 63)
+                free(v[i]);
+        sleep_ms(hold);
+    } else if (!strcmp(what, "exec")) {
+        void *p = malloc(100);
+        memset(p, 0, 100);
+        if (!argv[2])
+            die("exec what?");
+        execvp(argv[2], argv + 2);
+        die("exec failed");
+    } else {
+        num(argv, 99);
+    }
+    return 0;
+}

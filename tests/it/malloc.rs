@@ -1,0 +1,333 @@
+//! malloc behaviour (issue 6): `ste --malloc` on C fixtures with known allocation patterns
+//! (exact counts and bytes, one arena per thread, an mmapped block and glibc's dynamic
+//! threshold, a heap freed but still resident), a shell that execs children, and the programs
+//! the shim cannot reach (cleared environment, static, setuid, own allocator), which must be
+//! reported rather than shown empty. Also the SDT note parser on a binary built with sys/sdt.h.
+
+use crate::harness::*;
+use crate::matrix;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Mutex;
+use ste::model::Run;
+use ste::model::malloc::{AllocatorKind, ImageOrigin, MallocImage, UncoveredReason};
+
+const MIB: u64 = 1 << 20;
+
+/// Compiles `tests/it/c/NAME.c` with the system C compiler into the shared directory (once
+/// per name and flags), so `nobody` can run it.
+fn c_program(name: &str, flags: &[&str]) -> String {
+    static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
+    let key = format!("{name}{}", flags.join(""));
+    let mut built = BUILT.lock().unwrap();
+    if let Some((_, p)) = built.iter().find(|(k, _)| *k == key) {
+        return p.display().to_string();
+    }
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/c")
+        .join(format!("{name}.c"));
+    let out = bins().dir.join(key.replace(['-', ' '], "_"));
+    let status = Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .args(flags)
+        .status()
+        .expect("a C compiler (cc) is needed for the malloc tests");
+    assert!(status.success(), "cc {} failed", src.display());
+    set_mode(&out, 0o755);
+    built.push((key, out.clone()));
+    out.display().to_string()
+}
+
+fn fixture_c() -> String {
+    c_program("malloc_fixture", &[])
+}
+
+/// The images of `program` (by path), in order.
+fn images<'a>(run: &'a Run, program: &str) -> Vec<&'a MallocImage> {
+    let m = run.malloc.as_ref().expect("--malloc figures in the run");
+    m.images.iter().filter(|i| i.program == program).collect()
+}
+
+fn only_image<'a>(run: &'a Run, program: &str, stderr: &str) -> &'a MallocImage {
+    let v = images(run, program);
+    assert_eq!(v.len(), 1, "one image of {program}\n{stderr}");
+    v[0]
+}
+
+matrix!(exact_counts_and_bytes, |mode: Mode| {
+    let fx = fixture_c();
+    let o = ste(mode, &["--malloc"], &[&fx, "count", "1000", "100"]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    let i = only_image(run, &fx, &o.stderr());
+    assert_eq!(i.allocator.kind, AllocatorKind::Glibc);
+    assert_eq!(i.calls.malloc, 1000);
+    assert_eq!(i.bytes.malloc, 100_000);
+    assert_eq!(i.calls.free, 1000);
+    // glibc's chunk for 100 bytes is 112 bytes.
+    assert_eq!(i.bytes.freed, 112_000);
+    assert_eq!(i.calls.calloc + i.calls.realloc + i.calls.memalign, 0);
+    assert!(i.exited, "the shim's destructor ran at exit");
+    assert!(i.last.as_ref().is_some_and(|l| l.at_exit));
+    assert!(run.malloc.as_ref().unwrap().uncovered.is_empty());
+    assert!(
+        o.stderr()
+            .contains("calls: malloc 1,000 (100,000 bytes asked)"),
+        "{}",
+        o.stderr()
+    );
+});
+
+#[test]
+fn every_family_is_counted() {
+    let fx = fixture_c();
+    let o = ste(root_ptrace(), &["--malloc"], &[&fx, "families"]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let i = only_image(o.run(), &fx, &o.stderr());
+    assert_eq!((i.calls.calloc, i.bytes.calloc), (1, 1000));
+    assert_eq!((i.calls.realloc, i.bytes.realloc), (1, 300));
+    assert_eq!(
+        (i.calls.memalign, i.bytes.memalign),
+        (4, 400 + 500 + 512 + 600)
+    );
+    assert_eq!(i.calls.malloc, 0);
+    assert_eq!(i.calls.free, 6);
+}
+
+fn root_ptrace() -> Mode {
+    Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Root,
+    }
+}
+
+#[test]
+fn eight_threads_eight_arenas() {
+    let fx = fixture_c();
+    let o = ste(root_ptrace(), &["--malloc"], &[&fx, "arenas", "8"]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let i = only_image(o.run(), &fx, &o.stderr());
+    assert!(i.threads >= 9, "threads {}", i.threads);
+    assert!(i.calls.malloc >= 8000);
+    let last = i.last.as_ref().expect("a snapshot at exit");
+    let arenas = last.arenas.as_ref().expect("malloc_info at exit");
+    // glibc gives each new thread an arena of its own (up to 8 per CPU).
+    assert!(arenas.len() >= 9, "{} arenas\n{}", arenas.len(), o.stderr());
+    let heaps: u64 = arenas.iter().filter_map(|a| a.heaps).sum();
+    assert!(heaps >= 8, "heaps {heaps}");
+    assert!(last.arena_heap_bytes().unwrap() > 0);
+    assert!(last.sbrk_bytes().unwrap() > 0);
+    assert!(
+        o.stderr().contains("arenas (at exit): 9 ") || arenas.len() > 9,
+        "{}",
+        o.stderr()
+    );
+    assert_eq!(i.threads, 9);
+}
+
+#[test]
+fn a_large_block_is_mmapped_and_raises_the_threshold() {
+    let fx = fixture_c();
+    let o = ste(root_ptrace(), &["--malloc"], &[&fx, "large", "1"]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let i = only_image(o.run(), &fx, &o.stderr());
+    // 1 MiB + glibc's header, rounded up to a page: one mmapped block. The half-size block
+    // that follows fits under the raised threshold, so it comes from the heap.
+    assert_eq!(i.mmapped_calls, 1, "{}", o.stderr());
+    assert_eq!(i.mmapped_bytes, MIB + 4096);
+    assert_eq!(i.calls.malloc, 2);
+    assert!(i.thresholds.dynamic);
+    assert_eq!(i.thresholds.changes, 1);
+    assert_eq!(i.thresholds.mmap_bytes, MIB + 4096);
+    assert_eq!(i.thresholds.trim_bytes, 2 * (MIB + 4096));
+    assert!(
+        o.stderr().contains("mmapped blocks: 1 served in all"),
+        "{}",
+        o.stderr()
+    );
+}
+
+matrix!(a_freed_heap_stays_resident, |mode: Mode| {
+    let fx = fixture_c();
+    let o = ste(mode, &["--malloc"], &[&fx, "fragment", "64", "800"]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let i = only_image(o.run(), &fx, &o.stderr());
+    let gap = i.largest_gap.expect("a sample while it held little");
+    let held = gap.held_bytes.unwrap();
+    // It holds 1 in 64 blocks of 1,000 bytes (~1 MiB) of a 64 MiB heap that stays resident.
+    assert!(held < 4 * MIB, "held {held}");
+    assert!(gap.resident_anon_bytes >= 60 * MIB, "{gap:?}");
+    assert!(gap.gap_bytes().unwrap() >= 56 * MIB, "{gap:?}");
+    // glibc keeps the freed blocks in the main arena (free at exit, where it is exact).
+    let last = i.last.as_ref().expect("the exit snapshot");
+    assert!(last.at_exit);
+    assert!(last.free_bytes >= 56 * MIB, "{last:?}");
+    assert_eq!(i.held_at_end_bytes, Some(held));
+    assert!(
+        i.peak_held_bytes.unwrap() >= 60 * MIB,
+        "{:?}",
+        i.peak_held_bytes
+    );
+    assert!(
+        o.stderr().contains("resident but not held"),
+        "{}",
+        o.stderr()
+    );
+});
+
+matrix!(a_shell_and_its_children, |mode: Mode| {
+    let fx = fixture_c();
+    let script = format!("{fx} count 10 100; {fx} families; exec {fx} count 20 100");
+    let o = ste(mode, &["--malloc"], &["/bin/sh", "-c", &script]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    let m = run.malloc.as_ref().unwrap();
+    assert!(m.uncovered.is_empty(), "{:?}", m.uncovered);
+    let mine = images(run, &fx);
+    let exec_images: Vec<_> = mine
+        .iter()
+        .filter(|i| i.origin == ImageOrigin::Exec)
+        .collect();
+    assert_eq!(exec_images.len(), 3, "{}", o.stderr());
+    let mut mallocs: Vec<u64> = exec_images.iter().map(|i| i.calls.malloc).collect();
+    mallocs.sort();
+    assert_eq!(mallocs, [0, 10, 20]);
+    // The last one replaced the shell in its own process.
+    let sh_pid = run.processes[0].pid;
+    assert!(
+        exec_images
+            .iter()
+            .any(|i| i.pid == sh_pid && i.calls.malloc == 20)
+    );
+    // The shell itself is covered too.
+    assert!(
+        m.images
+            .iter()
+            .any(|i| i.pid == sh_pid && (i.program.ends_with("dash") || i.program.ends_with("/sh")))
+    );
+});
+
+#[test]
+fn programs_out_of_reach_are_reported() {
+    let fx = fixture_c();
+    let fx_static = c_program("malloc_fixture", &["-static"]);
+    let own = c_program("own_malloc", &[]);
+    let script = format!("env -i {fx} count 5 10; {fx_static} count 5 10; {own}; {fx} count 3 10");
+    let o = ste(root_ptrace(), &["--malloc"], &["/bin/sh", "-c", &script]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    let m = run.malloc.as_ref().unwrap();
+    let reason_of = |program: &str| {
+        m.uncovered
+            .iter()
+            .find(|u| u.program == program)
+            .map(|u| u.reason)
+    };
+    // The shim works here: the last, ordinary child is counted.
+    assert!(images(run, &fx).iter().any(|i| i.calls.malloc == 3));
+    // `env -i` cleared the environment of the program it exec'd (env itself was covered).
+    assert_eq!(
+        reason_of(&fx),
+        Some(UncoveredReason::EnvironmentCleared),
+        "{:?}",
+        m.uncovered
+    );
+    assert_eq!(reason_of(&fx_static), Some(UncoveredReason::StaticBinary));
+    // A program with its own malloc: covered by the shim, which says it sees nothing.
+    let own_img = only_image(run, &own, &o.stderr());
+    assert_eq!(own_img.allocator.kind, AllocatorKind::Program);
+    assert_eq!(own_img.allocator.path, own);
+    let err = o.stderr();
+    assert!(err.contains("not reached: "), "{err}");
+    assert!(err.contains("a static binary"), "{err}");
+    assert!(
+        err.contains("its environment no longer had LD_PRELOAD"),
+        "{err}"
+    );
+    assert!(err.contains("its own malloc"), "{err}");
+}
+
+#[test]
+fn a_setuid_program_is_reported() {
+    // As nobody under the netlink tracker (ptrace would run it without its privileges), a
+    // setuid-root copy of the fixture runs in secure mode: ld.so ignores LD_PRELOAD.
+    let fx = fixture_c();
+    let suid = bins().dir.join("malloc_fixture_suid");
+    std::fs::copy(&fx, &suid).unwrap();
+    set_mode(&suid, 0o4755);
+    let mode = Mode {
+        tracker: Tracker::Netlink,
+        who: Who::Nobody,
+    };
+    let suid = suid.display().to_string();
+    // It lives 300 ms, so ste sees it (the netlink tracker looks when it hears of
+    // the exec, and a program that is already gone tells nothing).
+    let o = ste(
+        mode,
+        &["--malloc"],
+        &[&fx, "exec", &suid, "fragment", "1", "150"],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let m = o.run().malloc.as_ref().unwrap();
+    // The shim was in the first image (one malloc before the exec).
+    assert!(
+        m.images
+            .iter()
+            .any(|i| i.program == fx && i.calls.malloc == 1)
+    );
+    let u = m
+        .uncovered
+        .iter()
+        .find(|u| u.program == suid)
+        .unwrap_or_else(|| panic!("{:?}\n{}", m.uncovered, o.stderr()));
+    assert_eq!(u.reason, UncoveredReason::Secure);
+    assert!(o.stderr().contains("AT_SECURE"), "{}", o.stderr());
+}
+
+#[test]
+fn sdt_probes_of_a_test_binary() {
+    // The feature works here: systemtap-sdt-dev provides sys/sdt.h (.ci/run installs it).
+    let src = bins().dir.join("sdt_probes.c");
+    std::fs::write(
+        &src,
+        "#include <sys/sdt.h>\n#include <stdlib.h>\nint main(int argc, char **argv) {\n  void *p = malloc(10);\n  DTRACE_PROBE2(libc, memory_arena_new, p, argc);\n  DTRACE_PROBE1(libc, memory_sbrk_more, 4096L);\n  free(p);\n  return 0;\n}\n",
+    )
+    .unwrap();
+    let bin = bins().dir.join("sdt_probes");
+    let status = Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "sys/sdt.h is needed: apt-get install systemtap-sdt-dev"
+    );
+    let probes = ste::kernel::elf::sdt_probes(&bin).unwrap();
+    let names: Vec<_> = probes
+        .iter()
+        .map(|p| (p.provider.as_str(), p.name.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [("libc", "memory_arena_new"), ("libc", "memory_sbrk_more")]
+    );
+    assert!(probes.iter().all(|p| p.pc > 0 && p.semaphore == 0));
+    assert_eq!(probes[1].args, "-8@$4096");
+    // `readelf -n` agrees on the addresses.
+    let readelf = Command::new("readelf")
+        .arg("-n")
+        .arg(&bin)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&readelf.stdout);
+    for p in &probes {
+        assert!(
+            text.contains(&format!("Location: 0x{:016x}", p.pc)),
+            "{text}"
+        );
+    }
+}
