@@ -99,6 +99,8 @@ pub struct Sampler {
     /// Also read each process's `VmHWM` every round, for trackers that cannot read it when the
     /// process exits.
     read_peaks: std::sync::atomic::AtomicBool,
+    /// The sampling thread, joined by [`Sampler::stop`].
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     observers: RwLock<Vec<Arc<dyn RoundObserver>>>,
 }
 
@@ -125,6 +127,7 @@ impl Sampler {
             wake: Condvar::new(),
             round: Mutex::new(ProcFs::default()),
             read_peaks: std::sync::atomic::AtomicBool::new(false),
+            thread: Mutex::new(None),
             observers: RwLock::new(Vec::new()),
         })
     }
@@ -185,11 +188,13 @@ impl Sampler {
     }
 
     /// Starts the sampling thread.
-    pub fn spawn(self: &Arc<Self>) -> std::io::Result<std::thread::JoinHandle<()>> {
+    pub fn spawn(self: &Arc<Self>) -> std::io::Result<()> {
         let me = Arc::clone(self);
-        std::thread::Builder::new()
+        let handle = std::thread::Builder::new()
             .name("ste-sampler".into())
-            .spawn(move || me.run())
+            .spawn(move || me.run())?;
+        *self.thread.lock().expect("sampler thread lock") = Some(handle);
+        Ok(())
     }
 
     /// A process joined the tree.
@@ -261,9 +266,16 @@ impl Sampler {
 
     /// Stops the thread and reports how sampling went.
     pub fn stop(&self) -> SamplerInfo {
-        let mut st = self.state.lock().expect("sampler lock");
-        st.stop = true;
-        self.wake.notify_one();
+        {
+            let mut st = self.state.lock().expect("sampler lock");
+            st.stop = true;
+            self.wake.notify_one();
+        }
+        // Wait for a round in progress, so nothing is sampled after the figures below.
+        if let Some(handle) = self.thread.lock().expect("sampler thread lock").take() {
+            let _ = handle.join();
+        }
+        let st = self.state.lock().expect("sampler lock");
         let covered = match (st.first_round_ns, st.last_round_ns) {
             (Some(a), Some(b)) if st.rounds > 1 => Some((b - a) / (st.rounds - 1)),
             _ => None,

@@ -52,6 +52,7 @@ pub struct Bins {
 pub fn bins() -> &'static Bins {
     static BINS: OnceLock<Bins> = OnceLock::new();
     BINS.get_or_init(|| {
+        remove_stale_dirs();
         let dir = std::env::temp_dir().join(format!("ste-it-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         set_mode(&dir, 0o1777);
@@ -60,6 +61,27 @@ pub fn bins() -> &'static Bins {
         set_mode(&ste, 0o755);
         Bins { ste, dir }
     })
+}
+
+/// Removes the directories of earlier test processes that are gone (`ste-it-PID`).
+fn remove_stale_dirs() {
+    for e in std::fs::read_dir(std::env::temp_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("ste-it-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// The example program `examples/NAME.rs`, copied into the shared directory (for `nobody`).
