@@ -194,9 +194,18 @@ impl Group {
                 e.cpu_ns = k.get("usage_usec").map(|v| v * 1000);
             }
         } else if let Some(dir) = self.dir_with("cpuacct") {
-            e.cpu_user_ns = cgroup::read_number(dir, "cpuacct.usage_user");
-            e.cpu_sys_ns = cgroup::read_number(dir, "cpuacct.usage_sys");
+            // usage is exact; usage_user/_sys are tick samples: split it as getrusage does.
+            // (v2's cpu.stat already applies the same adjustment.)
             e.cpu_ns = cgroup::read_number(dir, "cpuacct.usage");
+            if let (Some(all), Some(u), Some(s)) = (
+                e.cpu_ns,
+                cgroup::read_number(dir, "cpuacct.usage_user"),
+                cgroup::read_number(dir, "cpuacct.usage_sys"),
+            ) {
+                let (user, system) = super::split_runtime(all, u, s);
+                e.cpu_user_ns = Some(user);
+                e.cpu_sys_ns = Some(system);
+            }
         }
         if let Some(dir) = self.dir_with("pids") {
             e.pids_peak = cgroup::read_number(dir, "pids.peak");

@@ -48,9 +48,10 @@ pub fn figures(s: &TaskStats) -> Figures {
         + s.freepages_delay_ns.unwrap_or(0)
         + s.thrashing_delay_ns.unwrap_or(0)
         + s.compact_delay_ns.unwrap_or(0);
+    let (user_ns, sys_ns) = super::split_runtime(s.cpu_run_virtual_ns, s.utime_us, s.stime_us);
     Figures {
-        user_ns: Some(s.utime_us * 1000),
-        sys_ns: Some(s.stime_us * 1000),
+        user_ns: Some(user_ns),
+        sys_ns: Some(sys_ns),
         cpu_ns: Some(s.cpu_run_virtual_ns),
         run_queue_ns: Some(s.cpu_delay_ns),
         blkio_delay_ns: Some(s.blkio_delay_ns),

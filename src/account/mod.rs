@@ -27,6 +27,23 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
+/// Splits an exact runtime into user and system time in proportion to the kernel's tick
+/// samples, as getrusage does (kernel/sched/cputime.c `cputime_adjust`): the samples alone
+/// (taskstats `ac_utime`/`ac_stime`, v1 `cpuacct.usage_user`/`_sys`) are whole ticks, so a
+/// short process would show 0 user and 0 system time for real CPU. With no system tick, all
+/// of it is user time, as the kernel reports it. Returns (user, system).
+pub fn split_runtime(runtime_ns: u64, user_ticks: u64, system_ticks: u64) -> (u64, u64) {
+    if system_ticks == 0 {
+        return (runtime_ns, 0);
+    }
+    if user_ticks == 0 {
+        return (0, runtime_ns);
+    }
+    let system = (u128::from(runtime_ns) * u128::from(system_ticks)
+        / (u128::from(user_ticks) + u128::from(system_ticks))) as u64;
+    (runtime_ns - system, system)
+}
+
 /// The taskstats receive buffer: 120k exits with no drops at this size (KERNEL-NOTES).
 pub const TASKSTATS_RCVBUF: usize = 16 << 20;
 
@@ -317,4 +334,20 @@ pub fn open_listener() -> Result<Taskstats, String> {
     t.register_exits(&cpus)
         .map_err(|e| format!("cannot register for taskstats exit records: {e}"))?;
     Ok(t)
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::split_runtime;
+
+    #[test]
+    fn runtime_split_like_getrusage() {
+        assert_eq!(split_runtime(900, 0, 0), (900, 0));
+        assert_eq!(split_runtime(900, 0, 4), (0, 900));
+        assert_eq!(split_runtime(900, 2, 1), (600, 300));
+        assert_eq!(
+            split_runtime(1_000_000_007, 3, 1),
+            (750_000_006, 250_000_001)
+        );
+    }
 }

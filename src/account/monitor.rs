@@ -92,6 +92,11 @@ impl Filter {
 fn from_taskstats(records: &[TaskStats], leader: &TaskStats) -> Exited {
     let sum = |f: fn(&TaskStats) -> u64| records.iter().map(f).sum::<u64>();
     let status = Termination::from_wait_status(leader.exit_code as i32);
+    let split = super::split_runtime(
+        sum(|r| r.cpu_run_virtual_ns),
+        sum(|r| r.utime_us),
+        sum(|r| r.stime_us),
+    );
     Exited {
         pid: leader.tgid.unwrap_or(leader.pid) as i32,
         ppid: Some(leader.ppid as i32),
@@ -99,8 +104,8 @@ fn from_taskstats(records: &[TaskStats], leader: &TaskStats) -> Exited {
         argv: None,
         runtime_ns: Some(leader.elapsed_us * 1000),
         cpu_ns: Some(sum(|r| r.cpu_run_virtual_ns)),
-        user_ns: Some(sum(|r| r.utime_us) * 1000),
-        sys_ns: Some(sum(|r| r.stime_us) * 1000),
+        user_ns: Some(split.0),
+        sys_ns: Some(split.1),
         peak_rss_bytes: records.iter().map(|r| r.hiwater_rss_kb * 1024).max(),
         peak_vm_bytes: records.iter().map(|r| r.hiwater_vm_kb * 1024).max(),
         read_bytes: Some(sum(|r| r.read_bytes)),

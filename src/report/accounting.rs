@@ -32,7 +32,11 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
         let mut parts = Vec::new();
         if let Some(c) = e.cpu_ns {
             let split = match (e.cpu_user_ns, e.cpu_sys_ns) {
-                (Some(u), Some(s)) => format!(" (user {}, system {})", ms(u), ms(s)),
+                (Some(u), Some(s)) => format!(
+                    " (user {}, system {}: split by the kernel's tick samples, as getrusage does)",
+                    ms(u),
+                    ms(s)
+                ),
                 _ => String::new(),
             };
             parts.push(format!("CPU {}{split}", ms(c)));
@@ -205,7 +209,7 @@ fn time_line(a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
     };
     writeln!(
         w,
-        "Time: {} of task time over {} of wall: {} [{}{missing}]",
+        "Time: {} of task time over {} of wall: {} [{}; the user/system split follows the kernel's tick samples, as getrusage does{missing}]",
         ms(total),
         ms(t.wall_ns),
         parts.join(", "),
