@@ -6,6 +6,8 @@
 
 pub mod netlink;
 pub mod ptrace;
+pub mod reaper;
+pub mod tree;
 
 use crate::event::Event;
 use crate::launch::Child;
