@@ -4,7 +4,9 @@
 //! are serde types so that a run can be streamed to a record file and replayed into the same
 //! Run. A source never formats output, and this module knows nothing of how events are produced.
 
-use crate::model::{Arg, Io, LaunchError, Sample, SamplerInfo, Source, Termination};
+use crate::model::{
+    Arg, CallCount, Io, LaunchError, Sample, SamplerInfo, Source, Syscalls, Termination,
+};
 use serde::{Deserialize, Serialize};
 
 /// An event and when it happened, in nanoseconds since the command was launched.
@@ -81,6 +83,12 @@ pub enum Event {
         ste_max_rss_bytes: u64,
         stopped_waiting: Option<String>,
     },
+    /// System calls made by one thread of `tgid` in the process's current image, sent when
+    /// the thread exits or the process execs (`--syscalls=per-process`).
+    SyscallsOf { tgid: i32, calls: Vec<CallCount> },
+    /// The system calls of the whole tree, once it is over (`--syscalls`); `images` is empty:
+    /// the recorder builds it from `SyscallsOf`.
+    Syscalls { syscalls: Box<Syscalls> },
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use crate::cli::{ColorChoice, RunArgs};
 use crate::report::text::Style;
 use crate::sample::Pace;
-use crate::track::TrackerKind;
+use crate::track::{SyscallRequest, TrackerKind};
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -21,6 +21,8 @@ pub struct RunOptions {
     pub linger: Option<Duration>,
     pub pace: Pace,
     pub keep_root: bool,
+    /// `--syscalls`: what to count, and whether ptrace syscall stops may stand in for BPF.
+    pub syscalls: Option<SyscallRequest>,
 }
 
 impl RunOptions {
@@ -54,6 +56,10 @@ impl RunOptions {
                 None => Pace::Budget(a.memory.sample_budget),
             },
             keep_root: a.privileges.keep_root,
+            syscalls: a.syscalls.syscalls.map(|mode| SyscallRequest {
+                mode,
+                allow_ptrace: a.syscalls.allow_ptrace,
+            }),
         }
     }
 }

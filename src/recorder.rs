@@ -7,6 +7,7 @@
 
 use crate::event::{Event, Stamped};
 use crate::model::{Exec, Exit, Io, Overhead, Process, Run, SCHEMA_VERSION, SamplerInfo, Totals};
+use crate::syscalls::images::ImageTally;
 use std::collections::{BTreeMap, HashMap};
 
 /// What applying one event changed that a live view may want to show at once.
@@ -32,6 +33,8 @@ pub struct Recorder {
     last_event_ns: u64,
     end_ns: Option<u64>,
     stopped_waiting: Option<String>,
+    /// Per-image system calls, until `finish` puts them into the Run.
+    images: ImageTally,
 }
 
 impl Default for Recorder {
@@ -59,6 +62,7 @@ impl Recorder {
                     ..Default::default()
                 },
                 sources: BTreeMap::new(),
+                syscalls: None,
             },
             threads: HashMap::new(),
             live: HashMap::new(),
@@ -66,6 +70,7 @@ impl Recorder {
             last_event_ns: 0,
             end_ns: None,
             stopped_waiting: None,
+            images: ImageTally::default(),
         }
     }
 
@@ -241,6 +246,14 @@ impl Recorder {
                 self.run.overhead.max_rss_bytes = Some(*ste_max_rss_bytes);
                 self.stopped_waiting = stopped_waiting.clone();
             }
+            Event::SyscallsOf { tgid, calls } => {
+                if let Some(lp) = self.live.get(tgid) {
+                    let p = &self.run.processes[lp.index];
+                    let exec = p.execs.len().checked_sub(1);
+                    self.images.add(lp.index, p.pid, exec, calls);
+                }
+            }
+            Event::Syscalls { syscalls } => self.run.syscalls = Some((**syscalls).clone()),
         }
         Applied::Nothing
     }
@@ -275,6 +288,9 @@ impl Recorder {
         } else {
             None
         };
+        if let Some(sc) = &mut run.syscalls {
+            self.images.finish(sc);
+        }
         let totals = &mut run.totals;
         totals.wall_ns = self.end_ns.unwrap_or_else(|| {
             run.processes

@@ -44,13 +44,21 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         Credentials::invoking_user()?
     };
     let prepared = Prepared::new(&opts.command, creds, &Vec::new())?;
+    let preloaded = track::preload(opts.tracker, opts.syscalls);
     let original_mask = signals::block();
     let clock = Clock::start();
     let mut child = prepared.fork(&original_mask)?;
     let (sink, rx) = Sink::new(clock);
     let sampler = Sampler::new(opts.pace, sink.clone());
-    let tracker = match track::start(opts.tracker, &mut child, &sink, &sampler) {
-        Ok(kind) => kind,
+    let started = match track::start(
+        opts.tracker,
+        opts.syscalls,
+        preloaded,
+        &mut child,
+        &sink,
+        &sampler,
+    ) {
+        Ok(started) => started,
         Err(e) => {
             child.abandon();
             anyhow::bail!(e);
@@ -65,7 +73,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         0,
         Event::Start {
             command,
-            tracker: tracker.name().into(),
+            tracker: started.kind.name().into(),
             pid: child.pid,
             ppid: std::process::id() as i32,
         },
@@ -98,6 +106,14 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         t_ns: end_ns,
         event: Event::SamplerDone { info },
     });
+    if let Some(source) = &started.syscalls {
+        rec.apply(&Stamped {
+            t_ns: end_ns,
+            event: Event::Syscalls {
+                syscalls: Box::new(source.summary()),
+            },
+        });
+    }
     let (children, me) = (rusage(libc::RUSAGE_CHILDREN), rusage(libc::RUSAGE_SELF));
     rec.apply(&Stamped {
         t_ns: end_ns,

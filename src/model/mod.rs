@@ -6,8 +6,10 @@
 //! and exactness is listed in `Run::sources`.
 
 mod arg;
+mod syscalls;
 
 pub use arg::{Arg, join_escaped};
+pub use syscalls::{CallCount, ErrnoCount, ImageCalls, SyscallRow, Syscalls, Uncounted};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -23,7 +25,7 @@ pub struct Run {
     pub generator: String,
     /// The command as typed (argv of the root process before exec).
     pub command: Vec<Arg>,
-    /// The process tracker that followed the tree: `ptrace` or `netlink`.
+    /// The process tracker that followed the tree: `ebpf`, `ptrace` or `netlink`.
     pub tracker: String,
     /// Things the reader must know to trust the figures (fallbacks, missing privileges).
     pub notes: Vec<String>,
@@ -41,6 +43,8 @@ pub struct Run {
     pub overhead: Overhead,
     /// For each figure name: where it came from and whether it is exact.
     pub sources: BTreeMap<String, Source>,
+    /// System calls of the tree (`--syscalls`); `None` when they were not counted.
+    pub syscalls: Option<Syscalls>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
@@ -211,7 +215,8 @@ pub struct Overhead {
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct Lost {
-    /// Times the kernel reported a receive-buffer overrun (netlink `ENOBUFS`).
+    /// Times the kernel reported a receive-buffer overrun (netlink `ENOBUFS`), or the ebpf
+    /// tracker found its ring buffer had dropped records.
     pub overruns: u64,
     /// Upper bound of events dropped, from sequence-number gaps (may include events of
     /// other processes on the machine).

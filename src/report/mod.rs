@@ -5,4 +5,5 @@
 
 pub mod chart;
 pub mod json;
+pub mod syscalls;
 pub mod text;

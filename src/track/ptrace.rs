@@ -14,12 +14,17 @@
 use crate::event::Event;
 use crate::kernel::proc::ProcFs;
 use crate::launch::{Child, ExecReport};
-use crate::model::{Source, Termination};
+use crate::model::{CallCount, Source, Termination};
 use crate::sample::Sampler;
 use crate::sink::{Msg, Sink};
+use crate::syscalls::Mode;
+use crate::track::ptrace_syscalls::SyscallStops;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::mpsc::sync_channel;
+
+/// A syscall stop's signal under `PTRACE_O_TRACESYSGOOD`.
+const SYSCALL_STOP: i32 = libc::SIGTRAP | 0x80;
 
 const OPTIONS: libc::c_int = libc::PTRACE_O_TRACEFORK
     | libc::PTRACE_O_TRACEVFORK
@@ -28,16 +33,34 @@ const OPTIONS: libc::c_int = libc::PTRACE_O_TRACEFORK
     | libc::PTRACE_O_TRACEEXIT;
 
 /// Starts the tracer thread and seizes `pid`. Returns once the seize succeeded (the child may
-/// then be released) or with the reason it failed.
-pub fn start(child: &mut Child, sink: Sink, sampler: Arc<Sampler>) -> Result<(), String> {
+/// then be released) or with the reason it failed. With `syscalls`, also stops at every system
+/// call to count it (slow), and returns the source of the summary.
+pub fn start(
+    child: &mut Child,
+    sink: Sink,
+    sampler: Arc<Sampler>,
+    syscalls: Option<Mode>,
+) -> Result<Option<Arc<dyn crate::syscalls::Source>>, String> {
     let pid = child.pid;
+    let (stops, source) = match syscalls {
+        Some(mode) => {
+            let (stops, source) = SyscallStops::new(mode);
+            (Some(stops), Some(source))
+        }
+        None => (None, None),
+    };
+    let options = if stops.is_some() {
+        OPTIONS | libc::PTRACE_O_TRACESYSGOOD
+    } else {
+        OPTIONS
+    };
     let (seized_tx, seized_rx) = sync_channel::<Result<(), String>>(1);
     let (report_tx, report_rx) = sync_channel::<ExecReport>(1);
     let spawned = std::thread::Builder::new()
         .name("ste-ptrace".into())
         .spawn(move || {
             // SAFETY: seizing a process ste forked; the request takes integer arguments.
-            let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, OPTIONS as libc::c_long) };
+            let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, options as libc::c_long) };
             if rc != 0 {
                 let err = std::io::Error::last_os_error();
                 let _ = seized_tx.send(Err(format!("PTRACE_SEIZE failed: {err}")));
@@ -45,8 +68,8 @@ pub fn start(child: &mut Child, sink: Sink, sampler: Arc<Sampler>) -> Result<(),
             }
             let _ = seized_tx.send(Ok(()));
             let Ok(report) = report_rx.recv() else { return };
-            declare_sources(&sink);
-            let mut tracer = Tracer::new(pid, Some(report), sink.clone(), sampler);
+            declare_sources(&sink, syscalls);
+            let mut tracer = Tracer::new(pid, Some(report), sink.clone(), sampler, stops);
             let error = tracer.run().err();
             sink.send(Msg::TrackerDone {
                 t_ns: sink.clock().now_ns(),
@@ -61,10 +84,19 @@ pub fn start(child: &mut Child, sink: Sink, sampler: Arc<Sampler>) -> Result<(),
         .unwrap_or_else(|_| Err("the tracer thread died".into()))?;
     report_tx
         .send(child.take_exec_report())
-        .map_err(|_| "the tracer thread died".to_string())
+        .map_err(|_| "the tracer thread died".to_string())?;
+    Ok(source)
 }
 
-fn declare_sources(sink: &Sink) {
+fn declare_sources(sink: &Sink, syscalls: Option<Mode>) {
+    if syscalls.is_some() {
+        sink.emit(Event::Source {
+            figure: "syscalls".into(),
+            source: Source::exact(
+                "ptrace syscall-entry and -exit stops (PTRACE_GET_SYSCALL_INFO), like strace; times include the stops",
+            ),
+        });
+    }
     for (figure, from) in [
         (
             "processes",
@@ -125,6 +157,8 @@ struct Tracer {
     early_stops: HashMap<i32, i32>,
     /// New tasks announced by their parent whose first stop has not arrived yet.
     expected: HashSet<i32>,
+    /// `--syscalls` at syscall stops: resume with `PTRACE_SYSCALL` and count each stop.
+    syscalls: Option<SyscallStops>,
 }
 
 #[derive(Default)]
@@ -134,7 +168,13 @@ struct Group {
 }
 
 impl Tracer {
-    fn new(root: i32, report: Option<ExecReport>, sink: Sink, sampler: Arc<Sampler>) -> Self {
+    fn new(
+        root: i32,
+        report: Option<ExecReport>,
+        sink: Sink,
+        sampler: Arc<Sampler>,
+        syscalls: Option<SyscallStops>,
+    ) -> Self {
         let mut t = Tracer {
             root,
             report,
@@ -145,6 +185,7 @@ impl Tracer {
             groups: HashMap::new(),
             early_stops: HashMap::new(),
             expected: HashSet::new(),
+            syscalls,
         };
         t.tgid_of.insert(root, root);
         t.groups.insert(
@@ -185,9 +226,15 @@ impl Tracer {
             Wait::Event(libc::PTRACE_EVENT_EXEC, _) => self.exec(pid),
             Wait::Event(libc::PTRACE_EVENT_EXIT, _) => self.exit_stop(pid),
             Wait::Event(libc::PTRACE_EVENT_STOP, sig) => self.stop(pid, sig),
-            Wait::Event(_, _) => restart(pid, 0),
+            Wait::Event(_, _) => self.resume(pid, 0),
+            Wait::Signal(SYSCALL_STOP) if self.syscalls.is_some() => {
+                if let Some(s) = &mut self.syscalls {
+                    s.stop(pid);
+                }
+                self.resume(pid, 0);
+            }
             // Signal-delivery-stop: deliver the signal unchanged.
-            Wait::Signal(sig) => restart(pid, sig),
+            Wait::Signal(sig) => self.resume(pid, sig),
             Wait::Other => {}
         }
     }
@@ -215,7 +262,7 @@ impl Tracer {
                 }
             }
         }
-        restart(pid, 0);
+        self.resume(pid, 0);
     }
 
     fn exec(&mut self, pid: i32) {
@@ -227,6 +274,8 @@ impl Tracer {
             }
         }
         let argv = self.procfs.cmdline(pid).ok();
+        // The calls so far belong to the image being replaced.
+        self.syscalls_of(pid, |s| s.exec(pid, former));
         self.sink.emit(Event::Exec {
             tgid: pid,
             former_tid: former,
@@ -237,11 +286,12 @@ impl Tracer {
             // The exec succeeded, so the report pipe is closed: this read does not block.
             self.report.take();
         }
-        restart(pid, 0);
+        self.resume(pid, 0);
     }
 
     fn exit_stop(&mut self, tid: i32) {
         let tgid = self.tgid_of.get(&tid).copied().unwrap_or(tid);
+        self.syscalls_of(tgid, |s| s.thread_exit(tid));
         let g = self.groups.entry(tgid).or_default();
         g.exiting += 1;
         if g.exiting >= g.threads {
@@ -256,7 +306,7 @@ impl Tracer {
             });
             self.sampler.at_exit(tid, &mut self.procfs);
         }
-        restart(tid, 0);
+        self.resume(tid, 0);
     }
 
     fn stop(&mut self, pid: i32, sig: i32) {
@@ -274,7 +324,7 @@ impl Tracer {
             // Group-stop: stay stopped, but let the tracer hear of SIGCONT.
             listen(pid);
         } else {
-            restart(pid, 0);
+            self.resume(pid, 0);
         }
     }
 
@@ -282,7 +332,7 @@ impl Tracer {
         if is_stop_signal(sig) {
             listen(pid)
         } else {
-            restart(pid, 0)
+            self.resume(pid, 0)
         }
     }
 
@@ -314,6 +364,27 @@ impl Tracer {
             self.sink.emit(Event::RootExit { status: t });
         }
     }
+
+    /// Restarts a stopped tracee, delivering `sig` (0: none), to its next syscall stop when
+    /// counting system calls. ESRCH (killed meanwhile) is fine: waitpid reports its end.
+    fn resume(&self, pid: i32, sig: i32) {
+        let request = if self.syscalls.is_some() {
+            libc::PTRACE_SYSCALL
+        } else {
+            libc::PTRACE_CONT
+        };
+        // SAFETY: PTRACE_CONT / PTRACE_SYSCALL with integer arguments.
+        unsafe { libc::ptrace(request, pid, 0, sig as libc::c_long) };
+    }
+
+    /// Per-process mode: emits the calls `take` returns as `tgid`'s.
+    fn syscalls_of(&mut self, tgid: i32, take: impl FnOnce(&mut SyscallStops) -> Vec<CallCount>) {
+        let Some(s) = &mut self.syscalls else { return };
+        let calls = take(s);
+        if !calls.is_empty() {
+            self.sink.emit(Event::SyscallsOf { tgid, calls });
+        }
+    }
 }
 
 fn is_stop_signal(sig: i32) -> bool {
@@ -335,13 +406,6 @@ fn event_msg(pid: i32) -> Option<libc::c_ulong> {
         )
     };
     (rc == 0).then_some(msg)
-}
-
-/// Restarts a stopped tracee, delivering `sig` (0: none). ESRCH (killed meanwhile) is fine:
-/// its end will be reported by waitpid.
-fn restart(pid: i32, sig: i32) {
-    // SAFETY: PTRACE_CONT with integer arguments.
-    unsafe { libc::ptrace(libc::PTRACE_CONT, pid, 0, sig as libc::c_long) };
 }
 
 fn listen(pid: i32) {
