@@ -2,3 +2,4 @@
 
 mod core;
 mod harness;
+mod syscalls;
