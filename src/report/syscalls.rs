@@ -198,13 +198,18 @@ fn errnos(sc: &Syscalls, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "  failed calls by errno: {}{tail}", parts.join(", "))
 }
 
+/// `1 call`, `2,000 calls`.
+fn calls_n(n: u64) -> String {
+    format!("{} call{}", group_thousands(n), if n == 1 { "" } else { "s" })
+}
+
 fn uncounted(sc: &Syscalls, w: &mut dyn Write) -> io::Result<()> {
     let u = &sc.uncounted;
     let mut parts = Vec::new();
     if u.bad_numbers > 0 {
         parts.push(format!(
-            "{} calls with a number outside the tables (x32, or skipped by seccomp or a tracer)",
-            group_thousands(u.bad_numbers)
+            "{} with a number outside the tables (x32, or skipped by seccomp or a tracer)",
+            calls_n(u.bad_numbers)
         ));
     }
     if u.errno_unclassified > 0 {
@@ -215,8 +220,8 @@ fn uncounted(sc: &Syscalls, w: &mut dyn Write) -> io::Result<()> {
     }
     if u.per_process_missing > 0 {
         parts.push(format!(
-            "{} calls counted for the tree but in no process (records lost, or processes still running)",
-            group_thousands(u.per_process_missing)
+            "{} counted for the tree but in no process (records lost, or processes still running)",
+            calls_n(u.per_process_missing)
         ));
     }
     if parts.is_empty() {
@@ -362,4 +367,149 @@ fn programs(run: &Run, sc: &Syscalls, w: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Event, Stamped};
+    use crate::model::{Arg, CallCount, ErrnoCount, Uncounted};
+    use crate::recorder::Recorder;
+
+    fn row(nr: u32, name: Option<&str>, group: &str, calls: u64, errors: u64) -> SyscallRow {
+        SyscallRow {
+            nr,
+            compat: false,
+            name: name.map(str::to_string),
+            group: group.to_string(),
+            subsystem: name.map(|_| "THE REST".to_string()),
+            file: name.map(|_| "kernel/sys.c".to_string()),
+            calls,
+            errors,
+            total_ns: Some(calls * 150),
+            max_ns: Some(2_500),
+        }
+    }
+
+    fn run_with(sc: Syscalls) -> Run {
+        let events = [
+            Stamped {
+                t_ns: 0,
+                event: Event::Start {
+                    command: vec![Arg::from("make")],
+                    tracker: "ebpf".into(),
+                    pid: 10,
+                    ppid: 1,
+                },
+            },
+            Stamped {
+                t_ns: 1,
+                event: Event::Exec {
+                    tgid: 10,
+                    former_tid: 10,
+                    argv: Some(vec![Arg::from("/usr/bin/make"), Arg::from("-j2")]),
+                },
+            },
+            Stamped {
+                t_ns: 2,
+                event: Event::Fork {
+                    parent_tgid: 10,
+                    child_tid: 11,
+                    child_tgid: 11,
+                },
+            },
+        ];
+        let mut run = Recorder::replay(&events);
+        run.syscalls = Some(sc);
+        run
+    }
+
+    fn summary(timed: bool, per_process: bool) -> Syscalls {
+        let mut calls = vec![
+            row(110, Some("getppid"), "Process Mgmt.", 2_000_000, 0),
+            row(257, Some("openat"), "Filesystem", 40, 12),
+            row(0, Some("read"), "Filesystem", 25, 0),
+            row(470, None, "Unknown", 3, 0),
+        ];
+        if !timed {
+            for r in &mut calls {
+                r.total_ns = None;
+                r.max_ns = None;
+            }
+        }
+        let count = |nr, calls| CallCount {
+            nr,
+            compat: false,
+            calls,
+            errors: 0,
+            total_ns: timed.then_some(calls * 100),
+            max_ns: timed.then_some(100),
+        };
+        Syscalls {
+            method: "ebpf".into(),
+            timed,
+            per_process,
+            arch: "x86_64".into(),
+            compat_arch: Some("i386".into()),
+            table: "Linux 6.1.192 sources".into(),
+            calls,
+            errors: vec![ErrnoCount {
+                nr: 257,
+                compat: false,
+                errno: 2,
+                name: Some("ENOENT".into()),
+                calls: 12,
+            }],
+            images: if per_process {
+                vec![
+                    ImageCalls {
+                        process: 0,
+                        pid: 10,
+                        exec: Some(0),
+                        calls: vec![count(257, 40), count(0, 25)],
+                    },
+                    ImageCalls {
+                        process: 1,
+                        pid: 11,
+                        exec: None,
+                        calls: vec![count(110, 2_000_000)],
+                    },
+                ]
+            } else {
+                Vec::new()
+            },
+            uncounted: Uncounted {
+                bad_numbers: 1,
+                ..Uncounted::default()
+            },
+        }
+    }
+
+    fn text(run: &Run) -> String {
+        let mut out = Vec::new();
+        render(run, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn timed_table_grouped_by_subsystem() {
+        insta::assert_snapshot!(text(&run_with(summary(true, false))));
+    }
+
+    #[test]
+    fn counts_only_has_no_time_columns() {
+        insta::assert_snapshot!(text(&run_with(summary(false, false))));
+    }
+
+    #[test]
+    fn per_process_names_each_exec_d_program() {
+        insta::assert_snapshot!(text(&run_with(summary(true, true))));
+    }
+
+    #[test]
+    fn nothing_without_syscalls() {
+        let mut run = run_with(summary(true, false));
+        run.syscalls = None;
+        assert_eq!(text(&run), "");
+    }
 }
