@@ -23,7 +23,7 @@ cd "$here"
 for src in *.bpf.c; do
 	obj="$out/${src%.c}.o"
 	clang -O2 -g -target bpf -mcpu=v3 -D__TARGET_ARCH_x86 \
-		-I"/usr/include/$(gcc -dumpmachine)" \
+		-I"/usr/include/$(clang -print-multiarch)" \
 		-fdebug-compilation-dir=. -fdebug-prefix-map="$here"=. \
 		-Wall -Werror -c "$src" -o "$obj"
 	llvm-strip -g "$obj"

@@ -200,7 +200,11 @@ fn errnos(sc: &Syscalls, w: &mut dyn Write) -> io::Result<()> {
 
 /// `1 call`, `2,000 calls`.
 fn calls_n(n: u64) -> String {
-    format!("{} call{}", group_thousands(n), if n == 1 { "" } else { "s" })
+    format!(
+        "{} call{}",
+        group_thousands(n),
+        if n == 1 { "" } else { "s" }
+    )
 }
 
 fn uncounted(sc: &Syscalls, w: &mut dyn Write) -> io::Result<()> {

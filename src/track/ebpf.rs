@@ -15,6 +15,7 @@
 //! counted in the kernel; the reader reports them as lost and rebuilds the tree from /proc.
 
 use crate::event::Event;
+use crate::kernel::bytes::{i32_at, u32_at, u64_at};
 use crate::kernel::caps;
 use crate::kernel::proc::parse_cmdline;
 use crate::launch::Child;
@@ -463,18 +464,6 @@ enum Record<'a> {
         tgid: i32,
         calls: Vec<CallCount>,
     },
-}
-
-fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(off..off + 4)?.try_into().ok()?))
-}
-
-fn i32_at(b: &[u8], off: usize) -> Option<i32> {
-    u32_at(b, off).map(|v| v as i32)
-}
-
-fn u64_at(b: &[u8], off: usize) -> Option<u64> {
-    Some(u64::from_ne_bytes(b.get(off..off + 8)?.try_into().ok()?))
 }
 
 /// A call counter of the kernel's arrays as a model count (`idx`: nr, or 512 + nr for compat).
