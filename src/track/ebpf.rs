@@ -186,17 +186,27 @@ fn take(ebpf: &mut Ebpf, name: &str) -> Result<Map, String> {
 
 /// Loads the object and attaches what `config` needs. Detaches on drop.
 fn load_object(config: Config) -> Result<Ebpf, Box<dyn std::error::Error>> {
-    let btf = aya::Btf::from_sys_fs().map_err(|e| {
-        format!(
-            "cannot read the kernel's BTF (/sys/kernel/btf/vmlinux, CONFIG_DEBUG_INFO_BTF): {e}"
-        )
-    })?;
+    // aya's loader parses the kernel's BTF (6 MB here) for CO-RE in `EbpfLoader::new`, and
+    // keeps it to itself; attaching the tp_btf programs needs a second copy. Both parses run at
+    // once; the helper thread is joined before anything else, so ste still forks the command
+    // from a single-threaded process.
+    let (btf, mut loader) = std::thread::scope(|s| {
+        let mine = s.spawn(aya::Btf::from_sys_fs);
+        let loader = aya::EbpfLoader::new();
+        (mine.join(), loader)
+    });
+    let btf = btf
+        .map_err(|_| "the BTF parsing thread panicked".to_string())?
+        .map_err(|e| {
+            format!(
+                "cannot read the kernel's BTF (/sys/kernel/btf/vmlinux, CONFIG_DEBUG_INFO_BTF): {e}"
+            )
+        })?;
     let cpus = aya::util::nr_cpus().map_err(|(what, e)| format!("{what}: {e}"))? as u32;
     let timed: u32 = config.syscalls.is_some_and(Mode::timed).into();
     let per_thread: u32 = config.syscalls.is_some_and(Mode::per_process).into();
     let sigreturn = syscalls::native_nr("rt_sigreturn").unwrap_or(u32::MAX);
-    let mut ebpf = aya::EbpfLoader::new()
-        .btf(Some(&btf))
+    let mut ebpf = loader
         // Task storage maps: aya creates them but has no Rust type for them.
         .allow_unsupported_maps()
         .override_global("cfg_timed", &timed, true)

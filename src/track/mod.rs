@@ -72,25 +72,31 @@ pub fn preload(requested: Option<TrackerKind>, syscalls: Option<SyscallRequest>)
     })
 }
 
-/// Each tracker takes the child's exec report only once it is committed, so a failed start
-/// leaves it for the fallback.
-fn start_one(
-    kind: TrackerKind,
-    syscalls: Option<syscalls::Mode>,
-    preloaded: &mut Preloaded,
-    child: &mut Child,
-    sink: &Sink,
-    sampler: &Arc<Sampler>,
-) -> StartResult {
-    match kind {
-        TrackerKind::Ebpf => match preloaded.0.take() {
-            Some(loaded) => ebpf::start(loaded?, child, sink.clone(), Arc::clone(sampler)),
-            None => Err("the BPF object was not loaded".into()),
-        },
-        TrackerKind::Ptrace => ptrace::start(child, sink.clone(), Arc::clone(sampler), syscalls),
-        TrackerKind::Netlink => {
-            netlink::start(child, sink.clone(), Arc::clone(sampler)).map(|()| None)
+/// What starting a tracker needs.
+struct Ctx<'a> {
+    preloaded: Preloaded,
+    child: &'a mut Child,
+    sink: &'a Sink,
+    sampler: &'a Arc<Sampler>,
+}
+
+impl Ctx<'_> {
+    /// Starts one tracker. Each takes the child's exec report only once it is committed, so a
+    /// failed start leaves it for the fallback.
+    fn one(&mut self, kind: TrackerKind, syscalls: Option<syscalls::Mode>) -> StartResult {
+        let (sink, sampler) = (self.sink.clone(), Arc::clone(self.sampler));
+        match kind {
+            TrackerKind::Ebpf => match self.preloaded.0.take() {
+                Some(loaded) => ebpf::start(loaded?, self.child, sink, sampler),
+                None => Err("the BPF object was not loaded".into()),
+            },
+            TrackerKind::Ptrace => ptrace::start(self.child, sink, sampler, syscalls),
+            TrackerKind::Netlink => netlink::start(self.child, sink, sampler).map(|()| None),
         }
+    }
+
+    fn note(&self, text: String) {
+        self.sink.emit(Event::Note { text });
     }
 }
 
@@ -101,66 +107,109 @@ fn start_one(
 pub fn start(
     requested: Option<TrackerKind>,
     syscalls: Option<SyscallRequest>,
-    mut preloaded: Preloaded,
+    preloaded: Preloaded,
     child: &mut Child,
     sink: &Sink,
     sampler: &Arc<Sampler>,
 ) -> Result<Started, String> {
-    let started = |kind, syscalls| Started { kind, syscalls };
+    let mut ctx = Ctx {
+        preloaded,
+        child,
+        sink,
+        sampler,
+    };
     match (requested, syscalls) {
-        (Some(kind), None) => start_one(kind, None, &mut preloaded, child, sink, sampler)
-            .map(|s| started(kind, s))
+        (Some(kind), None) => ctx
+            .one(kind, None)
+            .map(|s| Started { kind, syscalls: s })
             .map_err(|e| format!("--tracker {}: {e}", kind.name())),
-        (None, None) => {
-            let why_not_ebpf = match start_one(TrackerKind::Ebpf, None, &mut preloaded, child, sink, sampler) {
-                Ok(s) => return Ok(started(TrackerKind::Ebpf, s)),
-                Err(why) => why,
-            };
-            let ebpf_note = format!("the ebpf tracker is not available ({why_not_ebpf})");
-            match start_one(TrackerKind::Ptrace, None, &mut preloaded, child, sink, sampler) {
-                Ok(s) => {
-                    sink.emit(Event::Note {
-                        text: format!("{ebpf_note}: using the ptrace tracker"),
-                    });
-                    Ok(started(TrackerKind::Ptrace, s))
-                }
-                Err(why) => {
-                    let s = start_one(TrackerKind::Netlink, None, &mut preloaded, child, sink, sampler)
-                        .map_err(|e| {
-                            format!("no tracker works here: ebpf: {why_not_ebpf}; ptrace: {why}; netlink: {e}")
-                        })?;
-                    sink.emit(Event::Note { text: format!("{ebpf_note}, and ptrace could not attach ({why}; is ste itself traced, or ptrace blocked by seccomp?): fell back to the netlink tracker") });
-                    Ok(started(TrackerKind::Netlink, s))
-                }
-            }
-        }
-        (Some(TrackerKind::Netlink), Some(_)) => Err(
-            "--syscalls counts with the ebpf tracker, or with ptrace syscall stops (--tracker ptrace --allow-ptrace); the netlink tracker cannot count them".into(),
-        ),
+        (None, None) => start_default(&mut ctx),
+        (Some(TrackerKind::Netlink), Some(_)) => Err(NETLINK_NO_SYSCALLS.into()),
         (Some(TrackerKind::Ptrace), Some(req)) => {
             if !req.allow_ptrace {
-                return Err("--tracker ptrace --syscalls counts at ptrace syscall stops, which stop the process twice per system call (like strace: tens of µs each): add --allow-ptrace to accept that, or count in the kernel with the ebpf tracker (root)".into());
+                return Err(PTRACE_NEEDS_ALLOW.into());
             }
-            start_one(TrackerKind::Ptrace, Some(req.mode), &mut preloaded, child, sink, sampler)
-                .map(|s| started(TrackerKind::Ptrace, s))
+            ctx.one(TrackerKind::Ptrace, Some(req.mode))
+                .map(|s| Started {
+                    kind: TrackerKind::Ptrace,
+                    syscalls: s,
+                })
                 .map_err(|e| format!("--tracker ptrace: {e}"))
         }
         (Some(TrackerKind::Ebpf) | None, Some(req)) => {
-            let why = match start_one(TrackerKind::Ebpf, Some(req.mode), &mut preloaded, child, sink, sampler) {
-                Ok(s) => return Ok(started(TrackerKind::Ebpf, s)),
-                Err(why) => why,
-            };
-            if requested.is_some() || !req.allow_ptrace {
-                return Err(format!(
-                    "--syscalls counts system calls in the kernel with BPF, which cannot load here: {why}. `--syscalls --allow-ptrace` counts them with ptrace syscall stops instead, like strace: slow (every call stops the process twice)"
-                ));
-            }
-            let s = start_one(TrackerKind::Ptrace, Some(req.mode), &mut preloaded, child, sink, sampler)
-                .map_err(|e| format!("--syscalls: BPF cannot load ({why}), and ptrace cannot attach either: {e}"))?;
-            sink.emit(Event::Note {
-                text: format!("BPF cannot load ({why}): system calls were counted at ptrace syscall stops (--allow-ptrace), which slow every call"),
-            });
-            Ok(started(TrackerKind::Ptrace, s))
+            start_counting(&mut ctx, req, requested.is_none())
         }
     }
+}
+
+const NETLINK_NO_SYSCALLS: &str = "--syscalls counts with the ebpf tracker, or with ptrace syscall stops (--tracker ptrace --allow-ptrace); the netlink tracker cannot count them";
+
+const PTRACE_NEEDS_ALLOW: &str = "--tracker ptrace --syscalls counts at ptrace syscall stops, which stop the process twice per system call (like strace: tens of µs each): add --allow-ptrace to accept that, or count in the kernel with the ebpf tracker (root)";
+
+/// No tracker asked for: ebpf, else ptrace, else netlink.
+fn start_default(ctx: &mut Ctx) -> Result<Started, String> {
+    let why_not_ebpf = match ctx.one(TrackerKind::Ebpf, None) {
+        Ok(s) => {
+            return Ok(Started {
+                kind: TrackerKind::Ebpf,
+                syscalls: s,
+            });
+        }
+        Err(why) => why,
+    };
+    let ebpf_note = format!("the ebpf tracker is not available ({why_not_ebpf})");
+    match ctx.one(TrackerKind::Ptrace, None) {
+        Ok(s) => {
+            ctx.note(format!("{ebpf_note}: using the ptrace tracker"));
+            Ok(Started {
+                kind: TrackerKind::Ptrace,
+                syscalls: s,
+            })
+        }
+        Err(why) => {
+            let s = ctx.one(TrackerKind::Netlink, None).map_err(|e| {
+                format!("no tracker works here: ebpf: {why_not_ebpf}; ptrace: {why}; netlink: {e}")
+            })?;
+            ctx.note(format!(
+                "{ebpf_note}, and ptrace could not attach ({why}; is ste itself traced, or ptrace blocked by seccomp?): fell back to the netlink tracker"
+            ));
+            Ok(Started {
+                kind: TrackerKind::Netlink,
+                syscalls: s,
+            })
+        }
+    }
+}
+
+/// `--syscalls` with the ebpf tracker (asked for, or the default): in the kernel, or, when BPF
+/// cannot load and `--allow-ptrace` allows it (and no tracker was asked for), at ptrace stops.
+fn start_counting(
+    ctx: &mut Ctx,
+    req: SyscallRequest,
+    may_fall_back: bool,
+) -> Result<Started, String> {
+    let why = match ctx.one(TrackerKind::Ebpf, Some(req.mode)) {
+        Ok(s) => {
+            return Ok(Started {
+                kind: TrackerKind::Ebpf,
+                syscalls: s,
+            });
+        }
+        Err(why) => why,
+    };
+    if !may_fall_back || !req.allow_ptrace {
+        return Err(format!(
+            "--syscalls counts system calls in the kernel with BPF, which cannot load here: {why}. `--syscalls --allow-ptrace` counts them with ptrace syscall stops instead, like strace: slow (every call stops the process twice)"
+        ));
+    }
+    let s = ctx.one(TrackerKind::Ptrace, Some(req.mode)).map_err(|e| {
+        format!("--syscalls: BPF cannot load ({why}), and ptrace cannot attach either: {e}")
+    })?;
+    ctx.note(format!(
+        "BPF cannot load ({why}): system calls were counted at ptrace syscall stops (--allow-ptrace), which slow every call"
+    ));
+    Ok(Started {
+        kind: TrackerKind::Ptrace,
+        syscalls: s,
+    })
 }
