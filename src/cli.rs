@@ -71,6 +71,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub accounting: AccountingArgs,
+
+    #[command(flatten)]
+    pub syscalls: SyscallArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -275,7 +278,8 @@ pub enum ColorChoice {
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Tracking")]
 pub struct TrackingArgs {
-    /// How to follow the process tree. Default: ptrace, or netlink when ptrace cannot attach.
+    /// How to follow the process tree. Default: ebpf when BPF loads (root), else ptrace, or
+    /// netlink when ptrace cannot attach.
     #[arg(long, value_enum, value_name = "TRACKER")]
     pub tracker: Option<TrackerKind>,
 
@@ -355,6 +359,28 @@ pub struct PrivilegeArgs {
     /// Under sudo, run the command as root instead of as the invoking user.
     #[arg(long)]
     pub keep_root: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "System calls")]
+pub struct SyscallArgs {
+    /// Count the tree's system calls in the kernel (BPF, root): calls, errors and time per
+    /// call, by kernel subsystem. MODE: time (the default), count (calls and errors only: the
+    /// lowest overhead), per-process (also per process and exec'd program).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "MODE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "time"
+    )]
+    pub syscalls: Option<crate::syscalls::Mode>,
+
+    /// Where BPF cannot load, count system calls with ptrace syscall stops instead, like strace:
+    /// slow (every call stops the process twice).
+    #[arg(long, requires = "syscalls")]
+    pub allow_ptrace: bool,
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -452,6 +478,22 @@ mod tests {
     fn the_command_line_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn syscalls_take_an_optional_attached_mode() {
+        use crate::syscalls::Mode;
+        let cli = Cli::try_parse_from(["ste", "--syscalls", "ls", "-l"]).unwrap();
+        assert_eq!(cli.run.syscalls.syscalls, Some(Mode::Time));
+        assert_eq!(cli.run.command, ["ls", "-l"]);
+        let cli = Cli::try_parse_from(["ste", "--syscalls=count", "ls"]).unwrap();
+        assert_eq!(cli.run.syscalls.syscalls, Some(Mode::Count));
+        let cli =
+            Cli::try_parse_from(["ste", "--syscalls=per-process", "--allow-ptrace", "ls"]).unwrap();
+        assert_eq!(cli.run.syscalls.syscalls, Some(Mode::PerProcess));
+        assert!(cli.run.syscalls.allow_ptrace);
+        assert!(Cli::try_parse_from(["ste", "--allow-ptrace", "ls"]).is_err());
+        assert!(Cli::try_parse_from(["ste", "--syscalls=everything", "ls"]).is_err());
     }
 
     #[test]

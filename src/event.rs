@@ -4,7 +4,10 @@
 //! are serde types so that a run can be streamed to a record file and replayed into the same
 //! Run. A source never formats output, and this module knows nothing of how events are produced.
 
-use crate::model::{AccountEvent, Arg, Io, LaunchError, Sample, SamplerInfo, Source, Termination};
+use crate::model::{
+    AccountEvent, Arg, CallCount, Io, LaunchError, Sample, SamplerInfo, Source, Syscalls,
+    Termination,
+};
 use serde::{Deserialize, Serialize};
 
 /// An event and when it happened, in nanoseconds since the command was launched.
@@ -105,6 +108,12 @@ pub enum Event {
     },
     /// The malloc source is done; the CPU it spent outside the sampler's rounds.
     MallocDone { cpu_ns: u64 },
+    /// System calls made by one thread of `tgid` in the process's current image, sent when
+    /// the thread exits or the process execs (`--syscalls=per-process`).
+    SyscallsOf { tgid: i32, calls: Vec<CallCount> },
+    /// The system calls of the whole tree, once it is over (`--syscalls`); `images` is empty:
+    /// the recorder builds it from `SyscallsOf`.
+    Syscalls { syscalls: Box<Syscalls> },
 }
 
 #[cfg(test)]

@@ -168,6 +168,7 @@ impl Prepared {
                 child_after_fork(ChildPlan {
                     go: go_r.as_raw_fd(),
                     err: err_w.as_raw_fd(),
+                    parent_ends: [go_w.as_raw_fd(), err_r.as_raw_fd()],
                     argv: argv_ptrs.as_ptr(),
                     env: env_ptrs.as_ptr(),
                     candidates: &cand_ptrs,
@@ -238,6 +239,9 @@ const STAGE_EXEC: u32 = 2;
 struct ChildPlan<'a> {
     go: libc::c_int,
     err: libc::c_int,
+    /// ste's ends of the two pipes: closed at once, or the child's own copy of the write end
+    /// would keep `read(go)` from seeing ste close it (`Child::abandon`).
+    parent_ends: [libc::c_int; 2],
     argv: *const *const libc::c_char,
     env: *const *const libc::c_char,
     candidates: &'a [*const libc::c_char],
@@ -257,6 +261,9 @@ unsafe fn child_after_fork(plan: ChildPlan<'_>) -> ! {
         };
         // Rust ignores SIGPIPE in ste; the command must get the default back. The signals ste
         // waits for in its signal thread are blocked in ste; restore the mask it started with.
+        for fd in plan.parent_ends {
+            libc::close(fd);
+        }
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         libc::pthread_sigmask(libc::SIG_SETMASK, plan.mask, std::ptr::null_mut());
         if let Some((uid, gid)) = plan.creds {

@@ -22,5 +22,6 @@ pub mod sample;
 pub mod session;
 pub mod signals;
 pub mod sink;
+pub mod syscalls;
 pub mod track;
 pub mod units;

@@ -6,7 +6,7 @@ use crate::maps::peak::PeakOptions;
 use crate::report::Format;
 use crate::report::text::Style;
 use crate::sample::Pace;
-use crate::track::TrackerKind;
+use crate::track::{SyscallRequest, TrackerKind};
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -31,6 +31,8 @@ pub struct RunOptions {
     pub linger: Option<Duration>,
     pub pace: Pace,
     pub keep_root: bool,
+    /// `--syscalls`: what to count, and whether ptrace syscall stops may stand in for BPF.
+    pub syscalls: Option<SyscallRequest>,
     pub accounting: crate::account::Options,
     pub views: crate::report::accounting::Views,
     /// `--maps-at-peak`: map the largest processes at the tree's memory peak.
@@ -81,6 +83,7 @@ impl MapsOptions {
                     ranges: !a.summary,
                 }),
                 malloc: false,
+                syscalls: None,
             })),
         }
     }
@@ -136,6 +139,10 @@ impl RunOptions {
                 None => Pace::Budget(a.memory.sample_budget),
             },
             keep_root: a.privileges.keep_root,
+            syscalls: a.syscalls.syscalls.map(|mode| SyscallRequest {
+                mode,
+                allow_ptrace: a.syscalls.allow_ptrace,
+            }),
             maps_at_peak: a.anatomy.maps_at_peak.then_some(PeakOptions {
                 budget: a.anatomy.maps_budget,
                 ranges: false,

@@ -11,6 +11,7 @@ use crate::model::{
     Exec, Exit, Io, Overhead, Process, Run, SCHEMA_VERSION, Sample, SamplerInfo, ThreadLifetime,
     Totals,
 };
+use crate::syscalls::images::ImageTally;
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 
@@ -41,6 +42,8 @@ pub struct Recorder {
     stopped_waiting: Option<String>,
     /// Sees every event before it is applied (the record file of `ste record`).
     tap: Option<Tap>,
+    /// Per-image system calls, until `finish` puts them into the Run.
+    images: ImageTally,
 }
 
 /// A function that sees every event the recorder applies.
@@ -74,6 +77,7 @@ impl Recorder {
                 accounting: None,
                 memory_at_peak: None,
                 malloc: None,
+                syscalls: None,
             },
             threads: HashMap::new(),
             live: HashMap::new(),
@@ -83,6 +87,7 @@ impl Recorder {
             end_ns: None,
             stopped_waiting: None,
             tap: None,
+            images: ImageTally::default(),
         }
     }
 
@@ -330,6 +335,14 @@ impl Recorder {
                     m.cpu_ns = *cpu_ns;
                 }
             }
+            Event::SyscallsOf { tgid, calls } => {
+                if let Some(lp) = self.live.get(tgid) {
+                    let p = &self.run.processes[lp.index];
+                    let exec = p.execs.len().checked_sub(1);
+                    self.images.add(lp.index, p.pid, exec, calls);
+                }
+            }
+            Event::Syscalls { syscalls } => self.run.syscalls = Some((**syscalls).clone()),
         }
         Applied::Nothing
     }
@@ -357,15 +370,19 @@ impl Recorder {
             .filter(|e| e.argv.is_none())
             .count() as u64;
         let lost = &run.overhead.lost;
-        run.overhead.lost_events = if lost.overruns == 0 && lost.exits_missed == 0 {
-            Some(0)
-        } else if lost.overruns == 0 {
+        // Exact when nothing overflowed and no sequence gap was seen: only the process ends
+        // that were never reported are lost, and they are counted. Otherwise the kernel gave
+        // only a bound, so the exact number is unknown.
+        run.overhead.lost_events = if lost.overruns == 0 && lost.events_at_most == 0 {
             Some(lost.exits_missed)
         } else {
             None
         };
         if let Some(m) = &mut run.malloc {
             m.finish(&run.processes);
+        }
+        if let Some(sc) = &mut run.syscalls {
+            self.images.finish(sc);
         }
         let totals = &mut run.totals;
         totals.wall_ns = self.end_ns.unwrap_or_else(|| {

@@ -60,6 +60,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     let env = malloc.as_ref().map(|m| m.env()).unwrap_or_default();
     let prepared = Prepared::new(&opts.command, creds, &env)?;
     let mut accounting = account::Session::prepare(&opts.accounting);
+    let preloaded = track::preload(opts.tracker, opts.syscalls);
     let original_mask = signals::block();
     let clock = Clock::start();
     let mut child = prepared.fork(&original_mask)?;
@@ -67,8 +68,15 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     let sampler = Sampler::new(opts.pace, sink.clone());
     let peak_maps = crate::maps::peak::attach(opts.maps_at_peak, &sampler, &sink);
     let malloc = crate::malloc::attach(malloc, &sampler, &sink);
-    let tracker = match track::start(opts.tracker, &mut child, &sink, &sampler) {
-        Ok(kind) => kind,
+    let started = match track::start(
+        opts.tracker,
+        opts.syscalls,
+        preloaded,
+        &mut child,
+        &sink,
+        &sampler,
+    ) {
+        Ok(started) => started,
         Err(e) => {
             child.abandon();
             anyhow::bail!(e);
@@ -83,7 +91,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         0,
         Event::Start {
             command,
-            tracker: tracker.name().into(),
+            tracker: started.kind.name().into(),
             pid: child.pid,
             ppid: std::process::id() as i32,
         },
@@ -97,7 +105,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     sampler.declare_source();
     sampler.spawn().context("cannot start the sampler thread")?;
     signals::spawn(sink.clone()).context("cannot start the signal thread")?;
-    accounting.start(&sink, child.pid, tracker.name());
+    accounting.start(&sink, child.pid, started.kind.name());
     let root = child.pid;
     child.release()?;
 
@@ -172,6 +180,14 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         t_ns: end_ns,
         event: Event::SamplerDone { info },
     });
+    if let Some(source) = &started.syscalls {
+        rec.apply(&Stamped {
+            t_ns: end_ns,
+            event: Event::Syscalls {
+                syscalls: Box::new(source.summary()),
+            },
+        });
+    }
     let (children, me) = (rusage(libc::RUSAGE_CHILDREN), rusage(libc::RUSAGE_SELF));
     rec.apply(&Stamped {
         t_ns: end_ns,

@@ -7,6 +7,7 @@
 //! Knows nothing of process trees: it yields every event with the kernel's sequence numbers
 //! so the caller can count what was lost.
 
+use crate::kernel::bytes::{i32_at, u32_at, u64_at};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::time::Duration;
@@ -61,12 +62,6 @@ pub enum ProcEventKind {
     },
     /// Any other event type (uid, gid, sid, ptrace, comm, coredump).
     Other(u32),
-}
-
-use super::netlink::{u32_at, u64_at};
-
-fn i32_at(b: &[u8], off: usize) -> Option<i32> {
-    u32_at(b, off).map(|v| v as i32)
 }
 
 /// Parses one netlink datagram from the connector. Returns `None` for anything that is not a

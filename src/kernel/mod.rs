@@ -2,6 +2,8 @@
 //! that are unit-tested on captured text, and knows nothing about output or the Run.
 
 pub mod auxv;
+pub mod bytes;
+pub mod caps;
 pub mod cgroup;
 pub mod cn_proc;
 pub mod elf;

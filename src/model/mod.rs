@@ -9,6 +9,7 @@ mod accounting;
 mod arg;
 pub mod malloc;
 pub mod maps;
+mod syscalls;
 mod timeline;
 
 pub use accounting::{
@@ -16,6 +17,7 @@ pub use accounting::{
     MemoryFigure, MemoryReconciled, PathLink, TimeBreakdown, Unavailable, process_peak,
 };
 pub use arg::{Arg, join_escaped};
+pub use syscalls::{CallCount, ErrnoCount, ImageCalls, SyscallRow, Syscalls, Uncounted};
 pub use timeline::{ProcessSample, ThreadLifetime};
 
 use serde::{Deserialize, Serialize};
@@ -32,7 +34,7 @@ pub struct Run {
     pub generator: String,
     /// The command as typed (argv of the root process before exec).
     pub command: Vec<Arg>,
-    /// The process tracker that followed the tree: `ptrace` or `netlink`.
+    /// The process tracker that followed the tree: `ebpf`, `ptrace` or `netlink`.
     pub tracker: String,
     /// Things the reader must know to trust the figures (fallbacks, missing privileges).
     pub notes: Vec<String>,
@@ -61,6 +63,8 @@ pub struct Run {
     /// malloc behaviour per process image (`--malloc`); `None` when not asked for.
     #[serde(default)]
     pub malloc: Option<malloc::MallocRun>,
+    /// System calls of the tree (`--syscalls`); `None` when they were not counted.
+    pub syscalls: Option<Syscalls>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
@@ -243,7 +247,8 @@ pub struct Overhead {
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct Lost {
-    /// Times the kernel reported a receive-buffer overrun (netlink `ENOBUFS`).
+    /// Times the kernel reported a receive-buffer overrun (netlink `ENOBUFS`), or the ebpf
+    /// tracker found its ring buffer had dropped records.
     pub overruns: u64,
     /// Upper bound of events dropped, from sequence-number gaps (may include events of
     /// other processes on the machine).

@@ -199,6 +199,7 @@ fn without_lists(run: &Run) -> Run {
         accounting,
         memory_at_peak,
         malloc,
+        syscalls,
     } = run;
     Run {
         schema_version: *schema_version,
@@ -216,6 +217,7 @@ fn without_lists(run: &Run) -> Run {
         accounting: accounting.clone(),
         memory_at_peak: memory_at_peak.clone(),
         malloc: malloc.clone(),
+        syscalls: syscalls.clone(),
     }
 }
 

@@ -12,6 +12,7 @@ pub mod malloc;
 pub mod maps;
 pub mod names;
 pub mod perfetto;
+pub mod syscalls;
 pub mod text;
 
 use crate::model::Run;

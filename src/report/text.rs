@@ -5,7 +5,7 @@
 //! prints the same lines from a finished Run, so both outputs are identical.
 
 use crate::model::{Exec, Process, Run, join_escaped, signal_name};
-use crate::report::{chart, names};
+use crate::report::{chart, names, syscalls};
 use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
 use std::io::{self, Write};
 
@@ -108,6 +108,7 @@ pub fn render_summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<
     }
     crate::report::maps::render_at_peak(run, w)?;
     crate::report::malloc::render(run, w)?;
+    syscalls::render(run, w)?;
     for note in &run.notes {
         writeln!(w, "Note: {note}")?;
     }
@@ -164,8 +165,14 @@ fn peak_rss_text(run: &Run) -> String {
 
 fn tracker_text(run: &Run) -> String {
     let what = match run.tracker.as_str() {
+        "ptrace" if run.syscalls.as_ref().is_some_and(|s| s.method == "ptrace") => {
+            "fork/exec/exit stops and a stop at every system call's entry and exit (--allow-ptrace); counts and argv exact"
+        }
         "ptrace" => "fork/exec/exit stops, no syscall stops; counts and argv exact",
         "netlink" => "proc connector events; counts exact unless events were lost (below)",
+        "ebpf" => {
+            "sched tracepoints, argv read in the kernel at exec; counts and argv exact unless events were lost (below)"
+        }
         _ => "",
     };
     if what.is_empty() {

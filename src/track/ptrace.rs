@@ -14,9 +14,11 @@
 use crate::event::Event;
 use crate::kernel::proc::ProcFs;
 use crate::launch::{Child, ExecReport};
-use crate::model::{AccountEvent, Figures, LedgerSource, Source, Termination};
+use crate::model::{AccountEvent, CallCount, Figures, LedgerSource, Source, Termination};
 use crate::sample::Sampler;
 use crate::sink::{Batch, Msg, Sink};
+use crate::syscalls::Mode;
+use crate::track::ptrace_syscalls::SyscallStops;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,6 +31,8 @@ static LEDGER_FIGURES: AtomicBool = AtomicBool::new(false);
 pub fn set_ledger_figures(on: bool) {
     LEDGER_FIGURES.store(on, Ordering::Relaxed);
 }
+/// A syscall stop's signal under `PTRACE_O_TRACESYSGOOD`.
+const SYSCALL_STOP: i32 = libc::SIGTRAP | 0x80;
 
 const OPTIONS: libc::c_int = libc::PTRACE_O_TRACEFORK
     | libc::PTRACE_O_TRACEVFORK
@@ -37,16 +41,34 @@ const OPTIONS: libc::c_int = libc::PTRACE_O_TRACEFORK
     | libc::PTRACE_O_TRACEEXIT;
 
 /// Starts the tracer thread and seizes `pid`. Returns once the seize succeeded (the child may
-/// then be released) or with the reason it failed.
-pub fn start(child: &mut Child, sink: Sink, sampler: Arc<Sampler>) -> Result<(), String> {
+/// then be released) or with the reason it failed. With `syscalls`, also stops at every system
+/// call to count it (slow), and returns the source of the summary.
+pub fn start(
+    child: &mut Child,
+    sink: Sink,
+    sampler: Arc<Sampler>,
+    syscalls: Option<Mode>,
+) -> Result<Option<Arc<dyn crate::syscalls::Source>>, String> {
     let pid = child.pid;
+    let (stops, source) = match syscalls {
+        Some(mode) => {
+            let (stops, source) = SyscallStops::new(mode);
+            (Some(stops), Some(source))
+        }
+        None => (None, None),
+    };
+    let options = if stops.is_some() {
+        OPTIONS | libc::PTRACE_O_TRACESYSGOOD
+    } else {
+        OPTIONS
+    };
     let (seized_tx, seized_rx) = sync_channel::<Result<(), String>>(1);
     let (report_tx, report_rx) = sync_channel::<ExecReport>(1);
     let spawned = std::thread::Builder::new()
         .name("ste-ptrace".into())
         .spawn(move || {
             // SAFETY: seizing a process ste forked; the request takes integer arguments.
-            let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, OPTIONS as libc::c_long) };
+            let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, options as libc::c_long) };
             if rc != 0 {
                 let err = std::io::Error::last_os_error();
                 let _ = seized_tx.send(Err(format!("PTRACE_SEIZE failed: {err}")));
@@ -54,8 +76,9 @@ pub fn start(child: &mut Child, sink: Sink, sampler: Arc<Sampler>) -> Result<(),
             }
             let _ = seized_tx.send(Ok(()));
             let Ok(report) = report_rx.recv() else { return };
-            declare_sources(&sink);
-            let mut tracer = Tracer::new(pid, Some(report), Batch::new(sink.clone()), sampler);
+            declare_sources(&sink, syscalls);
+            let mut tracer =
+                Tracer::new(pid, Some(report), Batch::new(sink.clone()), sampler, stops);
             let error = tracer.run().err();
             tracer.sink.flush();
             sink.send(Msg::TrackerDone {
@@ -71,10 +94,19 @@ pub fn start(child: &mut Child, sink: Sink, sampler: Arc<Sampler>) -> Result<(),
         .unwrap_or_else(|_| Err("the tracer thread died".into()))?;
     report_tx
         .send(child.take_exec_report())
-        .map_err(|_| "the tracer thread died".to_string())
+        .map_err(|_| "the tracer thread died".to_string())?;
+    Ok(source)
 }
 
-fn declare_sources(sink: &Sink) {
+fn declare_sources(sink: &Sink, syscalls: Option<Mode>) {
+    if syscalls.is_some() {
+        sink.emit(Event::Source {
+            figure: "syscalls".into(),
+            source: Source::exact(
+                "ptrace syscall-entry and -exit stops (PTRACE_GET_SYSCALL_INFO), like strace; times include the stops",
+            ),
+        });
+    }
     for (figure, from) in [
         (
             "processes",
@@ -140,6 +172,8 @@ struct Tracer {
     /// Each live process's parent, and the rusage of the children it reaped so far.
     parent: HashMap<i32, i32>,
     reaped: HashMap<i32, Figures>,
+    /// `--syscalls` at syscall stops: resume with `PTRACE_SYSCALL` and count each stop.
+    syscalls: Option<SyscallStops>,
 }
 
 #[derive(Default)]
@@ -149,7 +183,13 @@ struct Group {
 }
 
 impl Tracer {
-    fn new(root: i32, report: Option<ExecReport>, sink: Batch, sampler: Arc<Sampler>) -> Self {
+    fn new(
+        root: i32,
+        report: Option<ExecReport>,
+        sink: Batch,
+        sampler: Arc<Sampler>,
+        syscalls: Option<SyscallStops>,
+    ) -> Self {
         let mut t = Tracer {
             root,
             report,
@@ -163,6 +203,7 @@ impl Tracer {
             ledger: LEDGER_FIGURES.load(Ordering::Relaxed),
             parent: HashMap::new(),
             reaped: HashMap::new(),
+            syscalls,
         };
         t.tgid_of.insert(root, root);
         t.groups.insert(
@@ -212,9 +253,15 @@ impl Tracer {
             Wait::Event(libc::PTRACE_EVENT_EXEC, _) => self.exec(pid),
             Wait::Event(libc::PTRACE_EVENT_EXIT, _) => self.exit_stop(pid),
             Wait::Event(libc::PTRACE_EVENT_STOP, sig) => self.stop(pid, sig),
-            Wait::Event(_, _) => restart(pid, 0),
+            Wait::Event(_, _) => self.resume(pid, 0),
+            Wait::Signal(SYSCALL_STOP) if self.syscalls.is_some() => {
+                if let Some(s) = &mut self.syscalls {
+                    s.stop(pid);
+                }
+                self.resume(pid, 0);
+            }
             // Signal-delivery-stop: deliver the signal unchanged.
-            Wait::Signal(sig) => restart(pid, sig),
+            Wait::Signal(sig) => self.resume(pid, sig),
             Wait::Other => {}
         }
     }
@@ -245,7 +292,7 @@ impl Tracer {
                 }
             }
         }
-        restart(pid, 0);
+        self.resume(pid, 0);
     }
 
     fn exec(&mut self, pid: i32) {
@@ -257,6 +304,8 @@ impl Tracer {
             }
         }
         let argv = self.procfs.cmdline(pid).ok();
+        // The calls so far belong to the image being replaced.
+        self.syscalls_of(pid, |s| s.exec(pid, former));
         self.sink.emit(Event::Exec {
             tgid: pid,
             former_tid: former,
@@ -267,11 +316,12 @@ impl Tracer {
             // The exec succeeded, so the report pipe is closed: this read does not block.
             self.report.take();
         }
-        restart(pid, 0);
+        self.resume(pid, 0);
     }
 
     fn exit_stop(&mut self, tid: i32) {
         let tgid = self.tgid_of.get(&tid).copied().unwrap_or(tid);
+        self.syscalls_of(tgid, |s| s.thread_exit(tid));
         let g = self.groups.entry(tgid).or_default();
         g.exiting += 1;
         let last = g.exiting >= g.threads;
@@ -317,7 +367,7 @@ impl Tracer {
                 },
             });
         }
-        restart(tid, 0);
+        self.resume(tid, 0);
     }
 
     /// The process's own rusage: wait4 reports it with that of every child it reaped
@@ -383,7 +433,7 @@ impl Tracer {
             // Group-stop: stay stopped, but let the tracer hear of SIGCONT.
             listen(pid);
         } else {
-            restart(pid, 0);
+            self.resume(pid, 0);
         }
     }
 
@@ -391,7 +441,7 @@ impl Tracer {
         if is_stop_signal(sig) {
             listen(pid)
         } else {
-            restart(pid, 0)
+            self.resume(pid, 0)
         }
     }
 
@@ -426,6 +476,27 @@ impl Tracer {
             self.sink.emit(Event::RootExit { status: t });
         }
     }
+
+    /// Restarts a stopped tracee, delivering `sig` (0: none), to its next syscall stop when
+    /// counting system calls. ESRCH (killed meanwhile) is fine: waitpid reports its end.
+    fn resume(&self, pid: i32, sig: i32) {
+        let request = if self.syscalls.is_some() {
+            libc::PTRACE_SYSCALL
+        } else {
+            libc::PTRACE_CONT
+        };
+        // SAFETY: PTRACE_CONT / PTRACE_SYSCALL with integer arguments.
+        unsafe { libc::ptrace(request, pid, 0, sig as libc::c_long) };
+    }
+
+    /// Per-process mode: emits the calls `take` returns as `tgid`'s.
+    fn syscalls_of(&mut self, tgid: i32, take: impl FnOnce(&mut SyscallStops) -> Vec<CallCount>) {
+        let Some(s) = &mut self.syscalls else { return };
+        let calls = take(s);
+        if !calls.is_empty() {
+            self.sink.emit(Event::SyscallsOf { tgid, calls });
+        }
+    }
 }
 
 fn is_stop_signal(sig: i32) -> bool {
@@ -447,13 +518,6 @@ fn event_msg(pid: i32) -> Option<libc::c_ulong> {
         )
     };
     (rc == 0).then_some(msg)
-}
-
-/// Restarts a stopped tracee, delivering `sig` (0: none). ESRCH (killed meanwhile) is fine:
-/// its end will be reported by waitpid.
-fn restart(pid: i32, sig: i32) {
-    // SAFETY: PTRACE_CONT with integer arguments.
-    unsafe { libc::ptrace(libc::PTRACE_CONT, pid, 0, sig as libc::c_long) };
 }
 
 fn listen(pid: i32) {

@@ -43,9 +43,9 @@ matrix!(shell_loop_of_2000_execs, |mode: Mode| {
         .iter()
         .filter(|l| *l != "EXEC: [/bin/true]")
         .collect();
-    match mode.tracker {
-        // Read at the exec stop: never missed.
-        Tracker::Ptrace => assert!(wrong.is_empty() && unread == 0, "{wrong:?}"),
+    match mode.used() {
+        // Read at the exec stop, or in the kernel at exec: never missed.
+        Tracker::Ptrace | Tracker::Ebpf => assert!(wrong.is_empty() && unread == 0, "{wrong:?}"),
         // Read on arrival: a /bin/true may be gone by then, but every loss is counted and shown.
         Tracker::Netlink => {
             assert_eq!(wrong.len(), unread, "{wrong:?}");
@@ -64,13 +64,15 @@ matrix!(shell_loop_of_2000_execs, |mode: Mode| {
     }
 });
 
-/// How long a fixture keeps its peak so that the netlink tracker, which cannot read a
-/// process as it exits, sees it at a sampling round (~2 s apart at 1 GiB within 1 % of a core).
+/// How long a fixture keeps its peak so that a tracker that cannot stop a process as it exits
+/// sees it at a sampling round (~2 s apart at 1 GiB within 1 % of a core).
 fn hold_ms(mode: Mode) -> &'static str {
-    match mode.tracker {
+    match mode.used() {
         // ptrace reads VmHWM and PSS at the exit stop: no hold needed.
         Tracker::Ptrace => "0",
-        Tracker::Netlink => "3000",
+        // ebpf reads the exact high-water mark at the exit tracepoint, but PSS is only
+        // sampled: without a stop at the exit, the peak must last until a round.
+        Tracker::Ebpf | Tracker::Netlink => "3000",
     }
 }
 
@@ -178,7 +180,7 @@ matrix!(unknown_values_are_null_not_zero, |mode: Mode| {
     let json: serde_json::Value = serde_json::to_value(o.run()).unwrap();
     assert_eq!(json["schema_version"], 1);
     assert!(json["generator"].as_str().unwrap().starts_with("ste "));
-    assert_eq!(json["tracker"], mode.tracker.name());
+    assert_eq!(json["tracker"], mode.used().name());
     for key in [
         "wall_ns",
         "user_ns",
@@ -211,7 +213,7 @@ matrix!(unknown_values_are_null_not_zero, |mode: Mode| {
     let argv = &json["processes"][0]["execs"][0]["argv"];
     if argv.is_null() {
         // Only the netlink tracker can lose an argv, and it must say so.
-        assert_eq!(mode.tracker, Tracker::Netlink);
+        assert_eq!(mode.used(), Tracker::Netlink);
         assert_eq!(json["overhead"]["lost"]["argv_unread"], 1);
     } else {
         assert!(argv[0].as_str().unwrap().ends_with("fixture"));
@@ -273,7 +275,7 @@ fn output_file_gets_the_report() {
 fn spawn_ste(mode: Mode, extra: &[&str], command: &[&str]) -> std::process::Child {
     let mut c = command_as(mode.who, &bins().ste);
     c.current_dir(&bins().dir)
-        .args(["--tracker", mode.tracker.name()])
+        .args(tracker_args(mode))
         .args(extra)
         .arg("--")
         .args(command)
@@ -460,30 +462,57 @@ matrix!(
     }
 );
 
-#[test]
-fn falls_back_to_netlink_when_ste_is_itself_traced() {
-    // Under `strace -f`, strace already traces the command, so ste's PTRACE_SEIZE fails.
+/// Runs ste as `who` under `strace -f`, which traces ste and so the command too.
+fn ste_under_strace(who: Who) -> (std::process::Output, ste::model::Run) {
     let strace = std::process::Command::new("strace").arg("-V").output();
     assert!(
         strace.is_ok(),
         "strace is needed for this test (.ci/run installs it)"
     );
     let json = scratch("fallback.json");
-    let o = std::process::Command::new("strace")
-        .args(["-f", "-o", "/dev/null", "--"])
+    let mut c = std::process::Command::new("strace");
+    c.args(["-f", "-o", "/dev/null", "--"]);
+    if who == Who::Nobody {
+        c.args([
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+        ]);
+    }
+    let o = c
         .arg(&bins().ste)
         .arg("--json")
         .arg(&json)
         .args(["--", "/bin/sh", "-c", "/bin/true"])
+        .current_dir(&bins().dir)
         .env("NO_COLOR", "1")
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
     let run: ste::model::Run = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(run.totals.processes, 2);
+    (o, run)
+}
+
+#[test]
+fn under_strace_root_still_uses_ebpf() {
+    // BPF does not conflict with a tracer of ste: the default stays the most exact tracker.
+    let (_, run) = ste_under_strace(Who::Root);
+    assert_eq!(run.tracker, "ebpf", "{:?}", run.notes);
+}
+
+#[test]
+fn falls_back_to_netlink_when_ste_is_itself_traced() {
+    // As nobody, BPF cannot load; under `strace -f`, strace already traces the command, so
+    // ste's PTRACE_SEIZE fails too: netlink is what is left, and the report says why.
+    let (o, run) = ste_under_strace(Who::Nobody);
+    let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(run.tracker, "netlink");
     assert!(err.contains("fell back to the netlink tracker"), "{err}");
-    assert_eq!(run.totals.processes, 2);
+    assert!(err.contains(NO_BPF), "{err}");
 }
 
 #[test]

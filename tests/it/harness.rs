@@ -18,6 +18,7 @@ pub enum Who {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tracker {
+    Ebpf,
     Ptrace,
     Netlink,
 }
@@ -25,6 +26,7 @@ pub enum Tracker {
 impl Tracker {
     pub fn name(self) -> &'static str {
         match self {
+            Tracker::Ebpf => "ebpf",
             Tracker::Ptrace => "ptrace",
             Tracker::Netlink => "netlink",
         }
@@ -35,6 +37,20 @@ impl Tracker {
 pub struct Mode {
     pub tracker: Tracker,
     pub who: Who,
+}
+
+/// What ste says when BPF cannot load for `nobody`.
+pub const NO_BPF: &str = "loading BPF programs needs CAP_BPF and CAP_PERFMON";
+
+impl Mode {
+    /// The tracker the run really uses: `nobody` cannot load BPF, so its "ebpf" runs test the
+    /// default's fallback to ptrace (see [`ste_with`]).
+    pub fn used(self) -> Tracker {
+        match (self.tracker, self.who) {
+            (Tracker::Ebpf, Who::Nobody) => Tracker::Ptrace,
+            (t, _) => t,
+        }
+    }
 }
 
 pub fn is_root() -> bool {
@@ -202,6 +218,15 @@ pub fn ste(mode: Mode, extra: &[&str], command: &[&str]) -> Outcome {
     ste_with(mode, extra, command, |_| {})
 }
 
+/// The `--tracker` arguments for `mode`: none for ebpf as `nobody`, whose run checks that the
+/// default falls back to ptrace and says why.
+pub fn tracker_args(mode: Mode) -> Vec<&'static str> {
+    match (mode.tracker, mode.who) {
+        (Tracker::Ebpf, Who::Nobody) => vec![],
+        (t, _) => vec!["--tracker", t.name()],
+    }
+}
+
 /// As [`ste`], letting the caller adjust the `Command` (stdin, environment).
 pub fn ste_with(
     mode: Mode,
@@ -212,7 +237,8 @@ pub fn ste_with(
     let json = scratch("run.json");
     let mut c = command_as(mode.who, &bins().ste);
     c.current_dir(&bins().dir)
-        .args(["--tracker", mode.tracker.name(), "--json"])
+        .args(tracker_args(mode))
+        .arg("--json")
         .arg(&json)
         .args(extra)
         .arg("--")
@@ -228,7 +254,22 @@ pub fn ste_with(
             serde_json::from_slice::<Run>(&b).unwrap_or_else(|e| panic!("bad JSON from ste: {e}"))
         });
     let _ = std::fs::remove_file(&json);
-    Outcome { output, run }
+    let o = Outcome { output, run };
+    if let (Tracker::Ebpf, Some(run)) = (mode.tracker, &o.run) {
+        // The ebpf runs first check what they test: BPF loaded as root; as nobody, the
+        // fallback happened and the report says why.
+        assert_eq!(run.tracker, mode.used().name(), "{}", o.stderr());
+        if mode.who == Who::Nobody {
+            assert!(
+                run.notes
+                    .iter()
+                    .any(|n| n.contains(NO_BPF) && n.contains("ptrace")),
+                "{:?}",
+                run.notes
+            );
+        }
+    }
+    o
 }
 
 /// The core fixture's path (`examples/fixture.rs`) as a string, for command lines.
@@ -236,12 +277,27 @@ pub fn fixture() -> String {
     example("fixture").display().to_string()
 }
 
-/// Defines one test per tracker × privilege level, each calling `$body(Mode)`.
+/// Defines one test per tracker × privilege level, each calling `$body(Mode)`. The ebpf tracker
+/// needs root: its `nobody` variant runs the default tracker choice and checks the fallback.
 #[macro_export]
 macro_rules! matrix {
     ($name:ident, $body:expr) => {
         mod $name {
             use super::*;
+            #[test]
+            fn ebpf_root() {
+                ($body)(Mode {
+                    tracker: Tracker::Ebpf,
+                    who: Who::Root,
+                })
+            }
+            #[test]
+            fn ebpf_nobody() {
+                ($body)(Mode {
+                    tracker: Tracker::Ebpf,
+                    who: Who::Nobody,
+                })
+            }
             #[test]
             fn ptrace_root() {
                 ($body)(Mode {

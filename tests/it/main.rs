@@ -7,3 +7,4 @@ mod json;
 mod malloc;
 mod maps;
 mod reports;
+mod syscalls;

@@ -1,0 +1,519 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+//
+// ste's BPF programs: the process tree of one command, followed in the kernel, and the system
+// calls of that tree counted in the kernel.
+//
+// Tree: every task of the tree carries task-local storage (`tasks`). The root gets it from user
+// space (through a pidfd) before it is released; a task created by a task that has it gets it at
+// sched_process_fork. So the filter costs one task-storage lookup, a pointer test for every
+// other task on the machine. Fork, exec (with argv read from the new image's argument area)
+// and exit records go to the ring buffer `events`; a record that does not fit is counted in
+// `counters[CNT_DROPPED]`, never silently lost.
+//
+// System calls (attached only for --syscalls): counted at raw_syscalls:sys_exit, where the
+// number, the result and (with timing) the time since sys_enter are all known. Like strace,
+// a call is counted when it returns: exit and exit_group never do. Tree totals go to a per-CPU
+// array indexed by syscall number (compat i386 numbers at 512 + nr); failures by errno to a
+// hash; per thread (per-process mode) to a second task storage, written as a record when the
+// thread exits or execs.
+//
+// Kernel structures are declared here with only the fields used, and relocated by CO-RE
+// (preserve_access_index) against the running kernel's BTF. Built by bpf/build.sh; the object
+// is committed next to this file.
+
+#include <linux/bpf.h>
+
+typedef __u8 u8;
+typedef __u32 u32;
+typedef __s32 s32;
+typedef __u64 u64;
+typedef __s64 s64;
+typedef _Bool bool;
+
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+// ---- Kernel structures (only the fields read; offsets come from the kernel's BTF) ----------
+
+struct pt_regs {
+	unsigned long orig_ax;
+} __attribute__((preserve_access_index));
+
+struct thread_info {
+	u32 status;
+} __attribute__((preserve_access_index));
+
+struct percpu_counter {
+	s64 count;
+} __attribute__((preserve_access_index));
+
+struct mm_struct {
+	unsigned long hiwater_rss;
+	unsigned long arg_start;
+	unsigned long arg_end;
+	struct percpu_counter rss_stat[4];
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	int counter;
+} atomic_t;
+
+struct signal_struct {
+	atomic_t live;
+	int group_exit_code;
+	unsigned int flags;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	struct thread_info thread_info;
+	int pid;
+	int tgid;
+	int exit_code;
+	struct mm_struct *mm;
+	struct signal_struct *signal;
+	struct task_struct *group_leader;
+} __attribute__((preserve_access_index));
+
+// x86: arch/x86/include/asm/thread_info.h, include/linux/sched/signal.h, include/linux/mm_types_task.h
+#define TS_COMPAT 0x0002
+#define SIGNAL_GROUP_EXIT 0x00000004
+#define MM_FILEPAGES 0
+#define MM_ANONPAGES 1
+#define MM_SHMEMPAGES 3
+
+// ---- Records shared with user space (src/track/ebpf.rs mirrors them) ------------------------
+
+#define EV_FORK 1
+#define EV_EXEC 2
+#define EV_EXIT 3
+#define EV_CALLS 4
+
+struct ev_fork {
+	u32 kind;
+	s32 parent_tgid;
+	s32 child_tid;
+	s32 child_tgid;
+	u64 ts;
+};
+
+struct ev_exec {
+	u32 kind;
+	s32 tgid;
+	s32 former_tid;
+	u32 argv_len;
+	u64 ts;
+	// arg_end - arg_start: more than argv_len when the argument area did not fit.
+	u64 argv_total;
+	u8 argv[];
+};
+
+#define EXIT_GROUP_DEAD 1
+#define EXIT_HAS_MM 2
+
+struct ev_exit {
+	u32 kind;
+	s32 tid;
+	s32 tgid;
+	u32 flags;
+	u64 ts;
+	// The process's wait status (valid with EXIT_GROUP_DEAD).
+	s32 status;
+	u32 pad;
+	// VmHWM in pages (valid with EXIT_GROUP_DEAD | EXIT_HAS_MM).
+	u64 hiwater_pages;
+};
+
+struct call_entry {
+	u32 idx;
+	u32 pad;
+	u64 calls;
+	u64 errors;
+	u64 ns;
+	u64 max_ns;
+};
+
+struct ev_calls {
+	u32 kind;
+	s32 tid;
+	s32 tgid;
+	u32 n;
+	u64 ts;
+	struct call_entry e[];
+};
+
+// ---- Configuration, set by user space at load time --------------------------------------------
+
+// Measure the time of each call (attach sys_enter too).
+const volatile u32 cfg_timed = 0;
+// Keep per-thread counts and send them at thread exit and exec.
+const volatile u32 cfg_per_thread = 0;
+// The number of rt_sigreturn, which erases the call number (orig_ax = -1) as it restores the
+// registers: a call that returns with -1 made it, unless a tracer skipped the call.
+const volatile u32 cfg_sigreturn_nr = 0xffffffff;
+
+// ---- Maps ---------------------------------------------------------------------------------------
+
+#define NIDX 1024 // syscall numbers: native 0..511, compat 512 + nr
+#define ARGV_MAX (1 << 18)
+
+#define TASK_LAUNCHING 1 // the root before its exec: its calls are ste's launch code
+#define TASK_FORK_RETURN 2 // a new task: its first sys_exit is its return from fork
+
+struct task_state {
+	u64 enter_ns;
+	u32 flags;
+	// The number of the call in progress (timed mode).
+	u32 enter_nr;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_state);
+} tasks SEC(".maps");
+
+struct thread_calls {
+	u64 calls[NIDX];
+	u64 errors[NIDX];
+	u64 ns[NIDX];
+	u64 max_ns[NIDX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_calls);
+} calls SEC(".maps");
+
+struct total {
+	u64 calls;
+	u64 errors;
+	u64 ns;
+	u64 max_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NIDX);
+	__type(key, u32);
+	__type(value, struct total);
+} totals SEC(".maps");
+
+struct errno_key {
+	u32 idx;
+	s32 err;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct errno_key);
+	__type(value, u64);
+} errnos SEC(".maps");
+
+#define CNT_DROPPED 0 // ring buffer records that did not fit
+#define CNT_UNTRACKED 1 // new tasks whose storage could not be created (not followed)
+#define CNT_NO_THREAD_CALLS 2 // calls not counted per thread (storage could not be created)
+#define CNT_BAD_NR 3 // calls with a number outside 0..511 (x32, or skipped by seccomp/ptrace)
+#define CNT_ERRNO_FULL 4 // failures not counted by errno (the errnos map was full)
+#define NCOUNTERS 5
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NCOUNTERS);
+	__type(key, u32);
+	__type(value, u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 24);
+} events SEC(".maps");
+
+// One buffer per CPU for records larger than the stack (argv, per-thread counts); user space
+// sets max_entries to the number of possible CPUs.
+struct scratch {
+	u8 data[sizeof(struct ev_exec) + ARGV_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
+
+// ---- Helpers ------------------------------------------------------------------------------------
+
+static __always_inline void count(u32 which)
+{
+	u64 *v = bpf_map_lookup_elem(&counters, &which);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+static __always_inline void *scratch_buf(void)
+{
+	u32 cpu = bpf_get_smp_processor_id();
+	return bpf_map_lookup_elem(&scratch, &cpu);
+}
+
+// Sends the thread's per-call counts as one record, then clears them.
+static __always_inline void flush_calls(struct task_struct *task)
+{
+	if (!cfg_per_thread)
+		return;
+	struct thread_calls *c = bpf_task_storage_get(&calls, task, 0, 0);
+	if (!c)
+		return;
+	struct ev_calls *ev = scratch_buf();
+	if (!ev) {
+		count(CNT_DROPPED);
+		return;
+	}
+	ev->kind = EV_CALLS;
+	ev->tid = task->pid;
+	ev->tgid = task->tgid;
+	ev->ts = bpf_ktime_get_ns();
+	ev->n = 0;
+	// The entry count goes through memory (volatile), so the verifier sees a bounded unknown
+	// rather than 1,024 distinct constants, and the loop is verified once per iteration.
+#pragma clang loop unroll(disable)
+	for (u32 i = 0; i < NIDX; i++) {
+		u64 n_calls = c->calls[i];
+		if (!n_calls)
+			continue;
+		u32 n = *(volatile u32 *)&ev->n;
+		if (n >= NIDX)
+			break;
+		struct call_entry *e = &ev->e[n & (NIDX - 1)];
+		e->idx = i;
+		e->pad = 0;
+		e->calls = n_calls;
+		e->errors = c->errors[i];
+		e->ns = c->ns[i];
+		e->max_ns = c->max_ns[i];
+		c->calls[i] = 0;
+		c->errors[i] = 0;
+		c->ns[i] = 0;
+		c->max_ns[i] = 0;
+		*(volatile u32 *)&ev->n = n + 1;
+	}
+	u32 n = *(volatile u32 *)&ev->n;
+	if (n == 0)
+		return;
+	u64 size = sizeof(struct ev_calls) + (u64)(n & (NIDX * 2 - 1)) * sizeof(struct call_entry);
+	if (size > sizeof(struct scratch))
+		return;
+	if (bpf_ringbuf_output(&events, ev, size, 0))
+		count(CNT_DROPPED);
+}
+
+// ---- Tree ---------------------------------------------------------------------------------------
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (!bpf_task_storage_get(&tasks, parent, 0, 0))
+		return 0;
+	struct task_state *st =
+		bpf_task_storage_get(&tasks, child, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st) {
+		count(CNT_UNTRACKED);
+		return 0;
+	}
+	st->flags = TASK_FORK_RETURN;
+	struct ev_fork *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		count(CNT_DROPPED);
+		return 0;
+	}
+	ev->kind = EV_FORK;
+	ev->parent_tgid = parent->tgid;
+	ev->child_tid = child->pid;
+	ev->child_tgid = child->tgid;
+	ev->ts = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(ev, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(handle_exec, struct task_struct *task, int old_pid)
+{
+	struct task_state *st = bpf_task_storage_get(&tasks, task, 0, 0);
+	if (!st)
+		return 0;
+	// The counts so far belong to the image being replaced.
+	flush_calls(task);
+	st->flags &= ~TASK_LAUNCHING;
+	struct ev_exec *ev = scratch_buf();
+	if (!ev) {
+		count(CNT_DROPPED);
+		return 0;
+	}
+	ev->kind = EV_EXEC;
+	ev->tgid = task->tgid;
+	ev->former_tid = old_pid;
+	ev->ts = bpf_ktime_get_ns();
+	struct mm_struct *mm = task->mm;
+	u64 start = mm->arg_start, end = mm->arg_end;
+	u64 total = end > start ? end - start : 0;
+	u64 len = total > ARGV_MAX ? ARGV_MAX : total;
+	ev->argv_total = total;
+	// Keep the compiler from testing one register and passing another to the helper.
+	barrier_var(len);
+	if (len > ARGV_MAX)
+		return 0;
+	// The kernel has just copied the arguments to the new stack: the pages are present.
+	if (bpf_probe_read_user(ev->argv, len, (void *)start))
+		len = 0;
+	ev->argv_len = len;
+	barrier_var(len);
+	if (len > ARGV_MAX)
+		return 0;
+	u64 size = sizeof(*ev) + len;
+	if (size > sizeof(struct scratch))
+		return 0;
+	if (bpf_ringbuf_output(&events, ev, size, 0))
+		count(CNT_DROPPED);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(handle_exit, struct task_struct *task)
+{
+	if (!bpf_task_storage_get(&tasks, task, 0, 0))
+		return 0;
+	flush_calls(task);
+	struct ev_exit *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		count(CNT_DROPPED);
+		return 0;
+	}
+	ev->kind = EV_EXIT;
+	ev->tid = task->pid;
+	ev->tgid = task->tgid;
+	ev->ts = bpf_ktime_get_ns();
+	ev->flags = 0;
+	ev->status = 0;
+	ev->pad = 0;
+	ev->hiwater_pages = 0;
+	// do_exit() decrements signal->live before this tracepoint: 0 means this is the last
+	// thread of the process.
+	struct signal_struct *sig = task->signal;
+	if (sig->live.counter == 0) {
+		ev->flags |= EXIT_GROUP_DEAD;
+		// As wait_task_zombie() computes the status the parent will see.
+		ev->status = (sig->flags & SIGNAL_GROUP_EXIT) ? sig->group_exit_code
+							      : task->group_leader->exit_code;
+		// Since Linux 6.16 the tracepoint runs before exit_mm(): the memory is still
+		// attached, and VmHWM is computed as /proc/PID/status does.
+		struct mm_struct *mm = task->mm;
+		if (mm) {
+			s64 rss = mm->rss_stat[MM_FILEPAGES].count + mm->rss_stat[MM_ANONPAGES].count +
+				  mm->rss_stat[MM_SHMEMPAGES].count;
+			u64 hw = mm->hiwater_rss;
+			if (rss > 0 && (u64)rss > hw)
+				hw = rss;
+			ev->hiwater_pages = hw;
+			ev->flags |= EXIT_HAS_MM;
+		}
+	}
+	bpf_ringbuf_submit(ev, 0);
+	return 0;
+}
+
+// ---- System calls ---------------------------------------------------------------------------
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+{
+	struct task_state *st = bpf_task_storage_get(&tasks, bpf_get_current_task_btf(), 0, 0);
+	if (st) {
+		st->enter_ns = bpf_ktime_get_ns();
+		st->enter_nr = id;
+	}
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_state *st = bpf_task_storage_get(&tasks, task, 0, 0);
+	if (!st)
+		return 0;
+	if (st->flags) {
+		// A new task returning from fork (its parent counts that call), or the root
+		// before its exec.
+		st->flags &= ~TASK_FORK_RETURN;
+		return 0;
+	}
+	u64 dt = 0;
+	u64 nr = regs->orig_ax;
+	if (cfg_timed) {
+		u64 t0 = st->enter_ns;
+		st->enter_ns = 0;
+		if (t0) {
+			dt = bpf_ktime_get_ns() - t0;
+			if (nr == (u64)-1)
+				nr = st->enter_nr;
+		}
+	} else if (nr == (u64)-1 && !(task->thread_info.status & TS_COMPAT)) {
+		nr = cfg_sigreturn_nr;
+	}
+	if (nr >= NIDX / 2) {
+		count(CNT_BAD_NR);
+		return 0;
+	}
+	u32 idx = nr;
+	if (task->thread_info.status & TS_COMPAT)
+		idx += NIDX / 2;
+	bool failed = ret < 0 && ret >= -4095;
+	struct total *t = bpf_map_lookup_elem(&totals, &idx);
+	if (t) {
+		t->calls++;
+		if (failed)
+			t->errors++;
+		t->ns += dt;
+		if (dt > t->max_ns)
+			t->max_ns = dt;
+	}
+	if (failed) {
+		struct errno_key k = { .idx = idx, .err = -ret };
+		u64 *n = bpf_map_lookup_elem(&errnos, &k);
+		if (n) {
+			__sync_fetch_and_add(n, 1);
+		} else {
+			u64 one = 1;
+			if (bpf_map_update_elem(&errnos, &k, &one, BPF_NOEXIST)) {
+				n = bpf_map_lookup_elem(&errnos, &k);
+				if (n)
+					__sync_fetch_and_add(n, 1);
+				else
+					count(CNT_ERRNO_FULL);
+			}
+		}
+	}
+	if (cfg_per_thread) {
+		struct thread_calls *c =
+			bpf_task_storage_get(&calls, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!c) {
+			count(CNT_NO_THREAD_CALLS);
+			return 0;
+		}
+		u32 i = idx & (NIDX - 1);
+		c->calls[i]++;
+		if (failed)
+			c->errors[i]++;
+		c->ns[i] += dt;
+		if (dt > c->max_ns[i])
+			c->max_ns[i] = dt;
+	}
+	return 0;
+}

@@ -1,0 +1,790 @@
+//! The ebpf tracker: sched_process_fork/exec/exit tracepoints, the tree filtered in the kernel,
+//! argv read in the kernel at exec, exit statuses and peak RSS read in the kernel at exit; and,
+//! with `--syscalls`, the tree's system calls counted in the kernel.
+//!
+//! Owns the BPF object (`bpf/ste.bpf.o`, built from `bpf/ste.bpf.c` by `bpf/build.sh` and
+//! embedded here, so building ste needs no clang), its loading with aya (pure Rust), the reader
+//! thread that turns ring-buffer records into Events, and the system-call maps. Reaping is the
+//! shared reaper's (`track::reaper`); the live tree is `track::tree`'s.
+//!
+//! The root is registered before it is released: the kernel map of tracked tasks (task-local
+//! storage) gets the root's entry through a pidfd, marked "launching" so that ste's own launch
+//! code in the child (the pipe read, PATH search) is not counted as the command's system calls.
+//! The kernel writes a task's exit record before the task becomes a zombie, so once the reaper
+//! has reaped every child, every record is in the ring buffer. Records that do not fit are
+//! counted in the kernel; the reader reports them as lost and rebuilds the tree from /proc.
+
+use crate::event::Event;
+use crate::kernel::bytes::{i32_at, u32_at, u64_at};
+use crate::kernel::caps;
+use crate::kernel::proc::parse_cmdline;
+use crate::launch::Child;
+use crate::model::{CallCount, Source, Syscalls, Termination, Uncounted};
+use crate::sample::Sampler;
+use crate::sink::{Msg, Sink};
+use crate::syscalls::{self, Counts, Errnos, Mode};
+use crate::track::reaper::{self, Done};
+use crate::track::tree::Tree;
+use aya::Ebpf;
+use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, RingBuf};
+use aya::programs::BtfTracePoint;
+use std::collections::HashSet;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The object, aligned for the ELF parser.
+static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/ste.bpf.o");
+
+/// Record kinds and layouts: `bpf/ste.bpf.c`.
+const EV_FORK: u32 = 1;
+const EV_EXEC: u32 = 2;
+const EV_EXIT: u32 = 3;
+const EV_CALLS: u32 = 4;
+const EXIT_GROUP_DEAD: u32 = 1;
+const EXIT_HAS_MM: u32 = 2;
+const TASK_LAUNCHING: u32 = 1;
+/// Syscall numbers per ABI in the kernel's arrays: native at `nr`, compat at 512 + nr.
+const NIDX: u32 = 1024;
+const CNT_DROPPED: u32 = 0;
+const CNT_UNTRACKED: u32 = 1;
+const CNT_BAD_NR: u32 = 3;
+const CNT_ERRNO_FULL: u32 = 4;
+
+/// How often the reader checks the kernel's count of dropped records.
+const DROP_CHECK: Duration = Duration::from_millis(100);
+
+/// `struct total` of the BPF object.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Total {
+    calls: u64,
+    errors: u64,
+    ns: u64,
+    max_ns: u64,
+}
+
+/// `struct errno_key` of the BPF object.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct ErrnoKey {
+    idx: u32,
+    err: i32,
+}
+
+// SAFETY: plain repr(C) integers with no padding; any bit pattern is valid.
+unsafe impl aya::Pod for Total {}
+// SAFETY: plain repr(C) integers with no padding; any bit pattern is valid.
+unsafe impl aya::Pod for ErrnoKey {}
+
+/// What the tracker is asked to do besides following the tree.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    pub syscalls: Option<Mode>,
+}
+
+/// The object loaded and its programs attached, before the command is forked: loading (the
+/// kernel's BTF is parsed for CO-RE) takes a while, which must not count as the command's time.
+/// Nothing is followed until [`start`] registers the root.
+pub struct Loaded {
+    ebpf: Ebpf,
+    config: Config,
+}
+
+/// Loads the object and attaches what `config` needs, or says why it cannot.
+pub fn load(config: Config) -> Result<Loaded, String> {
+    if !cfg!(target_arch = "x86_64") {
+        return Err(format!(
+            "the BPF object is built for x86_64, not {}",
+            std::env::consts::ARCH
+        ));
+    }
+    if let Some(mask) = caps::effective() {
+        let bpf = caps::has(mask, caps::CAP_BPF) && caps::has(mask, caps::CAP_PERFMON);
+        if !bpf && !caps::has(mask, caps::CAP_SYS_ADMIN) {
+            return Err(format!(
+                "loading BPF programs needs CAP_BPF and CAP_PERFMON (run ste as root){}",
+                unprivileged_knob()
+            ));
+        }
+    }
+    let ebpf = load_object(config).map_err(|e| explain(e.as_ref()))?;
+    Ok(Loaded { ebpf, config })
+}
+
+/// Registers the root, and starts the reader and the reaper. Returns the system-call source
+/// when `--syscalls` was asked for.
+pub fn start(
+    loaded: Loaded,
+    child: &mut Child,
+    sink: Sink,
+    sampler: Arc<Sampler>,
+) -> Result<Option<Arc<dyn syscalls::Source>>, String> {
+    let Loaded { mut ebpf, config } = loaded;
+    let tasks_fd = match ebpf.map("tasks") {
+        Some(Map::Unsupported(data)) => data.fd().as_fd().as_raw_fd(),
+        _ => return Err("the BPF object has no task storage map `tasks`".into()),
+    };
+    register_root(tasks_fd, child.pid)
+        .map_err(|e| format!("cannot register the command with BPF: {e}"))?;
+    let ring = RingBuf::try_from(take(&mut ebpf, "events")?).map_err(|e| e.to_string())?;
+    let counters_map = take(&mut ebpf, "counters")?;
+    // A second handle on the counters, for the system-call summary.
+    let counters_view = match &counters_map {
+        Map::Array(data) => data
+            .fd()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| e.to_string())
+            .and_then(|fd| MapData::from_fd(fd).map_err(|e| e.to_string()))?,
+        _ => return Err("the BPF map `counters` is not an array".into()),
+    };
+    let counters: Array<MapData, u64> = Array::try_from(counters_map).map_err(|e| e.to_string())?;
+    let source = match config.syscalls {
+        Some(mode) => Some(Arc::new(BpfSyscalls {
+            mode,
+            maps: Mutex::new(SyscallMaps {
+                totals: PerCpuArray::try_from(take(&mut ebpf, "totals")?)
+                    .map_err(|e| e.to_string())?,
+                errnos: BpfHashMap::try_from(take(&mut ebpf, "errnos")?)
+                    .map_err(|e| e.to_string())?,
+                counters: Array::try_from(Map::Array(counters_view)).map_err(|e| e.to_string())?,
+            }),
+        })),
+        None => None,
+    };
+    let done = Done::new().map_err(|e| format!("eventfd: {e}"))?;
+    declare_sources(&sink, config);
+    let report = child.take_exec_report();
+    let root = child.pid;
+    let reader = Reader {
+        _ebpf: ebpf,
+        ring,
+        counters,
+        dropped: 0,
+        state: State {
+            tree: Tree::new(root, sink.clone(), sampler),
+            deferred_leaders: HashSet::new(),
+            page_size: crate::kernel::proc::page_size(),
+            timed: config.syscalls.is_some_and(Mode::timed),
+            peaks_from_exit: true,
+        },
+    };
+    let reader_done = Arc::clone(&done);
+    std::thread::Builder::new()
+        .name("ste-ebpf".into())
+        .spawn(move || reader.run(&reader_done))
+        .map_err(|e| format!("cannot start the ebpf reader: {e}"))?;
+    reaper::spawn(root, report, sink, done)?;
+    Ok(source.map(|s| s as Arc<dyn syscalls::Source>))
+}
+
+fn take(ebpf: &mut Ebpf, name: &str) -> Result<Map, String> {
+    ebpf.take_map(name)
+        .ok_or_else(|| format!("the BPF object has no map `{name}`"))
+}
+
+/// Loads the object and attaches what `config` needs. Detaches on drop.
+fn load_object(config: Config) -> Result<Ebpf, Box<dyn std::error::Error>> {
+    // aya's loader parses the kernel's BTF (6 MB here) for CO-RE in `EbpfLoader::new`, and
+    // keeps it to itself; attaching the tp_btf programs needs a second copy. Both parses run at
+    // once; the helper thread is joined before anything else, so ste still forks the command
+    // from a single-threaded process.
+    let (btf, mut loader) = std::thread::scope(|s| {
+        let mine = s.spawn(aya::Btf::from_sys_fs);
+        let loader = aya::EbpfLoader::new();
+        (mine.join(), loader)
+    });
+    let btf = btf
+        .map_err(|_| "the BTF parsing thread panicked".to_string())?
+        .map_err(|e| {
+            format!(
+                "cannot read the kernel's BTF (/sys/kernel/btf/vmlinux, CONFIG_DEBUG_INFO_BTF): {e}"
+            )
+        })?;
+    let cpus = aya::util::nr_cpus().map_err(|(what, e)| format!("{what}: {e}"))? as u32;
+    let timed: u32 = config.syscalls.is_some_and(Mode::timed).into();
+    let per_thread: u32 = config.syscalls.is_some_and(Mode::per_process).into();
+    let sigreturn = syscalls::native_nr("rt_sigreturn").unwrap_or(u32::MAX);
+    let mut ebpf = loader
+        // Task storage maps: aya creates them but has no Rust type for them.
+        .allow_unsupported_maps()
+        .override_global("cfg_timed", &timed, true)
+        .override_global("cfg_per_thread", &per_thread, true)
+        .override_global("cfg_sigreturn_nr", &sigreturn, true)
+        .map_max_entries("scratch", cpus)
+        .load(OBJECT)?;
+    let mut programs = vec![
+        ("handle_fork", "sched_process_fork"),
+        ("handle_exec", "sched_process_exec"),
+        ("handle_exit", "sched_process_exit"),
+    ];
+    if config.syscalls.is_some() {
+        programs.push(("sys_exit", "sys_exit"));
+    }
+    if timed == 1 {
+        programs.push(("sys_enter", "sys_enter"));
+    }
+    for (name, tracepoint) in programs {
+        let prog: &mut BtfTracePoint = ebpf
+            .program_mut(name)
+            .ok_or_else(|| format!("the BPF object has no program `{name}`"))?
+            .try_into()?;
+        prog.load(tracepoint, &btf)
+            .map_err(|e| format!("loading {name}: {}", chain(&e)))?;
+        prog.attach()
+            .map_err(|e| format!("attaching {name} to {tracepoint}: {}", chain(&e)))?;
+    }
+    Ok(ebpf)
+}
+
+/// An error and its causes on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let s = c.to_string();
+        if !out.contains(&s) {
+            out += &format!(": {s}");
+        }
+        cur = c.source();
+    }
+    out
+}
+
+/// Why BPF did not load, in words a user can act on.
+fn explain(e: &dyn std::error::Error) -> String {
+    let text = chain(e);
+    let denied = text.contains("Operation not permitted") || text.contains("Permission denied");
+    if denied {
+        format!(
+            "loading BPF programs needs CAP_BPF and CAP_PERFMON (run ste as root){}: {text}",
+            unprivileged_knob()
+        )
+    } else {
+        text
+    }
+}
+
+/// `; kernel.unprivileged_bpf_disabled=N`, for messages.
+fn unprivileged_knob() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/unprivileged_bpf_disabled")
+        .map(|s| format!("; kernel.unprivileged_bpf_disabled={}", s.trim()))
+        .unwrap_or_default()
+}
+
+/// The `bpf(2)` command (include/uapi/linux/bpf.h, `enum bpf_cmd`).
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+
+/// Gives the root its `struct task_state` (launching until its exec) through a pidfd.
+fn register_root(tasks_fd: i32, pid: i32) -> std::io::Result<()> {
+    // SAFETY: pidfd_open with integer arguments; returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let key: i32 = pidfd.as_raw_fd();
+    // enter_ns: u64, flags: u32, enter_nr: u32
+    let mut value = [0u8; 16];
+    value[8..12].copy_from_slice(&TASK_LAUNCHING.to_ne_bytes());
+    // The BPF_MAP_*_ELEM part of `union bpf_attr` (include/uapi/linux/bpf.h).
+    #[repr(C)]
+    struct ElemAttr {
+        map_fd: u32,
+        pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+    let attr = ElemAttr {
+        map_fd: tasks_fd as u32,
+        pad: 0,
+        key: &key as *const i32 as u64,
+        value: value.as_ptr() as u64,
+        flags: 0, // BPF_ANY
+    };
+    // SAFETY: BPF_MAP_UPDATE_ELEM reads `attr` and the key and value it points to, all alive
+    // for the call; a task-storage map takes a pidfd as its key.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_UPDATE_ELEM,
+            &attr as *const ElemAttr,
+            std::mem::size_of::<ElemAttr>(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn declare_sources(sink: &Sink, config: Config) {
+    let mut figures = vec![
+        (
+            "processes",
+            "sched_process_fork tracepoint (BPF), filtered to the tree in the kernel",
+        ),
+        (
+            "threads",
+            "sched_process_fork tracepoint (BPF), filtered to the tree in the kernel",
+        ),
+        (
+            "execs",
+            "sched_process_exec tracepoint (BPF), argv read from the new image's argument area in the kernel",
+        ),
+        (
+            "peak_rss_bytes",
+            "hiwater_rss and the RSS counters of the process's memory, read by BPF at sched_process_exit (how /proc/PID/status computes VmHWM)",
+        ),
+    ];
+    if let Some(mode) = config.syscalls {
+        figures.push((
+            "syscalls",
+            if mode.timed() {
+                "raw_syscalls:sys_enter and sys_exit tracepoints (BPF), counted in the kernel"
+            } else {
+                "raw_syscalls:sys_exit tracepoint (BPF), counted in the kernel"
+            },
+        ));
+    }
+    for (figure, from) in figures {
+        sink.emit(Event::Source {
+            figure: figure.into(),
+            source: Source::exact(from),
+        });
+    }
+}
+
+/// The ring-buffer reader: owns the loaded object (dropping it detaches the programs).
+struct Reader {
+    _ebpf: Ebpf,
+    ring: RingBuf<MapData>,
+    counters: Array<MapData, u64>,
+    /// Dropped records and untracked tasks already reported.
+    dropped: u64,
+    state: State,
+}
+
+struct State {
+    tree: Tree,
+    /// Processes whose leader exited before the rest: its end is reported with the process's,
+    /// as `wait(2)` reports a leader only once its group is gone.
+    deferred_leaders: HashSet<i32>,
+    page_size: u64,
+    timed: bool,
+    /// Whether exit records carry the memory (Linux ≥ 6.16 traces the exit before exit_mm).
+    peaks_from_exit: bool,
+}
+
+impl Reader {
+    fn run(mut self, done: &Done) {
+        let mut last_check = Instant::now();
+        let end_ns = loop {
+            let mut fds = [
+                libc::pollfd {
+                    fd: self.ring.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: done.wake.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: polling two valid descriptors in a local array.
+            unsafe { libc::poll(fds.as_mut_ptr(), 2, DROP_CHECK.as_millis() as i32) };
+            self.drain();
+            if last_check.elapsed() >= DROP_CHECK {
+                self.check_drops();
+                last_check = Instant::now();
+            }
+            if let Some(t) = done.get() {
+                // Every exit record was written before its task was reaped.
+                self.drain();
+                self.check_drops();
+                break t;
+            }
+        };
+        self.state.tree.finish();
+        self.state.tree.sink.send(Msg::TrackerDone {
+            t_ns: end_ns,
+            error: None,
+        });
+    }
+
+    fn drain(&mut self) {
+        while let Some(item) = self.ring.next() {
+            self.state.handle(&item);
+        }
+    }
+
+    /// Reports records the kernel could not queue and new tasks it could not mark (so did not
+    /// follow), and rebuilds the tree from /proc.
+    fn check_drops(&mut self) {
+        let count = |i: u32| self.counters.get(&i, 0).unwrap_or(0);
+        let now = count(CNT_DROPPED) + count(CNT_UNTRACKED);
+        if now <= self.dropped {
+            return;
+        }
+        let lost = now - self.dropped;
+        self.dropped = now;
+        self.drain();
+        let (found, missed) = self.state.tree.resync();
+        self.state.tree.sink.emit(Event::Lost {
+            overruns: 1,
+            events_at_most: lost,
+            found_by_resync: found,
+            exits_missed: missed,
+        });
+    }
+}
+
+/// One ring-buffer record, decoded (layouts: `bpf/ste.bpf.c`).
+#[derive(Debug, PartialEq)]
+enum Record<'a> {
+    Fork {
+        parent_tgid: i32,
+        child_tid: i32,
+        child_tgid: i32,
+        ts: u64,
+    },
+    Exec {
+        tgid: i32,
+        former_tid: i32,
+        ts: u64,
+        argv: &'a [u8],
+        /// The argument area was larger than the kernel copied.
+        truncated: bool,
+    },
+    Exit {
+        tid: i32,
+        tgid: i32,
+        ts: u64,
+        /// The wait status of the process, when this was its last thread.
+        status: Option<i32>,
+        /// VmHWM in pages, when this was the last thread and its memory was still attached.
+        hiwater_pages: Option<u64>,
+        group_dead: bool,
+    },
+    Calls {
+        tgid: i32,
+        calls: Vec<CallCount>,
+    },
+}
+
+/// A call counter of the kernel's arrays as a model count (`idx`: nr, or 512 + nr for compat).
+fn call_count(idx: u32, calls: u64, errors: u64, ns: u64, max_ns: u64, timed: bool) -> CallCount {
+    CallCount {
+        nr: idx % (NIDX / 2),
+        compat: idx >= NIDX / 2,
+        calls,
+        errors,
+        total_ns: timed.then_some(ns),
+        max_ns: timed.then_some(max_ns),
+    }
+}
+
+fn decode(b: &[u8], timed: bool) -> Option<Record<'_>> {
+    match u32_at(b, 0)? {
+        EV_FORK => Some(Record::Fork {
+            parent_tgid: i32_at(b, 4)?,
+            child_tid: i32_at(b, 8)?,
+            child_tgid: i32_at(b, 12)?,
+            ts: u64_at(b, 16)?,
+        }),
+        EV_EXEC => {
+            let len = u32_at(b, 12)? as usize;
+            let total = u64_at(b, 24)?;
+            Some(Record::Exec {
+                tgid: i32_at(b, 4)?,
+                former_tid: i32_at(b, 8)?,
+                ts: u64_at(b, 16)?,
+                argv: b.get(32..32 + len)?,
+                truncated: total > len as u64,
+            })
+        }
+        EV_EXIT => {
+            let flags = u32_at(b, 12)?;
+            let group_dead = flags & EXIT_GROUP_DEAD != 0;
+            Some(Record::Exit {
+                tid: i32_at(b, 4)?,
+                tgid: i32_at(b, 8)?,
+                ts: u64_at(b, 16)?,
+                status: group_dead.then_some(i32_at(b, 24)?),
+                hiwater_pages: (group_dead && flags & EXIT_HAS_MM != 0).then_some(u64_at(b, 32)?),
+                group_dead,
+            })
+        }
+        EV_CALLS => {
+            let n = u32_at(b, 12)? as usize;
+            let calls = (0..n)
+                .map(|i| {
+                    let e = 24 + i * 40;
+                    Some(call_count(
+                        u32_at(b, e)?,
+                        u64_at(b, e + 8)?,
+                        u64_at(b, e + 16)?,
+                        u64_at(b, e + 24)?,
+                        u64_at(b, e + 32)?,
+                        timed,
+                    ))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some(Record::Calls {
+                tgid: i32_at(b, 8)?,
+                calls,
+            })
+        }
+        _ => None,
+    }
+}
+
+impl State {
+    fn handle(&mut self, bytes: &[u8]) {
+        let Some(rec) = decode(bytes, self.timed) else {
+            return;
+        };
+        let clock = self.tree.sink.clock();
+        match rec {
+            Record::Fork {
+                parent_tgid,
+                child_tid,
+                child_tgid,
+                ts,
+            } => {
+                let t = clock.from_monotonic(ts);
+                if child_tid == child_tgid {
+                    self.tree.add_process(t, parent_tgid, child_tid);
+                } else {
+                    self.tree.add_thread(t, child_tgid, child_tid);
+                }
+            }
+            Record::Exec {
+                tgid,
+                former_tid,
+                ts,
+                argv,
+                truncated,
+            } => {
+                if self.tree.exec(tgid).is_none() {
+                    return;
+                }
+                self.deferred_leaders.remove(&tgid);
+                let argv = if truncated {
+                    // Larger than the kernel copies: the process is most likely still there.
+                    self.tree
+                        .procfs
+                        .cmdline(tgid)
+                        .ok()
+                        .filter(|a| !a.is_empty())
+                } else {
+                    Some(parse_cmdline(argv)).filter(|a| !a.is_empty())
+                };
+                self.tree.sink.emit_at(
+                    clock.from_monotonic(ts),
+                    Event::Exec {
+                        tgid,
+                        former_tid,
+                        argv,
+                    },
+                );
+            }
+            Record::Exit {
+                tid,
+                tgid,
+                ts,
+                status,
+                hiwater_pages,
+                group_dead,
+            } => {
+                let t = clock.from_monotonic(ts);
+                if !group_dead {
+                    if tid == tgid && self.tree.threads(tgid) > 1 {
+                        self.deferred_leaders.insert(tgid);
+                    } else {
+                        self.tree.exit(t, tid, None);
+                    }
+                    return;
+                }
+                self.accounts(tgid, hiwater_pages);
+                let status = status.and_then(Termination::from_wait_status);
+                self.tree
+                    .exit(t, tid, if tid == tgid { status } else { None });
+                if tid != tgid && self.deferred_leaders.remove(&tgid) {
+                    self.tree.exit(t, tgid, status);
+                }
+            }
+            Record::Calls { tgid, calls } => {
+                if self.tree.has_process(tgid) {
+                    self.tree.sink.emit(Event::SyscallsOf { tgid, calls });
+                }
+            }
+        }
+    }
+
+    /// The peak RSS of a process that just ended, read in the kernel; on a kernel that traces
+    /// the exit after the memory is gone, the sampler reads peaks from then on.
+    fn accounts(&mut self, tgid: i32, hiwater_pages: Option<u64>) {
+        match hiwater_pages {
+            Some(pages) => self.tree.sink.emit(Event::Accounts {
+                tgid,
+                peak_rss_bytes: Some(pages * self.page_size),
+                io: None,
+            }),
+            None if self.peaks_from_exit => {
+                self.peaks_from_exit = false;
+                self.tree.sampler.read_peaks();
+                self.tree.sink.emit(Event::Note {
+                    text: "this kernel traces a process's exit after its memory is released (before Linux 6.16): peak RSS is sampled instead".into(),
+                });
+            }
+            None => {}
+        }
+    }
+}
+
+/// The kernel's system-call maps, read when the run is over.
+struct BpfSyscalls {
+    mode: Mode,
+    maps: Mutex<SyscallMaps>,
+}
+
+struct SyscallMaps {
+    totals: PerCpuArray<MapData, Total>,
+    errnos: BpfHashMap<MapData, ErrnoKey, u64>,
+    counters: Array<MapData, u64>,
+}
+
+impl syscalls::Source for BpfSyscalls {
+    fn summary(&self) -> Syscalls {
+        let maps = self.maps.lock().expect("syscall maps lock");
+        let mut counts = Counts::new();
+        for idx in 0..NIDX {
+            let Ok(per_cpu) = maps.totals.get(&idx, 0) else {
+                continue;
+            };
+            let mut t = Total::default();
+            for v in per_cpu.iter() {
+                t.calls += v.calls;
+                t.errors += v.errors;
+                t.ns += v.ns;
+                t.max_ns = t.max_ns.max(v.max_ns);
+            }
+            if t.calls > 0 {
+                let c = call_count(idx, t.calls, t.errors, t.ns, t.max_ns, self.mode.timed());
+                counts.insert((c.compat, c.nr), c);
+            }
+        }
+        let mut errnos = Errnos::new();
+        for (k, n) in maps.errnos.iter().flatten() {
+            let c = call_count(k.idx, 0, 0, 0, 0, false);
+            errnos.insert((c.compat, c.nr, k.err), n);
+        }
+        let counter = |i: u32| maps.counters.get(&i, 0).unwrap_or(0);
+        let uncounted = Uncounted {
+            bad_numbers: counter(CNT_BAD_NR),
+            errno_unclassified: counter(CNT_ERRNO_FULL),
+            per_process_missing: 0,
+        };
+        syscalls::summarize("ebpf", self.mode, &counts, &errnos, uncounted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(words: &[(usize, u64)], len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        for &(off, v) in words {
+            b[off..off + 8].copy_from_slice(&v.to_ne_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn decodes_each_record_kind() {
+        let mut fork = bytes(&[(16, 99)], 24);
+        fork[0..4].copy_from_slice(&EV_FORK.to_ne_bytes());
+        fork[4..8].copy_from_slice(&10i32.to_ne_bytes());
+        fork[8..12].copy_from_slice(&11i32.to_ne_bytes());
+        fork[12..16].copy_from_slice(&11i32.to_ne_bytes());
+        assert_eq!(
+            decode(&fork, false),
+            Some(Record::Fork {
+                parent_tgid: 10,
+                child_tid: 11,
+                child_tgid: 11,
+                ts: 99
+            })
+        );
+
+        let mut exec = bytes(&[(16, 5), (24, 10)], 32);
+        exec[0..4].copy_from_slice(&EV_EXEC.to_ne_bytes());
+        exec[4..8].copy_from_slice(&11i32.to_ne_bytes());
+        exec[8..12].copy_from_slice(&12i32.to_ne_bytes());
+        exec[12..16].copy_from_slice(&8u32.to_ne_bytes());
+        exec.extend_from_slice(b"ls\0-l\0/\0");
+        assert_eq!(
+            decode(&exec, false),
+            Some(Record::Exec {
+                tgid: 11,
+                former_tid: 12,
+                ts: 5,
+                argv: b"ls\0-l\0/\0",
+                truncated: true
+            })
+        );
+
+        let mut exit = bytes(&[(16, 7), (32, 300)], 40);
+        exit[0..4].copy_from_slice(&EV_EXIT.to_ne_bytes());
+        exit[4..8].copy_from_slice(&11i32.to_ne_bytes());
+        exit[8..12].copy_from_slice(&11i32.to_ne_bytes());
+        exit[12..16].copy_from_slice(&(EXIT_GROUP_DEAD | EXIT_HAS_MM).to_ne_bytes());
+        exit[24..28].copy_from_slice(&(3i32 << 8).to_ne_bytes());
+        assert_eq!(
+            decode(&exit, false),
+            Some(Record::Exit {
+                tid: 11,
+                tgid: 11,
+                ts: 7,
+                status: Some(3 << 8),
+                hiwater_pages: Some(300),
+                group_dead: true
+            })
+        );
+        exit[12..16].copy_from_slice(&0u32.to_ne_bytes());
+        assert!(matches!(
+            decode(&exit, false),
+            Some(Record::Exit {
+                status: None,
+                hiwater_pages: None,
+                group_dead: false,
+                ..
+            })
+        ));
+
+        let mut calls = bytes(&[(16, 1)], 24);
+        calls[0..4].copy_from_slice(&EV_CALLS.to_ne_bytes());
+        calls[8..12].copy_from_slice(&11i32.to_ne_bytes());
+        calls[12..16].copy_from_slice(&2u32.to_ne_bytes());
+        for (idx, n) in [(110u32, 5u64), (512 + 20, 1)] {
+            let mut e = bytes(&[(8, n), (16, 0), (24, 50), (32, 20)], 40);
+            e[0..4].copy_from_slice(&idx.to_ne_bytes());
+            calls.extend_from_slice(&e);
+        }
+        let Some(Record::Calls { tgid, calls: got }) = decode(&calls, true) else {
+            panic!("calls record not decoded");
+        };
+        assert_eq!(tgid, 11);
+        assert_eq!((got[0].nr, got[0].compat, got[0].calls), (110, false, 5));
+        assert_eq!((got[1].nr, got[1].compat), (20, true));
+        assert_eq!(got[1].total_ns, Some(50));
+        // A truncated record is refused rather than misread.
+        assert_eq!(decode(&calls[..70], true), None);
+    }
+}

@@ -1,0 +1,209 @@
+//! The live tree as seen by a tracker that does not stop tasks (netlink, ebpf): which processes
+//! and threads are alive, the `Fork`/`Exit` events that change it, and the rebuild from /proc
+//! after the kernel dropped events.
+//!
+//! Owns the tracker-side bookkeeping those trackers share; each tracker decodes its own kernel
+//! source and decides what to tell the tree. It tells the sampler about processes starting,
+//! exec'ing and ending. It never decides argv or exit statuses: the tracker passes them in.
+
+use crate::event::Event;
+use crate::kernel::proc::ProcFs;
+use crate::model::Termination;
+use crate::sample::Sampler;
+use crate::sink::Sink;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+pub struct Tree {
+    ste_pid: i32,
+    pub sink: Sink,
+    pub sampler: Arc<Sampler>,
+    pub procfs: ProcFs,
+    /// Live tasks of each process in the tree.
+    tasks: HashMap<i32, HashSet<i32>>,
+    /// Live task → its process.
+    owner: HashMap<i32, i32>,
+}
+
+impl Tree {
+    /// A tree holding the root (announced by `Event::Start`, so no `Fork` is emitted for it).
+    pub fn new(root: i32, sink: Sink, sampler: Arc<Sampler>) -> Tree {
+        let mut tree = Tree {
+            ste_pid: std::process::id() as i32,
+            sink,
+            sampler,
+            procfs: ProcFs::default(),
+            tasks: HashMap::new(),
+            owner: HashMap::new(),
+        };
+        tree.tasks.insert(root, HashSet::from([root]));
+        tree.owner.insert(root, root);
+        tree.sampler.process_started(root);
+        tree
+    }
+
+    pub fn ste_pid(&self) -> i32 {
+        self.ste_pid
+    }
+
+    pub fn has_process(&self, tgid: i32) -> bool {
+        self.tasks.contains_key(&tgid)
+    }
+
+    /// Live threads of `tgid`.
+    pub fn threads(&self, tgid: i32) -> usize {
+        self.tasks.get(&tgid).map_or(0, HashSet::len)
+    }
+
+    /// A new process `pid`, forked by `parent_tgid`.
+    pub fn add_process(&mut self, t: u64, parent_tgid: i32, pid: i32) {
+        self.tasks.insert(pid, HashSet::from([pid]));
+        self.owner.insert(pid, pid);
+        self.sink.emit_at(
+            t,
+            Event::Fork {
+                parent_tgid,
+                child_tid: pid,
+                child_tgid: pid,
+            },
+        );
+        self.sampler.process_started(pid);
+    }
+
+    /// A new thread `tid` of the known process `tgid`; ignored for processes outside the tree.
+    pub fn add_thread(&mut self, t: u64, tgid: i32, tid: i32) {
+        if let Some(tids) = self.tasks.get_mut(&tgid) {
+            tids.insert(tid);
+            self.owner.insert(tid, tgid);
+            self.sink.emit_at(
+                t,
+                Event::Fork {
+                    parent_tgid: tgid,
+                    child_tid: tid,
+                    child_tgid: tgid,
+                },
+            );
+        }
+    }
+
+    /// `tgid` exec'd: afterwards it has exactly one thread, its leader (a thread that exec'd
+    /// took the leader's id and ends no thread of its own). Returns `None` for a process
+    /// outside the tree, else the other thread that was alive, when exactly one was (the one
+    /// that exec'd, for a tracker that is not told).
+    pub fn exec(&mut self, tgid: i32) -> Option<Option<i32>> {
+        let tids = self.tasks.get_mut(&tgid)?;
+        tids.remove(&tgid);
+        let former = if tids.len() == 1 {
+            tids.iter().next().copied()
+        } else {
+            None
+        };
+        for tid in tids.drain() {
+            self.owner.remove(&tid);
+        }
+        tids.insert(tgid);
+        self.owner.insert(tgid, tgid);
+        self.sampler.process_exec(tgid);
+        Some(former)
+    }
+
+    /// The process of the live task `tid`, if it is in the tree.
+    pub fn owner(&self, tid: i32) -> Option<i32> {
+        self.owner.get(&tid).copied()
+    }
+
+    /// The task `tid` ended; emits its `Exit`. Returns false for a task outside the tree.
+    pub fn exit(&mut self, t: u64, tid: i32, status: Option<Termination>) -> bool {
+        let Some(tgid) = self.owner.remove(&tid) else {
+            return false;
+        };
+        self.sink.emit_at(t, Event::Exit { tid, tgid, status });
+        self.task_gone(tgid, tid);
+        true
+    }
+
+    fn task_gone(&mut self, tgid: i32, tid: i32) {
+        if let Some(tids) = self.tasks.get_mut(&tgid) {
+            tids.remove(&tid);
+            if tids.is_empty() {
+                self.tasks.remove(&tgid);
+                self.sampler.process_ended(tgid);
+            }
+        }
+    }
+
+    /// The run is over: the sampler forgets what is left.
+    pub fn finish(&self) {
+        for tgid in self.tasks.keys() {
+            self.sampler.process_ended(*tgid);
+        }
+    }
+
+    /// Adds the processes and threads of the tree that /proc shows and ste does not know (from
+    /// the known processes and from ste itself, the subreaper of orphans), and ends the known
+    /// ones /proc no longer shows. Returns (processes found, processes ended unseen).
+    pub fn resync(&mut self) -> (u64, u64) {
+        let t = self.sink.clock().now_ns();
+        let Ok(pids) = self.procfs.pids() else {
+            return (0, 0);
+        };
+        let present: HashSet<i32> = pids.iter().copied().collect();
+        let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+        for &pid in &pids {
+            if let Ok(Some(stat)) = self.procfs.stat(pid) {
+                children.entry(stat.ppid).or_default().push(pid);
+            }
+        }
+        let mut found = 0;
+        let mut frontier: Vec<i32> = self.tasks.keys().copied().chain([self.ste_pid]).collect();
+        while let Some(parent) = frontier.pop() {
+            for &child in children.get(&parent).map(Vec::as_slice).unwrap_or(&[]) {
+                if !self.tasks.contains_key(&child) {
+                    self.add_process(t, parent, child);
+                    found += 1;
+                }
+                frontier.push(child);
+            }
+        }
+        let mut missed = 0;
+        let known: Vec<i32> = self.tasks.keys().copied().collect();
+        for tgid in known {
+            let live: HashSet<i32> = if present.contains(&tgid) {
+                self.procfs
+                    .tasks(tgid)
+                    .map(|v| v.into_iter().collect())
+                    .unwrap_or_default()
+            } else {
+                missed += 1;
+                HashSet::new()
+            };
+            let tracked: Vec<i32> = self
+                .tasks
+                .get(&tgid)
+                .map(|s| s.iter().copied().collect())
+                .unwrap_or_default();
+            for tid in live.iter().filter(|tid| !tracked.contains(tid)) {
+                self.tasks.entry(tgid).or_default().insert(*tid);
+                self.owner.insert(*tid, tgid);
+                self.sink.emit_at(
+                    t,
+                    Event::Fork {
+                        parent_tgid: tgid,
+                        child_tid: *tid,
+                        child_tgid: tgid,
+                    },
+                );
+            }
+            // End the leader last so the process ends with it.
+            let mut gone: Vec<i32> = tracked
+                .into_iter()
+                .filter(|tid| !live.contains(tid))
+                .collect();
+            gone.sort_by_key(|&tid| tid == tgid);
+            for tid in gone {
+                self.exit(t, tid, None);
+            }
+        }
+        (found, missed)
+    }
+}
