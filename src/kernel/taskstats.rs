@@ -29,6 +29,7 @@ const GENL_ID_CTRL: u16 = 0x10;
 const CTRL_CMD_GETFAMILY: u8 = 3;
 const CTRL_ATTR_FAMILY_ID: u16 = 1;
 const CTRL_ATTR_FAMILY_NAME: u16 = 2;
+const NLM_F_ACK: u16 = 0x4;
 const NLM_F_REQUEST: u16 = 1;
 
 const TASKSTATS_CMD_GET: u8 = 1;
@@ -347,13 +348,24 @@ impl Taskstats {
     }
 
     fn send(&mut self, ty: u16, cmd: u8, attr: u16, value: &[u8]) -> io::Result<()> {
+        self.send_with(ty, cmd, attr, value, NLM_F_REQUEST)
+    }
+
+    fn send_with(
+        &mut self,
+        ty: u16,
+        cmd: u8,
+        attr: u16,
+        value: &[u8],
+        flags: u16,
+    ) -> io::Result<()> {
         self.seq += 1;
         let attr_len = 4 + value.len();
         let total = NLMSG_HDRLEN + GENL_HDRLEN + ((attr_len + 3) & !3);
         let mut m = Vec::with_capacity(total);
         m.extend((total as u32).to_ne_bytes());
         m.extend(ty.to_ne_bytes());
-        m.extend(NLM_F_REQUEST.to_ne_bytes());
+        m.extend(flags.to_ne_bytes());
         m.extend(self.seq.to_ne_bytes());
         m.extend(0u32.to_ne_bytes());
         m.extend([cmd, 1, 0, 0]); // genlmsghdr: cmd, version, reserved
@@ -402,11 +414,12 @@ impl Taskstats {
         let mut v = cpus.trim().as_bytes().to_vec();
         v.push(0);
         let family = self.family;
-        self.send(
+        self.send_with(
             family,
             TASKSTATS_CMD_GET,
             TASKSTATS_CMD_ATTR_REGISTER_CPUMASK,
             &v,
+            NLM_F_REQUEST | NLM_F_ACK,
         )?;
         self.await_ack()
     }
@@ -438,20 +451,19 @@ impl Taskstats {
     }
 
     fn await_ack(&mut self) -> io::Result<()> {
-        // Without NLM_F_ACK the kernel answers only errors: a quiet second means success.
-        // Exit records may arrive meanwhile; they are not lost to the caller's accounting
-        // because registration happens before the command starts.
-        let deadline = std::time::Instant::now() + Duration::from_millis(100);
+        // The request asked for an acknowledgement (NLM_F_ACK): the kernel answers at once
+        // with an error message whose code is 0 on success. Exit records of other processes
+        // may arrive first; they precede the command, so nothing of the tree is skipped.
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
-                return Ok(());
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "taskstats did not acknowledge the registration",
+                ));
             }
-            let n = match self.recv_raw(Some(left)) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::TimedOut => return Ok(()),
-                Err(e) => return Err(e),
-            };
+            let n = self.recv_raw(Some(left))?;
             let family = self.family;
             for m in messages(&self.buf[..n]).map(|m| parse_message(m, family)) {
                 if let Message::Ack(e) = m {
