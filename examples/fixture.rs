@@ -18,6 +18,8 @@
 //!   spin MS                    burn MS of CPU
 //!   echo-stdin                 copy stdin to stdout (for pass-through tests)
 //!   signals                    print each SIGINT/SIGTERM/SIGHUP it receives, exit on SIGTERM
+//!   leader-first CODE          the main thread ends first (pthread_exit); another thread
+//!                              exits the process with CODE 50 ms later
 //!   stop-self                  stop itself with SIGSTOP, print "continued" when resumed
 
 use std::io::{Read, Write};
@@ -71,6 +73,17 @@ fn main() {
             std::io::stdout().write_all(&buf).unwrap();
         }
         Some("signals") => signals(),
+        Some("leader-first") => {
+            let code = arg(1) as i32;
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                std::process::exit(code);
+            });
+            // SAFETY: the raw exit system call ends the calling thread only (exit_group would
+            // end the process); pthread_exit would unwind through Rust frames and abort.
+            unsafe { libc::syscall(libc::SYS_exit, 0) };
+            unreachable!("exit(2) returned");
+        }
         Some("stop-self") => {
             // SAFETY: stopping ourselves; a SIGCONT resumes us.
             unsafe { libc::raise(libc::SIGSTOP) };

@@ -113,6 +113,9 @@ struct Reader {
     last_seq: HashMap<u32, u32>,
     /// CPUs whose next sequence gap measures an overrun.
     overrun_pending: HashSet<u32>,
+    /// Processes whose main thread ended while other threads went on (`pthread_exit`): the
+    /// leader's exit is held until the last thread ends, which carries the process's status.
+    deferred_leaders: HashSet<i32>,
 }
 
 impl Reader {
@@ -123,6 +126,7 @@ impl Reader {
             tree: Tree::new(root, sink, sampler),
             last_seq: HashMap::new(),
             overrun_pending: HashSet::new(),
+            deferred_leaders: HashSet::new(),
         }
     }
 
@@ -196,6 +200,8 @@ impl Reader {
                 }
             }
             ProcEventKind::Exec { tgid, .. } => {
+                // The exec'ing thread is the leader now; a deferred leader exit was its old one.
+                self.deferred_leaders.remove(&tgid);
                 if let Some(former) = self.tree.exec(tgid) {
                     let argv = self
                         .tree
@@ -214,10 +220,24 @@ impl Reader {
                 }
             }
             ProcEventKind::Exit { pid, exit_code, .. } => {
-                let status = (self.tree.owner(pid) == Some(pid))
-                    .then(|| Termination::from_wait_status(exit_code as i32))
-                    .flatten();
-                self.tree.exit(t, pid, status);
+                let Some(tgid) = self.tree.owner(pid) else {
+                    return;
+                };
+                let status = Termination::from_wait_status(exit_code as i32);
+                // As wait() reports it, a process ends with its last thread: after an
+                // exit_group every thread carries the group's code, and after a main thread's
+                // pthread_exit the last thread's code is the process's.
+                let deferred = self.deferred_leaders.contains(&tgid);
+                let others = self.tree.threads(tgid) - 1 - usize::from(deferred && pid != tgid);
+                if pid == tgid && others > 0 {
+                    self.deferred_leaders.insert(tgid);
+                } else if pid != tgid && others == 0 && self.deferred_leaders.remove(&tgid) {
+                    self.tree.exit(t, pid, None);
+                    self.tree.exit(t, tgid, status);
+                } else {
+                    self.tree
+                        .exit(t, pid, if pid == tgid { status } else { None });
+                }
             }
             ProcEventKind::Ack { .. } | ProcEventKind::Other(_) => {}
         }

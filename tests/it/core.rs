@@ -655,3 +655,20 @@ fn processes_ste_may_not_read_are_counted_not_zero() {
     let o = ste(ptrace, &[], &[suid.to_str().unwrap(), "0.5"]);
     assert!(o.run().samples.iter().all(|s| s.unreadable == 0));
 }
+
+matrix!(
+    a_process_whose_main_thread_ends_first_reports_its_real_status,
+    |mode: Mode| {
+        let o = ste(mode, &[], &[&fixture(), "leader-first", "3"]);
+        assert_eq!(o.status(), 3, "{}", o.stderr());
+        let run = o.run();
+        assert_eq!(
+            run.processes[0].exit_code,
+            Some(3),
+            "{:?}",
+            run.processes[0]
+        );
+        assert_eq!(run.totals.threads, 2);
+        assert!(run.processes[0].end_ns.is_some());
+    }
+);
