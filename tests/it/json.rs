@@ -548,7 +548,10 @@ fn a_launch_failure_follows_the_schema() {
 
 #[test]
 fn the_mirror_catches_a_missing_an_unknown_or_a_retyped_field() {
-    assert!(is_root(), "this test runs as root (CI does): its run has a cgroup and taskstats");
+    assert!(
+        is_root(),
+        "this test runs as root (CI does): its run has a cgroup and taskstats"
+    );
     let json = scratch("mutated.json");
     let o = std::process::Command::new(&bins().ste)
         .arg("--json")
@@ -572,7 +575,8 @@ fn the_mirror_catches_a_missing_an_unknown_or_a_retyped_field() {
         f(&mut v);
         check(&serde_json::to_vec(&v).unwrap())
     };
-    let cases: [(&str, &dyn Fn(&mut serde_json::Value)); 6] = [
+    type Change<'a> = &'a dyn Fn(&mut serde_json::Value);
+    let cases: [(&str, Change); 6] = [
         ("missing", &|v| {
             v["accounting"]["memory"]
                 .as_object_mut()
