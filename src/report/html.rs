@@ -5,7 +5,8 @@
 //! (`html/report.{html,css,js}`); the script draws the charts (inline SVG and canvas) from the
 //! data embedded in the page. This file builds that data, the "view": the Run with its two big
 //! arrays recast as columns (one array per field) so that 100,000 processes stay a few MB, argv
-//! strings de-duplicated, and each sample's per-process readings resolved to process indices.
+//! strings de-duplicated, each sample's per-process readings resolved to process indices, and
+//! each process's ledger recast as one column per figure with its source (`html/ledger.rs`).
 //! Fields of the Run the script has no special view for (whatever later versions add) are kept
 //! as they are, and the script renders them generically, so new sections show up unasked.
 //!

@@ -1315,12 +1315,18 @@
     const path = a.critical_path || [];
     if (path.length < 2) return false;
     const wall = Math.max(1, M.run.totals.wall_ns);
-    let h = `<div class="table-wrap"><table class="path" data-rows="${path.length}"><thead><tr><th class="num">#</th><th class="num">pid</th><th>program</th><th class="num when">from</th><th class="num when">to</th><th class="num">lived</th><th class="num">its own time</th><th class="selfbar"></th></tr></thead><tbody>`;
+    // A long path (a big parallel build's) shows its two ends; the JSON has every link.
+    const cut = path.length > PATH_ROWS ? [PATH_ROWS / 2, path.length - PATH_ROWS / 2] : null;
+    let h = `<div class="table-wrap"><table class="path" data-rows="${path.length}"><thead><tr><th class="num idx">#</th><th class="num">pid</th><th class="prog">program</th><th class="num when">from</th><th class="num when">to</th><th class="num">lived</th><th class="num">its own time</th><th class="selfbar"></th></tr></thead><tbody>`;
     path.forEach((l, k) => {
+      if (cut && k >= cut[0] && k < cut[1]) {
+        if (k === cut[0]) h += `<tr class="more"><td colspan="8">… ${esc(fmtInt(cut[1] - cut[0]))} more links (the JSON report has them all) …</td></tr>`;
+        return;
+      }
       const i = M.find(l.pid, l.start_ns);
       const end = l.end_ns == null ? M.run.totals.wall_ns : l.end_ns;
-      h += `<tr data-i="${i}" data-pid="${l.pid}" title="${i >= 0 ? 'show it on the timeline' : ''}"><td class="num">${k + 1}</td><td class="num">${esc(l.pid)}</td>` +
-        `<td>${i >= 0 ? `<span class="sw" style="background:${M.color(i)}"></span>${esc(M.label(i))}` : ''}</td>` +
+      h += `<tr data-i="${i}" data-pid="${l.pid}" title="${i >= 0 ? 'show it on the timeline' : ''}"><td class="num idx">${k + 1}</td><td class="num">${esc(l.pid)}</td>` +
+        `<td class="prog">${i >= 0 ? `<span class="sw" style="background:${M.color(i)}"></span>${esc(M.label(i))}` : ''}</td>` +
         `<td class="num when">${esc(fmtDur(l.start_ns))}</td><td class="num when">${l.end_ns == null ? 'running' : esc(fmtDur(l.end_ns))}</td>` +
         `<td class="num">${esc(fmtDur(end - l.start_ns))}</td><td class="num" title="${esc(fmtInt(l.self_ns))} ns">${esc(fmtDur(l.self_ns))}</td>` +
         `<td class="selfbar"><span style="width:${(100 * l.self_ns / wall).toFixed(2)}%"></span></td></tr>`;
@@ -1332,25 +1338,27 @@
       const i = tr ? Number(tr.dataset.i) : -1;
       if (i >= 0 && view.showProcess) view.showProcess(i);
     });
-    status.accounting.critical_path = path.map((l) => l.pid);
+    status.accounting.critical_path = path.length;
   }
+  const PATH_ROWS = 400;
 
   function accLingering(M, host, a) {
     const list = a.lingering || [];
     if (!list.length) return false;
     const rootEnd = M.n ? M.end[0] : null;
     let h = `<div class="table-wrap"><table data-rows="${list.length}"><thead><tr><th class="num">pid</th><th>program</th><th>how it ended</th></tr></thead><tbody>`;
-    for (const l of list) {
+    for (const l of list.slice(0, MAX_GENERIC_ROWS)) {
       const i = M.findLast(l.pid);
       const how = l.killed ? '<span class="bad">ended by ste (--kill-lingering)</span>'
         : l.end_ns == null ? 'still running when ste stopped waiting'
           : `ended ${esc(fmtDur(l.end_ns - Math.min(rootEnd == null ? l.end_ns : rootEnd, l.end_ns)))} after the command`;
-      h += `<tr><td class="num">${esc(l.pid)}</td><td>${i >= 0 ? esc(M.label(i)) : ''}</td><td>${how}</td></tr>`;
+      h += `<tr data-pid="${esc(l.pid)}"><td class="num">${esc(l.pid)}</td><td>${i >= 0 ? esc(M.label(i)) : ''}</td><td>${how}</td></tr>`;
     }
     h += '</tbody></table></div>';
+    if (list.length > MAX_GENERIC_ROWS) h += `<p class="lead">The first ${fmtInt(MAX_GENERIC_ROWS)} of ${fmtInt(list.length)}; the JSON report has them all.</p>`;
     if (a.killed_lingering) h += `<p class="lead">ste sent ${esc(a.killed_lingering)}.</p>`;
     host.insertAdjacentHTML('beforeend', h);
-    status.accounting.lingering = list.map((l) => l.pid);
+    status.accounting.lingering = list.length;
   }
 
   function accUnavailable(M, host, a) {
@@ -1510,6 +1518,8 @@
     status.rendered = true;
     // From the script's start to everything drawn: what a reader waits for (bench/reports.sh).
     status.render_ms = Math.round(performance.now() - started);
+    // For whole-page screenshots (the tests take them at this height).
+    status.page_height = document.documentElement.scrollHeight;
     const el = document.getElementById('ste-status');
     el.textContent = JSON.stringify(status);
     document.documentElement.dataset.rendered = status.errors.length ? 'with-errors' : 'yes';
