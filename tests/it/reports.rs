@@ -656,19 +656,6 @@ fn dom_part<'a>(dom: &'a str, marker: &str) -> &'a str {
     &part[..part.find("</section>").unwrap_or(part.len())]
 }
 
-/// `1234567` → `1,234,567`, as the page writes exact figures.
-fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (k, c) in s.chars().enumerate() {
-        if k > 0 && (s.len() - k) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 #[test]
 fn the_accounting_section_shows_the_runs_figures() {
     chromium();
@@ -736,7 +723,7 @@ fn the_accounting_section_shows_the_runs_figures() {
             "{row}"
         );
         assert!(
-            row.contains(&format!("{} bytes", thousands(fig.bytes))),
+            row.contains(&format!("{} bytes", ste::units::group_thousands(fig.bytes))),
             "{id}: {} bytes not shown: {row}",
             fig.bytes
         );
