@@ -147,6 +147,20 @@ fn figures(pid: i32, t: u64) -> Option<(u64, u64)> {
     Some((pss, cpu))
 }
 
+/// The end of the run at `t` ms: the tree's CPU, ste's own.
+fn end(t: u64) -> (u64, Event) {
+    (
+        t * MS,
+        Event::End {
+            user_ns: 700 * MS,
+            sys_ns: 90 * MS,
+            ste_cpu_ns: 12 * MS,
+            ste_max_rss_bytes: 4 * MIB,
+            stopped_waiting: None,
+        },
+    )
+}
+
 /// The events of the hand-built compile.
 pub fn events() -> Vec<Stamped> {
     let mut ev = vec![(
@@ -303,16 +317,7 @@ pub fn events() -> Vec<Stamped> {
             },
         },
     ));
-    ev.push((
-        901 * MS,
-        Event::End {
-            user_ns: 700 * MS,
-            sys_ns: 90 * MS,
-            ste_cpu_ns: 12 * MS,
-            ste_max_rss_bytes: 4 * MIB,
-            stopped_waiting: None,
-        },
-    ));
+    ev.push(end(901));
     // Sources emit out of order; the recorder takes them as they come. Keep time order here.
     ev.sort_by_key(|(t, _)| *t);
     ev.into_iter()
@@ -496,16 +501,7 @@ pub fn accounting_events() -> Vec<Stamped> {
             }),
         }),
     ));
-    ev.push((
-        1201 * MS,
-        Event::End {
-            user_ns: 700 * MS,
-            sys_ns: 90 * MS,
-            ste_cpu_ns: 12 * MS,
-            ste_max_rss_bytes: 4 * MIB,
-            stopped_waiting: None,
-        },
-    ));
+    ev.push(end(1201));
     ev.sort_by_key(|(t, _)| *t);
     ev.into_iter()
         .map(|(t_ns, event)| Stamped { t_ns, event })
