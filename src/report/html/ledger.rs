@@ -85,6 +85,8 @@ const DELAYS: [&str; 2] = ["blkio_delay_ns", "swap_reclaim_delay_ns"];
 struct Builder<'a> {
     run: &'a Run,
     sources: Vec<FigureSource>,
+    /// The index in `sources` of each ledger source, once used (taskstats, exit_stop, wait4).
+    ledger_sources: [Option<i32>; 3],
     columns: Vec<LedgerColumn>,
 }
 
@@ -99,13 +101,24 @@ impl Builder<'_> {
         }
     }
 
+    /// Called for every cell: the lookup is done once per source.
     fn ledger_source(&mut self, s: LedgerSource) -> i32 {
+        let slot = match s {
+            LedgerSource::Taskstats => 0,
+            LedgerSource::ExitStop => 1,
+            LedgerSource::Wait4 => 2,
+        };
+        if let Some(k) = self.ledger_sources[slot] {
+            return k;
+        }
         let declared = self.run.sources.get(&format!("ledger.{}", s.name()));
-        self.source_index(FigureSource {
+        let k = self.source_index(FigureSource {
             name: s.name().to_string(),
             from: declared.map_or_else(|| s.name().to_string(), |d| d.from.clone()),
             exact: declared.is_none_or(|d| d.exact),
-        })
+        });
+        self.ledger_sources[slot] = Some(k);
+        k
     }
 
     /// Adds the column of `key` when some process has it.
@@ -170,6 +183,7 @@ pub fn columns(run: &Run) -> LedgerColumns {
     let mut b = Builder {
         run,
         sources: Vec::new(),
+        ledger_sources: [None; 3],
         columns: Vec::new(),
     };
     let delays_on = run.accounting.as_ref().and_then(|a| a.delays_on) == Some(true);
