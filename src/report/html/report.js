@@ -1209,6 +1209,11 @@
       }
       if (g && g.end && g.end.file_bytes != null) notes.push(`Page cache still charged at the end: ${esc(fmtBytes(g.end.file_bytes))} (files the tree read or wrote).`);
       rows.push({ id: 'group_peak', title: 'Group peak', sub: 'the whole tree, page cache included (cgroup)', f, segs, notes });
+    } else {
+      // Said, not left out: without it the other figures are easy to misread.
+      const why = (a.unavailable || []).find((u) => /group memory peak/.test(u.figure));
+      rows.push({ id: 'group_peak', title: 'Group peak', sub: 'the whole tree, page cache included (cgroup)', f: null,
+        notes: [why ? `Not measured: ${esc(why.why)}.` : 'Not measured: ste had no cgroup of its own on this run.'] });
     }
     if (m.largest_process_peak) {
       const f = m.largest_process_peak;
@@ -1226,10 +1231,16 @@
       rows.push({ id: 'pss_max', title: 'PSS curve maximum', sub: at != null ? `at ${esc(fmtDur(at))}` : '', f,
         notes: [`The highest sum of PSS over the live tree at a sampling round${m.pss_interval_ns != null ? `; rounds came every ${esc(fmtDur(m.pss_interval_ns))} on average` : ''}: a peak between two rounds is missed.`] });
     }
-    if (!rows.length) return false;
-    const top = Math.max(...rows.map((r) => r.f.bytes), 1);
+    if (!rows.some((r) => r.f)) return false;
+    const top = Math.max(...rows.map((r) => (r.f ? r.f.bytes : 0)), 1);
     let h = '<div class="recon">';
     for (const r of rows) {
+      if (!r.f) {
+        h += `<div class="mrow na" data-figure="${r.id}"><div class="k"><b>${esc(r.title)}</b><div class="d">${r.sub}</div></div>` +
+          '<div class="bar"></div><div class="v"><span class="big">n/a</span></div>' +
+          `<div class="d">${r.notes.join(' ')}</div></div>`;
+        continue;
+      }
       const segs = r.segs && r.segs.length ? r.segs : [{ cls: r.f.exact ? 'exact' : 'sampled', v: r.f.bytes, name: r.title }];
       h += `<div class="mrow" data-figure="${r.id}" data-bytes="${r.f.bytes}">` +
         `<div class="k"><b>${esc(r.title)}</b>${badge(r.f.exact, r.f.from)}${r.sub ? `<div class="d">${r.sub}</div>` : ''}</div>` +
@@ -1240,7 +1251,7 @@
     }
     h += '</div>';
     host.insertAdjacentHTML('beforeend', h);
-    status.accounting.memory = rows.map((r) => [r.id, r.f.bytes]);
+    status.accounting.memory = rows.map((r) => [r.id, r.f ? r.f.bytes : null]);
   }
 
   // ste's cgroup: what it measured besides the memory peak.
