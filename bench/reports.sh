@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Reports on big runs (issue 5), rerunnable by anyone:
 #  1. `ste report` of a synthetic record of N processes (default 100,000; made by
-#     examples/reports_fixture.rs): text (budget: under 2 s), HTML, Perfetto and CSV, side by
-#     side in one hyperfine run; the size of each output;
+#     examples/reports_fixture.rs) as a root run records it (with the cgroup's and taskstats'
+#     events): text (budget: under 2 s), HTML, Perfetto and CSV, side by side in one hyperfine
+#     run, with text and HTML of the same record without accounting events (an unprivileged
+#     netlink run's); the size of each output;
 #  2. whether the HTML stays usable: its size, and how long headless Chromium takes from the
 #     page's script starting to everything drawn (the page reports it in #ste-status);
 #  3. what recording costs: bare, `ste` and `ste record` on the 2,000-exec shell loop.
@@ -17,17 +19,23 @@ cargo build --release --bins --examples -q
 STE=$PWD/target/release/ste
 FIX=$PWD/target/release/examples/reports_fixture
 REC=$OUT/synth-$N.ste
+PLAIN=$OUT/synth-$N-no-accounting.ste
 
 "$FIX" synth-record "$N" "$REC"
-echo "record of $N processes: $(stat -c %s "$REC") bytes ($(zcat "$REC" | wc -c) bytes of JSON lines, $(zcat "$REC" | wc -l) lines)"
+"$FIX" synth-record "$N" "$PLAIN" --no-accounting
+for r in "$REC" "$PLAIN"; do
+  echo "record $(basename "$r"): $(stat -c %s "$r") bytes ($(zcat "$r" | wc -c) bytes of JSON lines, $(zcat "$r" | wc -l) lines)"
+done
 
 # 1. Rendering, side by side.
 hyperfine --warmup 1 --runs 5 --export-markdown "$OUT/render-$N.md" \
   -n text "$STE report $REC -o $OUT/synth.txt" \
+  -n "text, no accounting" "$STE report $PLAIN -o $OUT/synth-plain.txt" \
   -n html "$STE report $REC -f html -o $OUT/synth.html" \
+  -n "html, no accounting" "$STE report $PLAIN -f html -o $OUT/synth-plain.html" \
   -n perfetto "$STE report $REC -f perfetto -o $OUT/synth.trace.json" \
   -n csv "$STE report $REC -f csv-processes -o $OUT/synth.csv"
-for f in synth.txt synth.html synth.trace.json synth.csv; do
+for f in synth.txt synth.html synth-plain.html synth.trace.json synth.csv; do
   echo "$f: $(stat -c %s "$OUT/$f") bytes"
 done
 

@@ -2,14 +2,20 @@
 //!
 //!   synth-record PROCESSES OUT   write a record (as `ste record` does) of a synthetic parallel
 //!                                build with exactly PROCESSES processes: make → sh → cc → cc1
-//!                                and as, eight jobs at a time, sampled every 100 ms. Deterministic:
-//!                                the same arguments always give the same file.
+//!                                and as, eight jobs at a time, sampled every 100 ms, run as root
+//!                                (a cgroup of its own, a taskstats record for every process).
+//!                                Deterministic: the same arguments always give the same file.
+//!     --no-accounting            without the cgroup and taskstats events (as an unprivileged
+//!                                netlink run, or a record of a ste before exact accounting)
 //!
 //! A record this size cannot be made by running a real build in a test, and the reports only
 //! see the record, so a synthetic one measures them as well as a real one would.
 
 use ste::event::{Event, Stamped};
-use ste::model::{Arg, ProcessSample, Sample, SamplerInfo, Source, Termination};
+use ste::model::{
+    AccountEvent, Arg, Figures, GroupEnd, LedgerSource, ProcessSample, Sample, SamplerInfo, Source,
+    Termination,
+};
 use ste::record::Recording;
 use ste::report::text::Style;
 
@@ -18,14 +24,19 @@ fn main() {
     match (args.first().map(String::as_str), args.get(1), args.get(2)) {
         (Some("synth-record"), Some(n), Some(out)) => {
             let n: usize = n.parse().unwrap_or_else(|_| usage());
-            synth_record(n.max(2), std::path::Path::new(out));
+            let accounting = match args.get(3).map(String::as_str) {
+                None => true,
+                Some("--no-accounting") => false,
+                Some(_) => usage(),
+            };
+            synth_record(n.max(2), std::path::Path::new(out), accounting);
         }
         _ => usage(),
     }
 }
 
 fn usage() -> ! {
-    eprintln!("usage: reports_fixture synth-record PROCESSES OUT");
+    eprintln!("usage: reports_fixture synth-record PROCESSES OUT [--no-accounting]");
     std::process::exit(2)
 }
 
@@ -68,7 +79,64 @@ fn argv(words: &[&str]) -> Option<Vec<Arg>> {
     Some(words.iter().map(|w| Arg::from(*w)).collect())
 }
 
-fn synth_record(n: usize, out: &std::path::Path) {
+/// What ste emits before the command runs as root: sources, delay accounting (off), the
+/// cgroup.
+fn accounting_start(ev: &mut Vec<(u64, Event)>) {
+    ev.push((
+        0,
+        Event::Source {
+            figure: "ledger.taskstats".into(),
+            source: Source::exact("taskstats exit records (synthetic)"),
+        },
+    ));
+    for event in [
+        AccountEvent::Delays {
+            on: false,
+            switched_by_ste: false,
+        },
+        AccountEvent::Group {
+            version: 1,
+            dirs: vec!["/sys/fs/cgroup/memory/ste-synthetic".into()],
+        },
+    ] {
+        ev.push((0, Event::Accounting { event }));
+    }
+}
+
+/// A taskstats record for process `pid` (started at `start`) that lived `life` ns, kept a core
+/// `busy` percent busy and peaked at `rss` bytes.
+fn taskstats(pid: i32, start: u64, life: u64, busy: u64, rss: u64) -> Event {
+    let cpu = life * busy / 100;
+    Event::Accounting {
+        event: AccountEvent::Ledger {
+            tgid: pid,
+            start_ns: Some(start),
+            source: LedgerSource::Taskstats,
+            figures: Box::new(Figures {
+                user_ns: Some(cpu / 10 * 9 / MS * MS),
+                sys_ns: Some(cpu / 10 / MS * MS),
+                cpu_ns: Some(cpu),
+                run_queue_ns: Some(life / 40),
+                blkio_delay_ns: Some(0),
+                swap_reclaim_delay_ns: Some(0),
+                task_time_ns: Some(life),
+                peak_rss_bytes: Some(rss),
+                peak_vm_bytes: Some(rss + 40 * MIB),
+                minor_faults: Some(rss / 4096),
+                major_faults: Some(life / (50 * MS)),
+                voluntary_switches: Some(life / (2 * MS)),
+                involuntary_switches: Some(cpu / (4 * MS)),
+                read_bytes: Some(life / MS * 4096),
+                write_bytes: Some(life / MS * 512),
+                read_char_bytes: Some(life / MS * 8192),
+                write_char_bytes: Some(life / MS * 1024),
+                exit_status: Some(0),
+            }),
+        },
+    }
+}
+
+fn synth_record(n: usize, out: &std::path::Path, accounting: bool) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut ev: Vec<(u64, Event)> = Vec::new();
     let root = 1000;
@@ -100,6 +168,7 @@ fn synth_record(n: usize, out: &std::path::Path) {
             argv: Some(command),
         },
     ));
+    accounting_start(&mut ev);
 
     let mut procs = vec![Proc {
         pid: root,
@@ -205,6 +274,8 @@ fn synth_record(n: usize, out: &std::path::Path) {
                     io: None,
                 },
             ));
+            let busy = if k == 2 { 90 } else { 1 };
+            ev.push((end, taskstats(pid, start, end - start, busy, pss + 2 * MIB)));
             ev.push((
                 end,
                 Event::Exit {
@@ -233,6 +304,7 @@ fn synth_record(n: usize, out: &std::path::Path) {
     let mut by_start: Vec<&Proc> = procs.iter().collect();
     by_start.sort_by_key(|p| p.start);
     let (mut next, mut live) = (0, Vec::<&Proc>::new());
+    let mut group_max = 0;
     while t < end {
         while next < by_start.len() && by_start[next].start <= t {
             live.push(by_start[next]);
@@ -247,6 +319,22 @@ fn synth_record(n: usize, out: &std::path::Path) {
                 cpu_ns: Some(cpu_of(p, t) / (10 * MS) * (10 * MS)),
             })
             .collect();
+        // The cgroup's memory: the tree's PSS plus a page cache that grows with the objects.
+        let pss: u64 = per.iter().map(|p| p.pss_bytes).sum();
+        let file = 8 * MIB + t / MS * 4096;
+        if pss + file > group_max {
+            group_max = pss + file;
+            ev.push((
+                t,
+                Event::Accounting {
+                    event: AccountEvent::GroupSample {
+                        usage_bytes: pss + file + MIB,
+                        anon_bytes: pss,
+                        file_bytes: file,
+                    },
+                },
+            ));
+        }
         ev.push((
             t,
             Event::Sample {
@@ -263,12 +351,30 @@ fn synth_record(n: usize, out: &std::path::Path) {
         rounds += 1;
         t += 100 * MS;
     }
+    ev.push((end, taskstats(root, 0, end, 1, 5 * MIB)));
     ev.push((
         end,
         Event::Exit {
             tid: root,
             tgid: root,
             status: Some(Termination::Exited(0)),
+        },
+    ));
+    ev.push((
+        end,
+        Event::Accounting {
+            event: AccountEvent::GroupEnd {
+                end: Box::new(GroupEnd {
+                    memory_peak_bytes: Some(group_max + 3 * MIB),
+                    kernel_peak_bytes: Some(2 * MIB),
+                    anon_bytes: Some(0),
+                    file_bytes: Some(8 * MIB + end / MS * 4096),
+                    cpu_user_ns: None,
+                    cpu_sys_ns: None,
+                    cpu_ns: None,
+                    pids_peak: Some(40),
+                }),
+            },
         },
     ));
     ev.push((
@@ -303,6 +409,13 @@ fn synth_record(n: usize, out: &std::path::Path) {
             stopped_waiting: None,
         },
     ));
+    if !accounting {
+        ev.retain(|(_, e)| match e {
+            Event::Accounting { .. } => false,
+            Event::Source { figure, .. } => !figure.starts_with("ledger."),
+            _ => true,
+        });
+    }
     ev.sort_by_key(|(t, _)| *t);
 
     let recording = Recording::create(

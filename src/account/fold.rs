@@ -6,8 +6,8 @@
 //! the Run, so a replayed record gives the same figures.
 
 use crate::model::{
-    AccountEvent, Accounting, Group, LedgerSource, Lingering, MemoryFigure, PathLink, Process, Run,
-    TimeBreakdown, Unavailable, signal_name,
+    AccountEvent, Accounting, Group, GroupRound, LedgerSource, Lingering, MemoryFigure, PathLink,
+    Process, Run, TimeBreakdown, Unavailable, signal_name,
 };
 use std::collections::HashMap;
 
@@ -56,6 +56,12 @@ pub fn apply(run: &mut Run, index: Option<usize>, t_ns: u64, event: &AccountEven
                 }
                 g.max_anon_bytes = Some(g.max_anon_bytes.unwrap_or(0).max(*anon_bytes));
                 g.max_file_bytes = Some(g.max_file_bytes.unwrap_or(0).max(*file_bytes));
+                g.rounds.push(GroupRound {
+                    t_ns,
+                    usage_bytes: *usage_bytes,
+                    anon_bytes: *anon_bytes,
+                    file_bytes: *file_bytes,
+                });
             }
         }
         AccountEvent::GroupEnd { end } => {
@@ -470,6 +476,43 @@ mod tests {
         assert_eq!(a.lingering.len(), 1);
         assert_eq!(a.lingering[0].pid, 13);
         assert_eq!(a.lingering[0].end_ns, Some(2000 * MS));
+    }
+
+    #[test]
+    fn group_rounds_are_kept_with_their_time() {
+        let sample = |t: u64, usage: u64, anon: u64, file: u64| {
+            at(
+                t,
+                Event::Accounting {
+                    event: AccountEvent::GroupSample {
+                        usage_bytes: usage,
+                        anon_bytes: anon,
+                        file_bytes: file,
+                    },
+                },
+            )
+        };
+        let mut ev = build();
+        // After the Group event (906 ms): the highest usage is the second round.
+        ev.push(sample(950 * MS, 100, 80, 20));
+        ev.push(sample(970 * MS, 300, 250, 50));
+        ev.push(sample(990 * MS, 200, 100, 90));
+        let run = Recorder::replay(&ev);
+        let g = run.accounting.unwrap().group.unwrap();
+        let rounds: Vec<(u64, u64, u64, u64)> = g
+            .rounds
+            .iter()
+            .map(|r| (r.t_ns / MS, r.usage_bytes, r.anon_bytes, r.file_bytes))
+            .collect();
+        assert_eq!(
+            rounds,
+            [(950, 100, 80, 20), (970, 300, 250, 50), (990, 200, 100, 90)]
+        );
+        assert_eq!(
+            (g.sampled_peak_bytes, g.sampled_peak_t_ns),
+            (Some(300), Some(970 * MS))
+        );
+        assert_eq!((g.max_anon_bytes, g.max_file_bytes), (Some(250), Some(90)));
     }
 
     #[test]

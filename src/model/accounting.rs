@@ -254,6 +254,23 @@ pub struct Group {
     /// Highest anonymous and file memory seen at any round.
     pub max_anon_bytes: Option<u64>,
     pub max_file_bytes: Option<u64>,
+    /// The sampling rounds (every 20 ms) that raised the group's usage, anon or file maximum,
+    /// in time order; rounds that raised none are not recorded, so these trace the group's
+    /// high-water marks over time, not its every fall. Empty in runs of older versions.
+    #[serde(default)]
+    pub rounds: Vec<GroupRound>,
+}
+
+/// The cgroup's memory at one sampling round.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupRound {
+    pub t_ns: u64,
+    /// Memory charged to the group (v2 `memory.current`, v1 `memory.usage_in_bytes`).
+    pub usage_bytes: u64,
+    /// Anonymous memory (`memory.stat` `anon`, v1 `total_rss`).
+    pub anon_bytes: u64,
+    /// Page cache (`memory.stat` `file`, v1 `total_cache`).
+    pub file_bytes: u64,
 }
 
 /// One of the three memory figures, with where it came from.

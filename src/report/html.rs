@@ -5,12 +5,15 @@
 //! (`html/report.{html,css,js}`); the script draws the charts (inline SVG and canvas) from the
 //! data embedded in the page. This file builds that data, the "view": the Run with its two big
 //! arrays recast as columns (one array per field) so that 100,000 processes stay a few MB, argv
-//! strings de-duplicated, and each sample's per-process readings resolved to process indices.
+//! strings de-duplicated, each sample's per-process readings resolved to process indices, and
+//! each process's ledger recast as one column per figure with its source (`html/ledger.rs`).
 //! Fields of the Run the script has no special view for (whatever later versions add) are kept
 //! as they are, and the script renders them generically, so new sections show up unasked.
 //!
 //! When the view is large it is embedded gzip-compressed in base64, and the script inflates it
 //! with the browser's own `DecompressionStream`.
+
+mod ledger;
 
 use crate::model::{Process, Run, Sample, join_escaped};
 use crate::report::names::{Tree, readings};
@@ -64,8 +67,10 @@ pub struct Processes {
     /// Index in `strings` of its last argv, -1 when unknown.
     pub argv: Vec<i64>,
     /// Every scalar field of `processes` (objects flattened as `io.rchar_bytes`), one array
-    /// each, in the Run's field order.
+    /// each, in the Run's field order. The ledger is not among them: see `ledger`.
     pub columns: Map<String, Value>,
+    /// The ledger's figures, one column each, with the source of every value.
+    pub ledger: ledger::LedgerColumns,
 }
 
 #[derive(Serialize, Debug, Default)]
@@ -142,7 +147,8 @@ pub fn view(run: &Run) -> View {
         procs.argv.push(last);
         rows.push(serde_json::to_value(scalars_of_process(p)).unwrap_or(Value::Null));
     }
-    procs.columns = columns(&rows, &[]);
+    procs.columns = columns(&rows, &["ledger"]);
+    procs.ledger = ledger::columns(run);
     let sample_rows: Vec<Value> = run
         .samples
         .iter()
@@ -165,7 +171,7 @@ pub fn view(run: &Run) -> View {
     rest.shift_remove("processes");
     rest.shift_remove("samples");
     View {
-        view_version: 1,
+        view_version: 2,
         run: rest,
         strings: strings.list,
         programs,
@@ -221,7 +227,7 @@ fn without_lists(run: &Run) -> Run {
     }
 }
 
-/// A process without its execs and threads.
+/// A process without its execs, threads and ledger (which the view holds as columns).
 fn scalars_of_process(p: &Process) -> Process {
     let Process {
         pid,
@@ -233,7 +239,7 @@ fn scalars_of_process(p: &Process) -> Process {
         threads,
         peak_rss_bytes,
         io,
-        ledger,
+        ledger: _,
         execs: _,
         thread_lifetimes: _,
     } = p;
@@ -247,7 +253,7 @@ fn scalars_of_process(p: &Process) -> Process {
         threads: *threads,
         peak_rss_bytes: *peak_rss_bytes,
         io: *io,
-        ledger: ledger.clone(),
+        ledger: None,
         execs: Vec::new(),
         thread_lifetimes: Vec::new(),
     }
@@ -426,6 +432,34 @@ mod tests {
     fn view_snapshot() {
         let v = view(&testing::build());
         insta::assert_snapshot!(serde_json::to_string_pretty(&v).unwrap());
+    }
+
+    #[test]
+    fn view_snapshot_accounting() {
+        let v = view(&testing::build_accounting());
+        insta::assert_snapshot!(serde_json::to_string_pretty(&v).unwrap());
+    }
+
+    #[test]
+    fn the_ledger_is_columns_not_a_process_field() {
+        let v = view(&testing::build_accounting());
+        assert!(
+            !v.processes.columns.keys().any(|k| k.starts_with("ledger")),
+            "{:?}",
+            v.processes.columns.keys()
+        );
+        let cpu = &v.processes.ledger.columns[0];
+        assert_eq!(cpu.key, "cpu_ns");
+        // The killed child (108, the last process but the daemon) has no taskstats record.
+        let pids = &v.processes.columns["pid"];
+        let k = pids
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|p| p == 108)
+            .unwrap();
+        assert_eq!(cpu.values[k], None);
+        assert_eq!(cpu.values[0], Some(9_123_456));
     }
 
     #[test]

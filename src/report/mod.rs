@@ -79,6 +79,12 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
+    fn rendered_accounting(format: Format) -> String {
+        let mut out = Vec::new();
+        render(&testing::build_accounting(), format, PLAIN, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
     const PLAIN: text::Style = text::Style {
         width: 80,
         color: false,
@@ -92,6 +98,16 @@ mod tests {
     #[test]
     fn json_snapshot() {
         insta::assert_snapshot!(rendered(Format::Json, PLAIN));
+    }
+
+    #[test]
+    fn text_snapshot_accounting() {
+        insta::assert_snapshot!(rendered_accounting(Format::Text));
+    }
+
+    #[test]
+    fn json_snapshot_accounting() {
+        insta::assert_snapshot!(rendered_accounting(Format::Json));
     }
 
     #[test]

@@ -11,8 +11,14 @@
 //! - on its main thread, a slice for its lifetime, inside it one slice per exec (named by the
 //!   program, argv in the args), an instant at its exit, and a `fork` instant with a flow arrow
 //!   to each child; one thread track per other thread, with a slice for its lifetime;
+//! - the lifetime slice's args carry the process's exact figures (its `ledger`, grouped by
+//!   the source that measured them, as in the JSON) and, for a process on the critical path,
+//!   its own time on it;
 //! - counters: each process's PSS and CPU (cores) from the per-process samples; on a
-//!   "whole tree" process, the tree's PSS, RSS, live processes and CPU, and the Max PSS instant.
+//!   "whole tree" process, the tree's PSS, RSS, live processes and CPU, and the Max PSS instant;
+//!   with a cgroup, its memory, anonymous memory and page cache as high-water marks (the
+//!   highest seen so far: the Run keeps only the rounds that raised one), the memory ending
+//!   at the exact peak the kernel kept.
 //!
 //! Events are sorted by time with a stable sort, and every track's own events are emitted in
 //! nesting order, so begin/end pairs nest on every track. Times are microseconds with
@@ -125,6 +131,15 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
         json!({"sort_index": -1}),
     );
 
+    let delays_on = run.accounting.as_ref().and_then(|a| a.delays_on) == Some(true);
+    // Each critical path link's own time, by (pid, start).
+    let path_self: std::collections::HashMap<(i32, u64), u64> = run
+        .accounting
+        .iter()
+        .flat_map(|a| &a.critical_path)
+        .map(|l| ((l.pid, l.start_ns), l.self_ns))
+        .collect();
+
     for (i, p) in run.processes.iter().enumerate() {
         let pid = pids[i];
         let main = (pid, pid);
@@ -141,20 +156,21 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
         t.meta("process_sort_index", main, json!({ "sort_index": i }));
         t.meta("thread_name", main, json!({ "name": tree.label[i] }));
 
-        t.push(
-            start,
-            "B",
-            format!("pid {}", p.pid),
-            main,
-            Some(json!({
-                "pid": p.pid,
-                "ppid": p.ppid,
-                "threads": p.threads,
-                "peak_rss_bytes": p.peak_rss_bytes,
-                "exit": exit_text(p.exit_code, p.signal),
-                "ended": if p.end_ns.is_some() { "yes" } else { "no (still running or its end was missed)" },
-            })),
-        );
+        let mut args = json!({
+            "pid": p.pid,
+            "ppid": p.ppid,
+            "threads": p.threads,
+            "peak_rss_bytes": p.peak_rss_bytes,
+            "exit": exit_text(p.exit_code, p.signal),
+            "ended": if p.end_ns.is_some() { "yes" } else { "no (still running or its end was missed)" },
+        });
+        if let Some(l) = &p.ledger {
+            args["ledger"] = ledger_args(l, delays_on);
+        }
+        if let Some(own) = path_self.get(&(p.pid, p.start_ns)) {
+            args["critical_path_self_ns"] = (*own).into();
+        }
+        t.push(start, "B", format!("pid {}", p.pid), main, Some(args));
         if let Some(j) = tree.parent[i] {
             let parent = (pids[j], pids[j]);
             let flow = i as u64 + 1;
@@ -266,6 +282,7 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
         // After the last round, the tree's CPU is not known.
         t.counter(p, "CPU", TREE_PID, "cores", 0.0);
     }
+    group_counters(&mut t, run);
     if let (Some(b), Some(at)) = (run.totals.max_pss_bytes, run.totals.max_pss_t_ns) {
         t.push(
             at,
@@ -297,6 +314,60 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "\n]}}")
 }
 
+/// A ledger as in the JSON, without the delay-accounting waits when delay accounting was
+/// off: taskstats then reports them as 0, which would read as "never waited".
+fn ledger_args(l: &crate::model::Ledger, delays_on: bool) -> Value {
+    let mut v = serde_json::to_value(l).unwrap_or(Value::Null);
+    if !delays_on && let Some(f) = v.get_mut("taskstats").and_then(Value::as_object_mut) {
+        f.remove("blkio_delay_ns");
+        f.remove("swap_reclaim_delay_ns");
+    }
+    v
+}
+
+/// The cgroup's memory on the whole tree's track, as high-water marks: a counter holds its
+/// value until the next, and the Run has only the rounds that raised a maximum, so the
+/// highest-so-far is what it can draw truthfully.
+fn group_counters(t: &mut Trace, run: &Run) {
+    let Some(a) = &run.accounting else { return };
+    let Some(g) = &a.group else { return };
+    let (mut usage, mut anon, mut file) = (None, None, None);
+    let raise = |t: &mut Trace, at: u64, name: &'static str, max: &mut Option<u64>, v: u64| {
+        if max.is_none_or(|m| v > m) {
+            *max = Some(v);
+            t.counter(at, name, TREE_PID, "bytes", v as f64);
+        }
+    };
+    for r in &g.rounds {
+        raise(
+            t,
+            r.t_ns,
+            "cgroup memory (high-water)",
+            &mut usage,
+            r.usage_bytes,
+        );
+        raise(
+            t,
+            r.t_ns,
+            "cgroup anon (high-water)",
+            &mut anon,
+            r.anon_bytes,
+        );
+        raise(
+            t,
+            r.t_ns,
+            "cgroup page cache (high-water)",
+            &mut file,
+            r.file_bytes,
+        );
+    }
+    // The kernel's own high-water mark, read at the end, counts what rose between rounds.
+    if let Some(peak) = g.end.and_then(|e| e.memory_peak_bytes) {
+        let end = run.totals.wall_ns;
+        raise(t, end, "cgroup memory (high-water)", &mut usage, peak);
+    }
+}
+
 fn shorten(name: String) -> String {
     if name.chars().count() > NAME_CHARS {
         name.chars().take(NAME_CHARS - 1).collect::<String>() + "…"
@@ -323,5 +394,78 @@ mod tests {
         let mut out = Vec::new();
         render(&testing::build(), &mut out).unwrap();
         insta::assert_snapshot!(String::from_utf8(out).unwrap());
+    }
+
+    #[test]
+    fn snapshot_accounting() {
+        let mut out = Vec::new();
+        render(&testing::build_accounting(), &mut out).unwrap();
+        insta::assert_snapshot!(String::from_utf8(out).unwrap());
+    }
+
+    #[test]
+    fn group_memory_counters_are_high_water_marks() {
+        let mut out = Vec::new();
+        render(&testing::build_accounting(), &mut out).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        let series = |name: &str| -> Vec<(f64, f64)> {
+            v["traceEvents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["ph"] == "C" && e["name"] == name)
+                .map(|e| {
+                    (
+                        e["ts"].as_f64().unwrap(),
+                        e["args"]["bytes"].as_f64().unwrap(),
+                    )
+                })
+                .collect()
+        };
+        const MIB: f64 = (1 << 20) as f64;
+        // Rounds at 20, 100, 300, 600 and 640 ms (usage = anon + file + 1 MiB; the last round
+        // raised only the page cache), then the exact peak at the end of the run.
+        assert_eq!(
+            series("cgroup memory (high-water)"),
+            [
+                (20_000.0, 5.0 * MIB),
+                (100_000.0, 17.0 * MIB),
+                (300_000.0, 77.0 * MIB),
+                (600_000.0, 100.0 * MIB),
+                (1_201_000.0, 104.0 * MIB + 12_345.0),
+            ]
+        );
+        assert_eq!(
+            series("cgroup page cache (high-water)").last(),
+            Some(&(640_000.0, 12.0 * MIB))
+        );
+        assert_eq!(series("cgroup anon (high-water)").len(), 4);
+        // The ledger rides on the lifetime slice, by source.
+        let cc1 = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["ph"] == "B" && e["name"] == "pid 102")
+            .unwrap();
+        assert_eq!(
+            cc1["args"]["ledger"]["taskstats"]["peak_rss_bytes"],
+            111 * (1 << 20)
+        );
+        assert_eq!(cc1["args"]["critical_path_self_ns"], 390_000_000);
+        assert_eq!(
+            cc1["args"]["ledger"]["taskstats"]["blkio_delay_ns"],
+            19_500_000
+        );
+    }
+
+    #[test]
+    fn waits_are_left_out_when_delay_accounting_was_off() {
+        let mut run = testing::build_accounting();
+        run.accounting.as_mut().unwrap().delays_on = Some(false);
+        let mut out = Vec::new();
+        render(&run, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("\"run_queue_ns\""));
+        assert!(!text.contains("blkio_delay_ns") && !text.contains("swap_reclaim_delay_ns"));
     }
 }

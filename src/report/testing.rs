@@ -3,10 +3,14 @@
 //! `build()` replays hand-written events through the recorder, so its totals are the ones the
 //! recorder would compute: a small compile (sh → cc → cc1, as; cc → ld with two threads, and a
 //! forked child killed by SIGKILL), sampled every 50 ms with per-process PSS and CPU.
+//! `build_accounting()` is the same compile run as root: a cgroup of its own, taskstats
+//! figures for every process but the killed child, delay accounting on, and a daemon left
+//! running by the link step.
 
 use crate::event::{Event, Stamped};
 use crate::model::{
-    Arg, Exec, Process, ProcessSample, Run, Sample, SamplerInfo, Source, Termination,
+    AccountEvent, Arg, Exec, Figures, GroupEnd, LedgerSource, Process, ProcessSample, Run, Sample,
+    SamplerInfo, Source, Termination,
 };
 use crate::recorder::Recorder;
 
@@ -141,6 +145,20 @@ fn figures(pid: i32, t: u64) -> Option<(u64, u64)> {
         _ => age * MS / 20 / 10 * 10,
     };
     Some((pss, cpu))
+}
+
+/// The end of the run at `t` ms: the tree's CPU, ste's own.
+fn end(t: u64) -> (u64, Event) {
+    (
+        t * MS,
+        Event::End {
+            user_ns: 700 * MS,
+            sys_ns: 90 * MS,
+            ste_cpu_ns: 12 * MS,
+            ste_max_rss_bytes: 4 * MIB,
+            stopped_waiting: None,
+        },
+    )
 }
 
 /// The events of the hand-built compile.
@@ -299,16 +317,7 @@ pub fn events() -> Vec<Stamped> {
             },
         },
     ));
-    ev.push((
-        901 * MS,
-        Event::End {
-            user_ns: 700 * MS,
-            sys_ns: 90 * MS,
-            ste_cpu_ns: 12 * MS,
-            ste_max_rss_bytes: 4 * MIB,
-            stopped_waiting: None,
-        },
-    ));
+    ev.push(end(901));
     // Sources emit out of order; the recorder takes them as they come. Keep time order here.
     ev.sort_by_key(|(t, _)| *t);
     ev.into_iter()
@@ -319,4 +328,187 @@ pub fn events() -> Vec<Stamped> {
 /// The hand-built compile as a Run.
 pub fn build() -> Run {
     Recorder::replay(events())
+}
+
+/// A taskstats figure set for a process that lived `life` ms and kept a core busy `busy`
+/// percent of it, with peak RSS `rss` MiB.
+fn taskstats(life: u64, busy: u64, rss: u64, status: i32) -> Figures {
+    let cpu = life * MS * busy / 100;
+    Figures {
+        user_ns: Some(cpu * 4 / 5),
+        sys_ns: Some(cpu / 5),
+        cpu_ns: Some(cpu + 123_456),
+        run_queue_ns: Some(life * MS / 50),
+        blkio_delay_ns: Some(life * MS / 20),
+        swap_reclaim_delay_ns: Some(life * MS / 100),
+        task_time_ns: Some(life * MS),
+        peak_rss_bytes: Some(rss * MIB),
+        peak_vm_bytes: Some((rss + 20) * MIB),
+        minor_faults: Some(rss * 256),
+        major_faults: Some(life / 100),
+        voluntary_switches: Some(life / 5),
+        involuntary_switches: Some(life / 50),
+        read_bytes: Some(life * 4096),
+        write_bytes: Some(life * 1024),
+        read_char_bytes: Some(life * 8192),
+        write_char_bytes: Some(life * 2048),
+        exit_status: Some(status),
+    }
+}
+
+/// The events of the hand-built compile run as root (see the module header).
+pub fn accounting_events() -> Vec<Stamped> {
+    let account = |event| Event::Accounting { event };
+    let mut ev: Vec<(u64, Event)> = events()
+        .into_iter()
+        .filter(|e| !matches!(e.event, Event::End { .. }))
+        .map(|e| (e.t_ns, e.event))
+        .collect();
+    for (figure, source) in [
+        (
+            "ledger.taskstats",
+            Source::exact("taskstats exit records (one per exiting thread, summed per process)"),
+        ),
+        (
+            "group.memory_peak_bytes",
+            Source::exact("cgroup v2 memory.peak of ste's own cgroup"),
+        ),
+        (
+            "group.anon_file",
+            Source::sampled("memory.stat of ste's cgroup", "sampled every 20ms"),
+        ),
+    ] {
+        ev.push((
+            0,
+            Event::Source {
+                figure: figure.into(),
+                source,
+            },
+        ));
+    }
+    ev.push((
+        0,
+        account(AccountEvent::Delays {
+            on: true,
+            switched_by_ste: true,
+        }),
+    ));
+    ev.push((
+        0,
+        account(AccountEvent::Unavailable {
+            figure: "pids.peak".into(),
+            why: "the pids controller is not enabled for ste's cgroup".into(),
+        }),
+    ));
+    ev.push((
+        0,
+        account(AccountEvent::Group {
+            version: 2,
+            dirs: vec!["/sys/fs/cgroup/user.slice/ste-99-1".into()],
+        }),
+    ));
+    // The group's memory at the rounds that raised its usage, anon or page cache maximum.
+    for (t, anon, file) in [
+        (20, 3, 1),
+        (100, 14, 2),
+        (300, 70, 6),
+        (600, 90, 9),
+        (640, 60, 12),
+    ] {
+        ev.push((
+            t * MS,
+            account(AccountEvent::GroupSample {
+                usage_bytes: (anon + file + 1) * MIB,
+                anon_bytes: anon * MIB,
+                file_bytes: file * MIB,
+            }),
+        ));
+    }
+    // taskstats records at each end; ld (105) has three threads, so three records; the
+    // killed child (108) has none (lost, say).
+    // Records name their process by its start, as the matcher does for exited ones.
+    let record = |t: u64, (pid, start): (i32, u64), f: Figures| {
+        (
+            t * MS,
+            account(AccountEvent::Ledger {
+                tgid: pid,
+                start_ns: Some(start * MS),
+                source: LedgerSource::Taskstats,
+                figures: Box::new(f),
+            }),
+        )
+    };
+    for &(pid, _, fork, _, end, _) in &PROCESSES {
+        let busy = if matches!(pid, 102 | 105) { 90 } else { 5 };
+        let rss = figures(pid, end - 1).map_or(1, |(pss, _)| pss / MIB + 4);
+        match pid {
+            108 => {}
+            105 => {
+                let thread = Figures {
+                    exit_status: None,
+                    ..taskstats(200, busy, rss, 0)
+                };
+                ev.push(record(800, (pid, fork), thread));
+                ev.push(record(800, (pid, fork), thread));
+                let whole = taskstats(end - fork, busy, rss, 0);
+                ev.push(record(end, (pid, fork), whole));
+            }
+            _ => {
+                let whole = taskstats(end - fork, busy, rss, 0);
+                ev.push(record(end, (pid, fork), whole));
+            }
+        }
+    }
+    ev.push(record(900, (100, 0), taskstats(900, 1, 3, 0)));
+    // A daemon the link step left behind: it outlives the command by 300 ms.
+    ev.push((
+        700 * MS,
+        Event::Fork {
+            parent_tgid: 105,
+            child_tid: 110,
+            child_tgid: 110,
+        },
+    ));
+    ev.push((
+        701 * MS,
+        Event::Exec {
+            tgid: 110,
+            former_tid: 110,
+            argv: Some(vec![Arg::from("ld-cache-daemon"), Arg::from("--detach")]),
+        },
+    ));
+    ev.push(record(1200, (110, 700), taskstats(500, 1, 2, 0)));
+    ev.push((
+        1200 * MS,
+        Event::Exit {
+            tid: 110,
+            tgid: 110,
+            status: Some(Termination::Exited(0)),
+        },
+    ));
+    ev.push((
+        1201 * MS,
+        account(AccountEvent::GroupEnd {
+            end: Box::new(GroupEnd {
+                memory_peak_bytes: Some(104 * MIB + 12_345),
+                kernel_peak_bytes: None,
+                anon_bytes: Some(0),
+                file_bytes: Some(12 * MIB),
+                cpu_user_ns: Some(640 * MS),
+                cpu_sys_ns: Some(160 * MS),
+                cpu_ns: Some(800 * MS),
+                pids_peak: None,
+            }),
+        }),
+    ));
+    ev.push(end(1201));
+    ev.sort_by_key(|(t, _)| *t);
+    ev.into_iter()
+        .map(|(t_ns, event)| Stamped { t_ns, event })
+        .collect()
+}
+
+/// The hand-built compile run as root, as a Run.
+pub fn build_accounting() -> Run {
+    Recorder::replay(accounting_events())
 }

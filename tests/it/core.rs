@@ -59,13 +59,24 @@ fn the_sampler_keeps_to_its_budget_or_its_period() {
     let round = 2 * s.cpu_ns / s.rounds.max(1);
     let allowed = (0.005 * run.totals.wall_ns as f64) as u64 + burst + 3 * round;
     assert!(s.rounds >= 2, "{s:?}");
-    assert!(s.cpu_ns <= allowed, "sampler used {} ns > {allowed} ns: {s:?}", s.cpu_ns);
-    assert!(o.stderr().contains("budget 0.5% of a core"), "{}", o.stderr());
+    assert!(
+        s.cpu_ns <= allowed,
+        "sampler used {} ns > {allowed} ns: {s:?}",
+        s.cpu_ns
+    );
+    assert!(
+        o.stderr().contains("budget 0.5% of a core"),
+        "{}",
+        o.stderr()
+    );
 
     let o = ste(mode, &["--interval", "100ms"], &work);
     assert_eq!(o.status(), 0, "{}", o.stderr());
     let s = &o.run().sampler;
-    assert_eq!((s.mode.as_str(), s.interval_ns), ("fixed", Some(100_000_000)));
+    assert_eq!(
+        (s.mode.as_str(), s.interval_ns),
+        ("fixed", Some(100_000_000))
+    );
     // 2 s of hold at 100 ms: about 20 rounds; a loaded machine may stretch a few.
     assert!(s.rounds >= 10, "{s:?}");
     let pss = o.run().totals.max_pss_bytes.expect("Max PSS measured");

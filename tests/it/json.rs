@@ -23,6 +23,7 @@ struct Run {
     sampler: SamplerInfo,
     overhead: Overhead,
     sources: BTreeMap<String, Source>,
+    accounting: Option<Accounting>,
 }
 
 #[derive(Deserialize, Serialize)]
@@ -91,7 +92,230 @@ struct Process {
     peak_rss_bytes: Option<u64>,
     io: Option<Io>,
     execs: Vec<Exec>,
+    ledger: Option<Ledger>,
     thread_lifetimes: Vec<ThreadLifetime>,
+}
+
+/// A process's exact figures by source. A source that measured nothing is left out, as is
+/// a figure a source does not give (the only fields that may be absent: see
+/// docs/json-schema.md); [`FIGURES_BY_SOURCE`] says which each source gives.
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Ledger {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    taskstats: Option<Figures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    exit_stop: Option<Figures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wait4: Option<Figures>,
+    taskstats_records: u32,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Figures {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    user_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sys_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cpu_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    run_queue_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    blkio_delay_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    swap_reclaim_delay_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    task_time_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    peak_rss_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    peak_vm_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    minor_faults: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    major_faults: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    voluntary_switches: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    involuntary_switches: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    read_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    write_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    read_char_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    write_char_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    exit_status: Option<i32>,
+}
+
+/// The figures each ledger source gives every process it measured (docs/json-schema.md).
+/// taskstats gives `exit_status` only with the thread-group leader's record, which a
+/// process of these workloads always has.
+const FIGURES_BY_SOURCE: [(&str, &[&str]); 3] = [
+    (
+        "taskstats",
+        &[
+            "user_ns",
+            "sys_ns",
+            "cpu_ns",
+            "run_queue_ns",
+            "blkio_delay_ns",
+            "swap_reclaim_delay_ns",
+            "task_time_ns",
+            "peak_rss_bytes",
+            "peak_vm_bytes",
+            "minor_faults",
+            "major_faults",
+            "voluntary_switches",
+            "involuntary_switches",
+            "read_bytes",
+            "write_bytes",
+            "read_char_bytes",
+            "write_char_bytes",
+            "exit_status",
+        ],
+    ),
+    (
+        "exit_stop",
+        &[
+            "cpu_ns",
+            "run_queue_ns",
+            "peak_rss_bytes",
+            "read_bytes",
+            "write_bytes",
+            "read_char_bytes",
+            "write_char_bytes",
+        ],
+    ),
+    (
+        "wait4",
+        &[
+            "user_ns",
+            "sys_ns",
+            "minor_faults",
+            "major_faults",
+            "voluntary_switches",
+            "involuntary_switches",
+            "exit_status",
+        ],
+    ),
+];
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Accounting {
+    group: Option<Group>,
+    unavailable: Vec<Unavailable>,
+    delays_on: Option<bool>,
+    delays_switched_by_ste: bool,
+    taskstats_overruns: u64,
+    taskstats_incomplete: u64,
+    memory: MemoryReconciled,
+    time: Option<TimeBreakdown>,
+    critical_path: Vec<PathLink>,
+    lingering: Vec<Lingering>,
+    killed_lingering: Option<String>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Group {
+    version: u8,
+    dirs: Vec<String>,
+    end: Option<GroupEnd>,
+    sampled_peak_bytes: Option<u64>,
+    sampled_peak_anon_bytes: Option<u64>,
+    sampled_peak_file_bytes: Option<u64>,
+    sampled_peak_t_ns: Option<u64>,
+    max_anon_bytes: Option<u64>,
+    max_file_bytes: Option<u64>,
+    rounds: Vec<GroupRound>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct GroupEnd {
+    memory_peak_bytes: Option<u64>,
+    kernel_peak_bytes: Option<u64>,
+    anon_bytes: Option<u64>,
+    file_bytes: Option<u64>,
+    cpu_user_ns: Option<u64>,
+    cpu_sys_ns: Option<u64>,
+    cpu_ns: Option<u64>,
+    pids_peak: Option<u64>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct GroupRound {
+    t_ns: u64,
+    usage_bytes: u64,
+    anon_bytes: u64,
+    file_bytes: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Unavailable {
+    figure: String,
+    why: String,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct MemoryReconciled {
+    group_peak: Option<MemoryFigure>,
+    largest_process_peak: Option<MemoryFigure>,
+    summed_process_peaks: Option<MemoryFigure>,
+    pss_max: Option<MemoryFigure>,
+    pss_interval_ns: Option<u64>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct MemoryFigure {
+    bytes: u64,
+    exact: bool,
+    from: String,
+    pid: Option<i32>,
+    processes: Option<u64>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct TimeBreakdown {
+    wall_ns: u64,
+    task_time_ns: Option<u64>,
+    user_ns: Option<u64>,
+    sys_ns: Option<u64>,
+    cpu_ns: Option<u64>,
+    run_queue_ns: Option<u64>,
+    blkio_ns: Option<u64>,
+    swap_reclaim_ns: Option<u64>,
+    other_ns: Option<u64>,
+    from: String,
+    processes_without_figures: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct PathLink {
+    pid: i32,
+    start_ns: u64,
+    end_ns: Option<u64>,
+    self_ns: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Lingering {
+    pid: i32,
+    end_ns: Option<u64>,
+    killed: bool,
 }
 
 #[derive(Deserialize, Serialize)]
@@ -181,16 +405,20 @@ struct Source {
 }
 
 /// Parses `json` into the mirror and checks it serialises back unchanged.
-fn conforms(json: &[u8]) -> Run {
+fn check(json: &[u8]) -> Result<Run, String> {
     let original: serde_json::Value = serde_json::from_slice(json).expect("valid JSON");
     let run: Run = serde_json::from_slice(json)
-        .unwrap_or_else(|e| panic!("the JSON does not follow the schema: {e}"));
-    assert_eq!(
-        serde_json::to_value(&run).unwrap(),
-        original,
-        "a field of the schema is missing from the JSON (or holds another type)"
-    );
-    run
+        .map_err(|e| format!("the JSON does not follow the schema: {e}"))?;
+    if serde_json::to_value(&run).unwrap() != original {
+        return Err(
+            "a field of the schema is missing from the JSON (or holds another type)".into(),
+        );
+    }
+    Ok(run)
+}
+
+fn conforms(json: &[u8]) -> Run {
+    check(json).unwrap_or_else(|e| panic!("{e}"))
 }
 
 matrix!(the_json_follows_the_schema, |mode: Mode| {
@@ -230,7 +458,74 @@ matrix!(the_json_follows_the_schema, |mode: Mode| {
             .any(|s| s.per_process.as_ref().is_some_and(|p| !p.is_empty())),
         "samples list their processes"
     );
+    accounting_is_there(&run, mode);
 });
+
+/// The accounting parts this mode fills are filled (so the mirror checked them), and each
+/// ledger source gives exactly the figures the schema says it gives.
+fn accounting_is_there(run: &Run, mode: Mode) {
+    let a = run.accounting.as_ref().expect("accounting");
+    assert!(!a.critical_path.is_empty());
+    assert_eq!(a.critical_path[0].pid, run.processes[0].pid);
+    assert!(a.memory.largest_process_peak.is_some() && a.memory.pss_max.is_some());
+    let unavailable = |what: &str| a.unavailable.iter().any(|u| u.figure.contains(what));
+    let sources: Vec<&str> = match (mode.who, mode.tracker) {
+        (Who::Root, _) => {
+            let g = a.group.as_ref().expect("root runs have a cgroup");
+            let end = g.end.as_ref().expect("the group's end figures");
+            assert!(end.memory_peak_bytes.is_some() && end.pids_peak.is_some());
+            assert!(!g.rounds.is_empty() && g.sampled_peak_bytes.is_some());
+            assert!(a.memory.group_peak.is_some());
+            assert_eq!(a.time.as_ref().expect("time").from, "taskstats");
+            vec!["taskstats"]
+        }
+        // ptrace, also for the "ebpf" runs as nobody, which fall back to it.
+        (Who::Nobody, Tracker::Ptrace | Tracker::Ebpf) => {
+            assert!(a.group.is_none() && unavailable("group memory peak"));
+            assert!(unavailable("taskstats"));
+            assert_eq!(a.time.as_ref().expect("time").from, "exit_stop");
+            vec!["exit_stop", "wait4"]
+        }
+        (Who::Nobody, Tracker::Netlink) => {
+            assert!(unavailable("per-process ledger") && a.time.is_none());
+            vec![]
+        }
+    };
+    for p in &run.processes {
+        let Some(l) = &p.ledger else {
+            assert!(sources.is_empty(), "pid {} has no ledger", p.pid);
+            continue;
+        };
+        let groups = [
+            ("taskstats", &l.taskstats),
+            ("exit_stop", &l.exit_stop),
+            ("wait4", &l.wait4),
+        ];
+        for (name, figures) in groups {
+            let Some(f) = figures else {
+                assert!(!sources.contains(&name), "pid {}: no {name}", p.pid);
+                continue;
+            };
+            assert!(sources.contains(&name), "pid {}: {name} too", p.pid);
+            let given: Vec<String> = match serde_json::to_value(f).unwrap() {
+                serde_json::Value::Object(m) => m.keys().cloned().collect(),
+                other => panic!("{other}"),
+            };
+            let expected = FIGURES_BY_SOURCE.iter().find(|s| s.0 == name).unwrap().1;
+            let mut expected: Vec<&str> = expected.to_vec();
+            expected.sort_unstable();
+            let mut given: Vec<&str> = given.iter().map(String::as_str).collect();
+            given.sort_unstable();
+            assert_eq!(given, expected, "pid {}: the {name} figures", p.pid);
+        }
+        assert_eq!(
+            l.taskstats_records > 0,
+            l.taskstats.is_some(),
+            "pid {}",
+            p.pid
+        );
+    }
+}
 
 #[test]
 fn a_launch_failure_follows_the_schema() {
@@ -250,4 +545,65 @@ fn a_launch_failure_follows_the_schema() {
             ..
         })
     ));
+}
+
+#[test]
+fn the_mirror_catches_a_missing_an_unknown_or_a_retyped_field() {
+    assert!(
+        is_root(),
+        "this test runs as root (CI does): its run has a cgroup and taskstats"
+    );
+    let json = scratch("mutated.json");
+    let o = std::process::Command::new(&bins().ste)
+        .arg("--json")
+        .arg(&json)
+        .args(["--", "/bin/sh", "-c", "/bin/true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let bytes = std::fs::read(&json).unwrap();
+    let run = conforms(&bytes);
+    accounting_is_there(
+        &run,
+        Mode {
+            tracker: Tracker::Ptrace,
+            who: Who::Root,
+        },
+    );
+    let original: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let mutated = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = original.clone();
+        f(&mut v);
+        check(&serde_json::to_vec(&v).unwrap())
+    };
+    type Change<'a> = &'a dyn Fn(&mut serde_json::Value);
+    let cases: [(&str, Change); 6] = [
+        ("missing", &|v| {
+            v["accounting"]["memory"]
+                .as_object_mut()
+                .unwrap()
+                .remove("pss_interval_ns");
+        }),
+        ("missing", &|v| {
+            v["accounting"]["group"]["end"]
+                .as_object_mut()
+                .unwrap()
+                .remove("pids_peak");
+        }),
+        ("missing", &|v| {
+            v["processes"][0].as_object_mut().unwrap().remove("ledger");
+        }),
+        ("unknown", &|v| {
+            v["processes"][0]["ledger"]["taskstats"]["new_figure_ns"] = 1.into();
+        }),
+        ("retyped", &|v| {
+            v["accounting"]["critical_path"][0]["self_ns"] = "12".into();
+        }),
+        ("retyped", &|v| {
+            v["processes"][0]["ledger"]["taskstats"]["cpu_ns"] = (-1).into();
+        }),
+    ];
+    for (what, change) in cases {
+        assert!(mutated(change).is_err(), "a {what} field passed the mirror");
+    }
 }

@@ -504,6 +504,11 @@ fn page_status(page: &Path, extra: &[&str]) -> Value {
     serde_json::from_str(&json).unwrap_or_else(|e| panic!("bad status {json}: {e}"))
 }
 
+/// Whether the page's status list `list` (sections, parts, columns) holds `name`.
+fn drew(list: &Value, name: &str) -> bool {
+    list.as_array().is_some_and(|l| l.iter().any(|x| x == name))
+}
+
 /// Width and height of a PNG file (its IHDR chunk).
 fn png_size(path: &Path) -> (u32, u32) {
     let b = std::fs::read(path).unwrap();
@@ -564,6 +569,7 @@ fn the_html_report_renders_in_chromium() {
         "{programs:?}"
     );
 
+    let acc = run.accounting.as_ref().expect("a root run has accounting");
     for theme in [&[][..], &["--force-dark-mode"][..]] {
         let st = page_status(&html, theme);
         assert_eq!(st["rendered"], true, "{st}");
@@ -571,11 +577,35 @@ fn the_html_report_renders_in_chromium() {
         assert_eq!(
             st["sections"],
             serde_json::json!([
-                "summary", "memory", "cpu", "timeline", "ledger", "sampling", "sources"
+                "summary",
+                "accounting",
+                "memory",
+                "cpu",
+                "timeline",
+                "ledger",
+                "sampling",
+                "sources"
             ]),
             "{st}"
         );
+        // Every field of this Run has a view of its own: nothing is drawn generically.
         assert_eq!(st["generic"], serde_json::json!([]), "{st}");
+        for part in ["memory", "time", "critical_path", "group"] {
+            assert!(drew(&st["accounting"]["parts"], part), "no {part}: {st}");
+        }
+        assert_eq!(
+            st["accounting"]["critical_path"],
+            acc.critical_path.len(),
+            "{st}"
+        );
+        let group_peak = acc.memory.group_peak.as_ref().expect("a group peak").bytes;
+        assert_eq!(st["memory_cgroup"]["peak"], group_peak, "{st}");
+        for column in ["cpu_ns", "run_queue_ns", "peak_rss_bytes", "minor_faults"] {
+            assert!(
+                drew(&st["ledger_columns"], column),
+                "no ledger column {column}: {st}"
+            );
+        }
         // Stacked by program: one series per program sampled (up to 10, then "other").
         let series = programs.len().min(10) + usize::from(programs.len() > 10);
         assert_eq!(st["memory_series"], series, "{st} {programs:?}");
@@ -585,24 +615,186 @@ fn the_html_report_renders_in_chromium() {
         assert_eq!(st["ledger_rows"], run.totals.processes, "{st}");
     }
 
-    // Screenshots for review, light and dark, laptop and phone.
+    screenshots(&html, "report");
+}
+
+/// Screenshots for review, light and dark, laptop and phone: the first screenful
+/// (`NAME-1280x800-light.png`) and the whole page (`NAME-1280-full-light.png`).
+fn screenshots(html: &Path, name: &str) {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
     std::fs::create_dir_all(&dir).unwrap();
     for (theme, flags) in [("light", &[][..]), ("dark", &["--force-dark-mode"][..])] {
         for (w, h) in [(1280, 800), (390, 844)] {
-            let shot = dir.join(format!("report-{w}x{h}-{theme}.png"));
-            let _ = std::fs::remove_file(&shot);
-            let mut args = vec![
-                format!("--window-size={w},{h}"),
-                format!("--screenshot={}", shot.display()),
-            ];
-            args.extend(flags.iter().map(|s| s.to_string()));
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            browse(&html, &args);
-            assert_eq!(png_size(&shot), (w, h), "{}", shot.display());
-            eprintln!("screenshot: {}", shot.display());
+            let size = format!("--window-size={w},{h}");
+            let st = page_status(html, &[size.as_str()]);
+            let full = st["page_height"].as_u64().expect("the page's height") as u32;
+            for (shot_name, height) in [(format!("{w}x{h}"), h), (format!("{w}-full"), full)] {
+                let shot = dir.join(format!("{name}-{shot_name}-{theme}.png"));
+                let _ = std::fs::remove_file(&shot);
+                let mut args = vec![
+                    format!("--window-size={w},{height}"),
+                    format!("--screenshot={}", shot.display()),
+                ];
+                args.extend(flags.iter().map(|s| s.to_string()));
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                browse(html, &args);
+                assert_eq!(png_size(&shot), (w, height), "{}", shot.display());
+                eprintln!("screenshot: {}", shot.display());
+            }
         }
     }
+}
+
+/// The text of the element of the dumped DOM that starts at `marker`, up to the end of the
+/// enclosing section.
+fn dom_part<'a>(dom: &'a str, marker: &str) -> &'a str {
+    let at = dom
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker} in the page"));
+    let part = &dom[at..];
+    &part[..part.find("</section>").unwrap_or(part.len())]
+}
+
+#[test]
+fn the_accounting_section_shows_the_runs_figures() {
+    chromium();
+    let mode = Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Root,
+    };
+    // Known answers (tests/it/accounting.rs): three children of 100, 200 and 300 MiB at
+    // once, then one of 400 MiB: the group peaks at 600 MiB, the largest process at 400 MiB;
+    // then a daemon that outlives the command by a second.
+    let f = example("accounting_fixture").display().to_string();
+    let html = scratch("accounting.html");
+    let script = format!("{f} group 100 200 300 400; {f} daemon 1");
+    let o = ste(
+        mode,
+        &["--html", html.to_str().unwrap()],
+        &["/bin/sh", "-c", &script],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    let acc = run.accounting.as_ref().expect("accounting");
+    const MIB: f64 = (1u64 << 20) as f64;
+    let m = &acc.memory;
+    let group = m.group_peak.as_ref().expect("a group peak as root");
+    assert!(
+        (group.bytes as f64 / MIB - 600.0).abs() < 18.0,
+        "group peak {} is not 600 MiB ± 3%",
+        group.bytes
+    );
+    let largest = m.largest_process_peak.as_ref().expect("a largest peak");
+    assert!(
+        (largest.bytes as f64 / MIB - 400.0).abs() < 12.0,
+        "largest peak {}",
+        largest.bytes
+    );
+    assert_eq!(
+        acc.lingering.len(),
+        1,
+        "the daemon lingers: {:?}",
+        acc.lingering
+    );
+
+    let st = page_status(&html, &[]);
+    assert_eq!(st["errors"], serde_json::json!([]), "{st}");
+    assert_eq!(st["generic"], serde_json::json!([]), "{st}");
+    let (dom, _) = browse(&html, &["--dump-dom"]);
+    let section = dom_part(&dom, "<section class=\"card\" id=\"accounting\"");
+    assert!(!section.contains("data-generic"), "{section}");
+
+    // The memory figures: the exact bytes the JSON has, each with its exactness and source.
+    for (id, fig) in [
+        ("group_peak", m.group_peak.as_ref()),
+        ("largest_process_peak", m.largest_process_peak.as_ref()),
+        ("summed_process_peaks", m.summed_process_peaks.as_ref()),
+        ("pss_max", m.pss_max.as_ref()),
+    ] {
+        let fig = fig.unwrap_or_else(|| panic!("no {id} in the JSON"));
+        let row = dom_part(section, &format!("data-figure=\"{id}\""));
+        let row = &row[..row.find("class=\"mrow\"").unwrap_or(row.len())];
+        assert!(
+            row.starts_with(&format!(
+                "data-figure=\"{id}\" data-bytes=\"{}\"",
+                fig.bytes
+            )),
+            "{row}"
+        );
+        assert!(
+            row.contains(&format!("{} bytes", ste::units::group_thousands(fig.bytes))),
+            "{id}: {} bytes not shown: {row}",
+            fig.bytes
+        );
+        let badge = if fig.exact { ">exact<" } else { ">sampled<" };
+        assert!(row.contains(badge), "{id} is not marked {badge}: {row}");
+        assert!(
+            row.contains(&fig.from),
+            "{id}: its source is not shown: {row}"
+        );
+    }
+    let row = dom_part(section, "data-figure=\"largest_process_peak\"");
+    assert!(
+        row.contains(&format!("pid {}", largest.pid.unwrap())),
+        "{row}"
+    );
+    // The anon/page cache split of the group's highest round.
+    let g = acc.group.as_ref().unwrap();
+    let row = dom_part(section, "data-figure=\"group_peak\"");
+    assert!(
+        row.contains("anonymous ") && row.contains("page cache "),
+        "{row}"
+    );
+    assert!(g.sampled_peak_anon_bytes.unwrap() > 500 << 20, "{g:?}");
+
+    // Where the time went: each segment's nanoseconds are the JSON's.
+    let t = acc.time.as_ref().expect("time");
+    for (segment, ns) in [
+        ("user", t.user_ns),
+        ("system", t.sys_ns),
+        ("run_queue", t.run_queue_ns),
+        ("other", t.other_ns),
+    ] {
+        let ns = ns.unwrap_or_else(|| panic!("no {segment} in the JSON"));
+        assert!(
+            section.contains(&format!("data-segment=\"{segment}\" data-ns=\"{ns}\"")),
+            "{segment} {ns}"
+        );
+    }
+
+    // The critical path, link by link, ending at the daemon; the lingering daemon.
+    let path: Vec<String> = acc
+        .critical_path
+        .iter()
+        .map(|l| format!("data-pid=\"{}\"", l.pid))
+        .collect();
+    let table = dom_part(section, "<table class=\"path\"");
+    let table = &table[..table.find("</table>").unwrap()];
+    let shown: Vec<&str> = table
+        .match_indices("data-pid=\"")
+        .map(|(at, _)| {
+            let rest = &table[at..];
+            &rest[..rest[11..].find('"').unwrap() + 12]
+        })
+        .collect();
+    assert_eq!(shown, path);
+    let daemon = acc.lingering[0].pid;
+    assert_eq!(acc.critical_path.last().unwrap().pid, daemon);
+    let lingering = dom_part(section, "id=\"accounting-lingering\"");
+    assert!(
+        lingering.contains(&format!("data-pid=\"{daemon}\"")),
+        "{lingering}"
+    );
+    assert_eq!(st["timeline_path"], acc.critical_path.len(), "{st}");
+
+    // The ledger's figures are columns, each with its source on hover.
+    let ledger = dom_part(&dom, "<section class=\"card\" id=\"ledger\"");
+    for key in ["cpu_ns", "minor_faults", "voluntary_switches", "read_bytes"] {
+        let th = dom_part(ledger, &format!("data-key=\"{key}\""));
+        let th = &th[..th.find("</th>").unwrap()];
+        assert!(th.contains("from taskstats"), "{key}: {th}");
+    }
+    screenshots(&html, "accounting");
 }
 
 #[test]
@@ -636,22 +828,26 @@ fn a_report_of_20000_processes_stays_usable() {
     assert_eq!(st["ledger_rows"], 20000, "{st}");
     // By program: make, sh, cc, cc1 and as are all sampled.
     assert_eq!(st["memory_series"], 5, "{st}");
+    // A root run's: its accounting has a section, its ledger columns.
+    assert!(drew(&st["sections"], "accounting"), "{st}");
+    assert_eq!(st["ledger_columns"].as_array().unwrap().len(), 15, "{st}");
 }
 
 #[test]
 fn sections_the_page_does_not_know_are_drawn_generically() {
     chromium();
-    // A Run with a section of a later ste (issue 4's system calls, say), as data.
-    let run = ste::recorder::Recorder::replay(vec![ste::event::Stamped {
-        t_ns: 0,
-        event: ste::event::Event::Start {
-            command: vec![ste::model::Arg::from("true")],
-            tracker: "ptrace".into(),
-            pid: 7,
-            ppid: 1,
+    // A root run (its accounting has a section of its own), with data of a later ste added: a
+    // section of the Run (issue 4's system calls, say) and a field of the accounting.
+    let o = ste(
+        Mode {
+            tracker: Tracker::Ptrace,
+            who: Who::Root,
         },
-    }]);
-    let mut view = ste::report::html::view(&run);
+        &[],
+        &["/bin/true"],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let mut view = ste::report::html::view(o.run());
     view.run.insert(
         "syscalls".into(),
         serde_json::json!({
@@ -663,6 +859,13 @@ fn sections_the_page_does_not_know_are_drawn_generically() {
             "by_subsystem": [{"subsystem": "Filesystem", "calls": 16}],
         }),
     );
+    let Some(serde_json::Value::Object(acc)) = view.run.get_mut("accounting") else {
+        panic!("a root run has accounting");
+    };
+    acc.insert(
+        "pressure".into(),
+        serde_json::json!({"memory_some_ns": 7_000_000, "io_full_ns": null}),
+    );
     let page = scratch("generic.html");
     let mut out = Vec::new();
     ste::report::html::write_page(&view, "ste: true", "ste test", &mut out).unwrap();
@@ -670,12 +873,19 @@ fn sections_the_page_does_not_know_are_drawn_generically() {
     let st = page_status(&page, &[]);
     assert_eq!(st["rendered"], true, "{st}");
     assert_eq!(st["errors"], serde_json::json!([]), "{st}");
-    assert_eq!(st["generic"], serde_json::json!(["syscalls"]), "{st}");
+    // Only what the page does not know is generic: the accounting has its own section.
+    assert_eq!(
+        st["generic"],
+        serde_json::json!(["accounting.pressure", "syscalls"]),
+        "{st}"
+    );
+    assert!(drew(&st["sections"], "accounting"), "{st}");
     let (dom, _) = browse(&page, &["--dump-dom"]);
-    let section = &dom[dom
-        .find("id=\"run-syscalls\"")
-        .expect("a section for syscalls")..];
-    let section = &section[..section.find("</section>").unwrap()];
+    assert!(
+        !dom.contains("id=\"run-accounting\""),
+        "accounting drawn generically"
+    );
+    let section = dom_part(&dom, "id=\"run-syscalls\"");
     assert!(
         section.contains("data-rows=\"3\"") && section.contains("data-rows=\"1\""),
         "{section}"
@@ -683,5 +893,12 @@ fn sections_the_page_does_not_know_are_drawn_generically() {
     assert!(
         section.contains("openat") && section.contains("12µs"),
         "{section}"
+    );
+    // The accounting's unknown field, inside its section, after the parts it knows.
+    let accounting = dom_part(&dom, "<section class=\"card\" id=\"accounting\"");
+    let pressure = dom_part(accounting, "data-generic=\"accounting.pressure\"");
+    assert!(
+        pressure.contains("Memory some") && pressure.contains("7ms"),
+        "{pressure}"
     );
 }

@@ -3,7 +3,9 @@
 //
 // The page is a list of SECTIONS. Each claims the keys of the Run it shows; keys no section
 // claims (data added by later versions of ste) are drawn by the generic renderer, where the
-// "*" entry stands. To give new data a section of its own, add an entry with its keys.
+// "*" entry stands. To give new data a section of its own, add an entry with its keys; a
+// section made of parts (as the accounting one) lists them for drawParts, which draws the
+// fields of its object that no part knows generically, so nothing new is ever hidden.
 //
 // When it has drawn everything, the script writes what it drew into #ste-status (series and
 // row counts, errors), which the test suite reads through headless Chromium.
@@ -143,8 +145,25 @@
     const firstReading = new Int32Array(S + 1).fill(R.sample.length);
     for (let r = R.sample.length - 1; r >= 0; r--) firstReading[R.sample[r]] = r;
     for (let k = S - 1; k >= 0; k--) firstReading[k] = Math.min(firstReading[k], firstReading[k + 1]);
+    // Processes by pid and start (pids are reused): the critical path names them so.
+    const byPidStart = new Map();
+    for (let i = 0; i < n; i++) byPidStart.set(C.pid[i] + '@' + C.start_ns[i], i);
+    const lastOfPid = new Map();
+    for (let i = 0; i < n; i++) lastOfPid.set(C.pid[i], i);
+    // The ledger's figures, one column each ({key, values, source}; see html/ledger.rs).
+    const L = P.ledger || { sources: [], columns: [] };
+    const ledgerCols = new Map(L.columns.map((c) => [c.key, c]));
     const M = {
       V, run, n, S, wall, execsOf, order,
+      find: (pid, start) => { const i = byPidStart.get(pid + '@' + start); return i == null ? -1 : i; },
+      findLast: (pid) => { const i = lastOfPid.get(pid); return i == null ? -1 : i; },
+      ledgerColumns: L.columns,
+      ledgerValue: (key, i) => { const c = ledgerCols.get(key); return c ? c.values[i] : null; },
+      // The source ({name, from, exact}) of value i of column c, null when it has none.
+      ledgerSource: (c, i) => {
+        const k = typeof c.source === 'number' ? c.source : c.source[i];
+        return c.values[i] == null || k < 0 ? null : L.sources[k];
+      },
       start: C.start_ns, end: C.end_ns, pid: C.pid,
       label: (i) => V.programs[P.program[i]] + (P.forked[i] ? ' (fork)' : ''),
       argv: (i) => (P.argv[i] >= 0 ? V.strings[P.argv[i]] : null),
@@ -152,6 +171,16 @@
       readingsOf: (k) => [firstReading[k], firstReading[k + 1]],
       hasReadings: R.sample.length > 0,
     };
+    const acc = run.accounting;
+    // The critical path as process indices, root first; each link's own time by index.
+    M.path = [];
+    M.pathSelf = new Map();
+    for (const l of (acc && acc.critical_path) || []) {
+      const i = M.find(l.pid, l.start_ns);
+      if (i < 0) continue;
+      M.path.push(i);
+      M.pathSelf.set(i, l.self_ns);
+    }
     return M;
   }
 
@@ -164,7 +193,7 @@
 
   // ---------------------------------------------------------------- shared view state
 
-  const view = { t0: 0, t1: 1, group: 'program', redraw: [] };
+  const view = { t0: 0, t1: 1, group: 'program', cgroup: true, path: true, redraw: [] };
   function setWindow(t0, t1) {
     view.t0 = t0; view.t1 = t1;
     view.redraw.forEach((f) => f());
@@ -241,7 +270,9 @@
       for (const se of opt.series) s += se.values[k] || 0;
       top = Math.max(top, s, opt.totals ? opt.totals[k] || 0 : 0);
     }
-    for (const h of opt.hlines || []) if (h.v <= top * 2) top = Math.max(top, h.v);
+    // A peak line far above the areas would flatten them, unless it must show (`always`).
+    for (const h of opt.hlines || []) if (h.always || h.v <= top * 2) top = Math.max(top, h.v);
+    for (const ln of opt.lines || []) for (const [t, v] of ln.points) if (t <= t1) top = Math.max(top, v);
     for (const mk of opt.markers || []) if (mk.t >= t0 && mk.t <= t1) top = Math.max(top, mk.v);
     const yt = niceTicks(top * 1.02, opt.binary);
     const yTop = yt[yt.length - 1];
@@ -280,20 +311,53 @@
       // No outline: with more rounds than pixels, outlines of the steps would swamp the areas.
       if (!first) parts.push(`<path d="${upper}${lower}Z" fill="${se.color}" fill-opacity="0.9"><title>${esc(se.name)}</title></path>`);
     }
-    parts.push('</g>');
-    for (const h of opt.hlines || []) {
-      if (h.v > yTop) continue;
-      const y = Y(h.v).toFixed(1);
-      parts.push(`<line class="${h.cls || 'peakline'}" x1="${m.l}" x2="${W - m.r}" y1="${y}" y2="${y}"><title>${esc(h.label)}</title></line>`);
-      parts.push(`<text class="line-label" x="${W - m.r - 4}" y="${(Y(h.v) - 4).toFixed(1)}" text-anchor="end">${esc(h.label)}</text>`);
+    // Step lines over the areas: each point holds until the next, the last until `until`.
+    for (const ln of opt.lines || []) {
+      let d = '';
+      const pts = ln.points;
+      for (let k = 0; k < pts.length; k++) {
+        const [t, v] = pts[k];
+        const next = k + 1 < pts.length ? pts[k + 1][0] : ln.until;
+        if (next < t0 || t > t1) continue;
+        const xa = Math.max(m.l - 1, X(t)).toFixed(1), xb = Math.min(W - m.r + 1, X(next)).toFixed(1);
+        const y = Y(v).toFixed(1);
+        d += (d ? 'L' : 'M') + xa + ',' + y + 'L' + xb + ',' + y;
+      }
+      if (d) parts.push(`<path class="${ln.cls}" d="${d}" fill="none"><title>${esc(ln.name)}</title></path>`);
     }
+    parts.push('</g>');
+    // Labels never overlap: each takes a box; a line's label that would cover one already
+    // placed goes below its line, else is left out (the line keeps its tooltip, the legend
+    // its value). Marker labels are placed first.
+    const boxes = [];
+    const takes = (x, anchor, y, text, size) => {
+      const w = text.length * size * 0.62;
+      const x0 = anchor === 'end' ? x - w : x;
+      const b = [x0, x0 + w, y - size, y + 3];
+      if (b[2] < 0 || b[3] > H || boxes.some((o) => b[0] < o[1] && o[0] < b[1] && b[2] < o[3] && o[2] < b[3])) return false;
+      boxes.push(b);
+      return true;
+    };
+    const markParts = [];
     for (const mk of opt.markers || []) {
       if (mk.t < t0 || mk.t > t1) continue;
       const x = X(mk.t), y = Y(mk.v);
       const right = x < m.l + pw * 0.6;
-      parts.push(`<circle class="mark" cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="4"><title>${esc(mk.label)}</title></circle>`);
-      parts.push(`<text class="mark-label" x="${(x + (right ? 8 : -8)).toFixed(1)}" y="${Math.max(m.t + 10, y - 6).toFixed(1)}" text-anchor="${right ? 'start' : 'end'}">${esc(mk.label)}</text>`);
+      const lx = x + (right ? 8 : -8), ly = Math.max(m.t + 10, y - 6);
+      takes(lx, right ? 'start' : 'end', ly, mk.label, 12);
+      markParts.push(`<circle class="mark" cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="4"><title>${esc(mk.label)}</title></circle>`);
+      markParts.push(`<text class="mark-label" x="${lx.toFixed(1)}" y="${ly.toFixed(1)}" text-anchor="${right ? 'start' : 'end'}">${esc(mk.label)}</text>`);
     }
+    for (const h of opt.hlines || []) {
+      if (h.v > yTop) continue;
+      const y = Y(h.v);
+      parts.push(`<line class="${h.cls || 'peakline'}" x1="${m.l}" x2="${W - m.r}" y1="${y.toFixed(1)}" y2="${y.toFixed(1)}"><title>${esc(h.label)}</title></line>`);
+      // Labels of lines that may lie close together go to opposite ends (`left`).
+      const lx = h.left ? m.l + 4 : W - m.r - 4, anchor = h.left ? 'start' : 'end';
+      const ly = [y - 4, y + 13].find((yy) => takes(lx, anchor, yy, h.label, 11));
+      if (ly != null) parts.push(`<text class="line-label" x="${lx}" y="${ly.toFixed(1)}" text-anchor="${anchor}">${esc(h.label)}</text>`);
+    }
+    parts.push(...markParts);
     parts.push(`<line class="cursor" x1="0" x2="0" y1="${m.t}" y2="${m.t + ph}" visibility="hidden"/>`);
     parts.push(`<rect class="brush" x="0" y="${m.t}" width="0" height="${ph}" visibility="hidden"/>`);
     parts.push(`<rect class="hit" x="${m.l}" y="${m.t}" width="${pw}" height="${ph}" fill="transparent"/>`);
@@ -433,19 +497,24 @@
     return { series, totals };
   }
 
-  function groupToolbar(onChange) {
+  // `cgroup`: the chart can draw the cgroup's memory, which the reader may hide (it can be
+  // far above the PSS areas, which it then flattens).
+  function groupToolbar(cgroup) {
     const bar = document.createElement('div');
     bar.className = 'toolbar';
     bar.innerHTML = '<label>Stack by</label><span class="seg">' +
       '<button type="button" data-g="program">program</button><button type="button" data-g="process">process</button></span>' +
+      (cgroup ? '<button type="button" class="cgroup toggle" title="The memory of ste\'s cgroup: its high-water marks at sampling rounds, and its exact peak">cgroup memory</button>' : '') +
       '<span class="spacer"></span><button type="button" class="reset" hidden>Reset zoom</button>';
     const sync = () => {
       bar.querySelectorAll('[data-g]').forEach((b) => b.setAttribute('aria-pressed', String(b.dataset.g === view.group)));
+      if (cgroup) bar.querySelector('.cgroup').setAttribute('aria-pressed', String(view.cgroup));
       bar.querySelector('.reset').hidden = view.t0 === 0 && view.t1 === modelWall;
     };
     bar.addEventListener('click', (e) => {
       const g = e.target.dataset && e.target.dataset.g;
       if (g) { view.group = g; view.redraw.forEach((f) => f()); }
+      if (e.target.classList.contains('cgroup')) { view.cgroup = !view.cgroup; view.redraw.forEach((f) => f()); }
       if (e.target.classList.contains('reset')) setWindow(0, modelWall);
     });
     sync();
@@ -535,9 +604,34 @@
     view.redraw.push(draw);
   }
 
+  // The cgroup's memory, where the accounting knows it: the running high-water mark of its
+  // usage at the sampling rounds that raised it (rounds that raised nothing are not kept, so
+  // falls cannot be drawn), and its exact peak. Null without a cgroup.
+  function groupMemory(M) {
+    const a = M.run.accounting, g = a && a.group;
+    if (!g) return null;
+    const exact = a.memory && a.memory.group_peak;
+    const points = [];
+    let hw = 0;
+    for (const r of g.rounds || []) {
+      if (r.usage_bytes <= hw) continue;
+      hw = r.usage_bytes;
+      points.push([r.t_ns, hw]);
+    }
+    if (!points.length && !exact) return null;
+    // The high-water mark at time t, for tooltips.
+    const at = (t) => {
+      let v = null;
+      for (const [pt, pv] of points) { if (pt > t) break; v = pv; }
+      return v;
+    };
+    return { points, exact, at };
+  }
+
   function drawMemory(M, s) {
     const V = M.V, run = M.run;
-    s.appendChild(groupToolbar());
+    const cg = groupMemory(M);
+    s.appendChild(groupToolbar(cg != null));
     const { host, leg } = chartParts(s);
     if (!M.S) {
       host.innerHTML = '<p class="empty">No memory samples: the tree ended before the first sampling round.</p>';
@@ -567,14 +661,32 @@
         const what = k === 'peak_rss_bytes' ? 'largest process peak RSS' : humanize(k).toLowerCase();
         hlines.push({ v, label: `${what} ${fmtBytes(v)}${src ? (src.exact ? ' (exact)' : ' (sampled)') : ''}` });
       }
+      const lines = [];
+      let cgLegend = '';
+      const showGroup = cg && view.cgroup;
+      if (showGroup) {
+        if (cg.points.length) {
+          lines.push({ name: 'cgroup memory, highest so far (sampled every 20 ms)', cls: 'groupline', points: cg.points, until: M.wall });
+          cgLegend += `<span><span class="sw line group"></span>cgroup memory, highest so far<span class="lv">sampled, ${esc(fmtBytes(cg.points[cg.points.length - 1][1]))} at most</span></span>`;
+        }
+        if (cg.exact) hlines.push({ v: cg.exact.bytes, cls: 'grouppeak', always: true, left: true, label: `cgroup peak ${fmtBytes(cg.exact.bytes)} (exact)` });
+      }
+      // The peak lines in the legend too: their labels give way when they would overlap.
+      for (const h of hlines) cgLegend += `<span><span class="sw line dashed ${h.cls === 'grouppeak' ? 'group' : 'peak'}"></span>${esc(h.label)}</span>`;
       stackedChart(host, {
-        label: 'PSS over time', height: narrow() ? 220 : 280, binary: true, spans, series, markers, hlines,
+        label: 'PSS over time', height: narrow() ? 220 : 280, binary: true, spans, series, markers, hlines, lines,
         totals: V.samples.pss_bytes, yFmt: fmtBytes,
-        tip: (k) => `<b>${esc(fmtDur(T[k]))}</b> · PSS ${esc(fmtBytes(V.samples.pss_bytes[k]))} · RSS ${esc(fmtBytes(V.samples.rss_bytes[k]))} · ${fmtInt(V.samples.processes[k])} processes` +
-          seriesRows(series, k, fmtBytes),
+        tip: (k, t) => {
+          const g = showGroup ? cg.at(t) : null;
+          return `<b>${esc(fmtDur(T[k]))}</b> · PSS ${esc(fmtBytes(V.samples.pss_bytes[k]))} · RSS ${esc(fmtBytes(V.samples.rss_bytes[k]))} · ${fmtInt(V.samples.processes[k])} processes` +
+            (g != null ? `<br>cgroup memory so far at most ${esc(fmtBytes(g))}` : '') +
+            seriesRows(series, k, fmtBytes);
+        },
       });
       leg.innerHTML = legend(series, (se) => 'peak ' + fmtBytes(se.peak), (n) => `and ${n} with no PSS read`);
+      if (cgLegend) leg.firstChild.insertAdjacentHTML('beforeend', cgLegend);
       status.memory_series = series.length;
+      status.memory_cgroup = showGroup ? { points: cg.points.length, peak: cg.exact ? cg.exact.bytes : null } : null;
     };
     keepDrawn(draw);
   }
@@ -639,7 +751,10 @@
     const V = M.V, P = V.processes;
     const bar = document.createElement('div');
     bar.className = 'toolbar';
-    bar.innerHTML = '<label>One row per</label><span class="seg"><button type="button" data-m="process">process</button><button type="button" data-m="program">program</button></span><span class="spacer"></span><span class="count lead"></span>';
+    const hasPath = M.path.length >= 2;
+    bar.innerHTML = '<label>One row per</label><span class="seg"><button type="button" data-m="process">process</button><button type="button" data-m="program">program</button></span>' +
+      (hasPath ? '<button type="button" class="path toggle" title="The chain of processes whose lifetimes bound the wall time (Exact accounting)">critical path</button>' : '') +
+      '<span class="spacer"></span><span class="count lead"></span>';
     const wrap = document.createElement('div');
     wrap.className = 'timeline-wrap';
     const axis = document.createElement('canvas');
@@ -659,6 +774,12 @@
     const byProgram = V.programs.map(() => []);
     for (let i = 0; i < M.n; i++) byProgram[P.program[i]].push(i);
     const programRows = byProgram.map((l, g) => g).filter((g) => byProgram[g].length);
+    // The row of each process in either mode, for the critical path's links.
+    const orderRow = new Int32Array(M.n);
+    M.order.forEach((i, r) => { orderRow[i] = r; });
+    const programRow = new Int32Array(V.programs.length).fill(-1);
+    programRows.forEach((g, r) => { programRow[g] = r; });
+    const rowOf = (i) => (mode === 'process' ? orderRow[i] : programRow[P.program[i]]);
     const RH = 18;
     const rows = () => (mode === 'process' ? M.order.length : programRows.length);
     let W = 0, LW = 0, Hv = 0;
@@ -678,6 +799,7 @@
       spacer.style.height = Math.max(0, rows() * RH - Hv) + 'px';
       scroll.style.height = Hv + 'px';
       bar.querySelectorAll('[data-m]').forEach((b) => b.setAttribute('aria-pressed', String(b.dataset.m === mode)));
+      if (hasPath) bar.querySelector('.path').setAttribute('aria-pressed', String(view.path));
       bar.querySelector('.count').textContent = mode === 'process'
         ? `${fmtInt(M.n)} processes, nested by parent`
         : `${fmtInt(programRows.length)} programs, ${fmtInt(M.n)} processes`;
@@ -744,8 +866,40 @@
           g.globalAlpha = 1;
         }
       }
+      if (hasPath && view.path) drawPath(g, top, first, last);
       g.fillStyle = muted;
       g.fillRect(LW - 1, 0, 1, Hv);
+    }
+
+    // The critical path: its processes' bars outlined, and each link joined to the next at
+    // the next one's start.
+    function drawPath(g, top, first, last) {
+      const y = (r) => r * RH - top + RH / 2;
+      g.save();
+      g.strokeStyle = css('--mark');
+      g.lineWidth = 2;
+      for (let k = 0; k < M.path.length; k++) {
+        const i = M.path[k], r = rowOf(i);
+        const a = M.start[i], b = endOf(i);
+        if (r >= first && r < last && b >= view.t0 && a <= view.t1) {
+          const x0 = Math.max(LW, X(a)), x1 = Math.min(W - 8, X(b));
+          g.strokeRect(x0 - 1, y(r) - RH / 2 + 2, Math.max(2, x1 - x0 + 2), RH - 4);
+        }
+        if (k === 0) continue;
+        const p = M.path[k - 1], rp = rowOf(p);
+        const x = X(a);
+        if (x < LW || x > W - 8 || Math.max(r, rp) < first || Math.min(r, rp) >= last) continue;
+        g.beginPath();
+        g.moveTo(x + 0.5, y(rp));
+        g.lineTo(x + 0.5, y(r));
+        g.stroke();
+        g.beginPath();
+        g.arc(x + 0.5, y(rp), 2.5, 0, 2 * Math.PI);
+        g.fillStyle = css('--mark');
+        g.fill();
+      }
+      g.restore();
+      status.timeline_path = M.path.length;
     }
 
     function bar1(g, i, y, h, ticks) {
@@ -789,8 +943,18 @@
         ['exit', esc(exitText(M, i))],
         ['threads', fmtInt(C.threads[i])],
         ['execs', fmtInt(n)],
-        ['peak RSS', esc(fmtBytes(C.peak_rss_bytes[i]))],
+        ['peak RSS', esc(fmtBytes(M.ledgerValue('peak_rss_bytes', i) ?? C.peak_rss_bytes[i]))],
       ];
+      // The ledger's main figures, when it has them.
+      const lv = (k) => M.ledgerValue(k, i);
+      if (lv('cpu_ns') != null) {
+        const split = lv('user_ns') != null && lv('sys_ns') != null ? ` (user ${fmtDur(lv('user_ns'))}, system ${fmtDur(lv('sys_ns'))})` : '';
+        rows.push(['CPU', esc(fmtDur(lv('cpu_ns')) + split)]);
+      }
+      if (lv('run_queue_ns') != null) rows.push(['waiting for a CPU', esc(fmtDur(lv('run_queue_ns')))]);
+      if (lv('read_bytes') != null || lv('write_bytes') != null) rows.push(['storage I/O', esc(`read ${fmtBytes(lv('read_bytes'))}, written ${fmtBytes(lv('write_bytes'))}`)]);
+      if (lv('minor_faults') != null) rows.push(['page faults', esc(`${fmtInt(lv('minor_faults'))} minor, ${fmtInt(lv('major_faults'))} major`)]);
+      if (M.pathSelf.has(i)) rows.push(['critical path', esc(`on it, ${fmtDur(M.pathSelf.get(i))} of its own`)]);
       let argvText = argv == null ? (P.forked[i] ? 'no exec: runs its parent\'s program' : 'argv unreadable') : argv;
       if (argvText.length > 400) argvText = argvText.slice(0, 400) + ' …';
       return `<b><span class="sw" style="background:${M.color(i)}"></span>${esc(M.label(i))}</b><div class="argv">${esc(argvText)}</div>` + tipRows(rows);
@@ -813,14 +977,76 @@
     bar.addEventListener('click', (e) => {
       const m = e.target.dataset && e.target.dataset.m;
       if (m && m !== mode) { mode = m; scroll.scrollTop = 0; all(); }
+      if (e.target.classList.contains('path')) { view.path = !view.path; all(); }
     });
+    // Other sections (the critical path's list) show a process here: its row scrolled into
+    // view and its tooltip pinned.
+    view.showProcess = (i) => {
+      const r = rowOf(i);
+      if (r < 0) return;
+      wrap.scrollIntoView({ block: 'nearest' });
+      scroll.scrollTop = Math.max(0, r * RH - Hv / 2);
+      draw();
+      const rc = canvas.getBoundingClientRect();
+      const x = Math.max(LW, Math.min(W - 8, X((M.start[i] + endOf(i)) / 2)));
+      showTip(describe(i), rc.left + x, rc.top + r * RH - scroll.scrollTop + RH, true);
+    };
     const all = () => { layout(); drawAxis(); draw(); };
     keepDrawn(all);
+  }
+
+  // The ledger's figures (html/ledger.rs): column title, and what the figure is for the
+  // header's tooltip. A figure not listed here still gets a column, titled from its name.
+  const LEDGER_FIGURES = {
+    cpu_ns: ['CPU', 'time on a CPU: user + system (the exact runtime where the source has it)'],
+    user_ns: ['user', 'user CPU'],
+    sys_ns: ['system', 'system CPU'],
+    run_queue_ns: ['CPU wait', 'time runnable but waiting for a CPU (run queue)'],
+    blkio_delay_ns: ['block I/O wait', 'time waiting for synchronous block I/O (delay accounting)'],
+    swap_reclaim_delay_ns: ['swap wait', 'time waiting for swap-in, memory reclaim, thrashing and compaction (delay accounting)'],
+    task_time_ns: ['task time', 'its threads\' lifetimes, summed'],
+    peak_rss_bytes: ['peak RSS', 'high-water resident set'],
+    peak_vm_bytes: ['peak VM', 'high-water virtual size'],
+    minor_faults: ['minor faults', 'page faults served without I/O'],
+    major_faults: ['major faults', 'page faults that read from storage'],
+    voluntary_switches: ['vol. switches', 'voluntary context switches: it waited for something'],
+    involuntary_switches: ['invol. switches', 'involuntary context switches: it was preempted'],
+    read_bytes: ['read', 'bytes read from storage'],
+    write_bytes: ['written', 'bytes written to storage'],
+    read_char_bytes: ['rchar', 'bytes passed to read-like system calls'],
+    write_char_bytes: ['wchar', 'bytes passed to write-like system calls'],
+  };
+  // Generic process columns that say what a ledger column already says.
+  const SAME_AS_LEDGER = { 'io.read_bytes': 'read_bytes', 'io.write_bytes': 'write_bytes', 'io.rchar_bytes': 'read_char_bytes', 'io.wchar_bytes': 'write_char_bytes' };
+
+  const sourceText = (src) => src.name + (src.from !== src.name ? ': ' + src.from : '') + (src.exact ? ' (exact)' : ' (sampled)');
+
+  // A column of the ledger table for ledger figure column c.
+  function ledgerColumn(M, c) {
+    const [title, what] = LEDGER_FIGURES[c.key] || [humanize(c.key).toLowerCase(), ''];
+    const used = new Map();
+    for (let i = 0; i < M.n; i++) {
+      const src = M.ledgerSource(c, i);
+      if (src) used.set(src, (used.get(src) || 0) + 1);
+    }
+    const from = [...used.keys()].map((src) => sourceText(src) + (used.size > 1 ? ` — ${fmtInt(used.get(src))} processes` : '')).join('\n');
+    return {
+      key: c.key, title, num: true, w: Math.max(80, Math.min(120, title.length * 8 + 24)),
+      head: `${what ? what + '\n' : ''}from ${from}`,
+      get: (i) => c.values[i], fmt: (v) => fmtValue(c.key, v),
+      exact: (v, i) => {
+        const src = M.ledgerSource(c, i);
+        const t = exactTitle(c.key, v);
+        return src ? (t ? t + ' · ' : '') + sourceText(src) : t;
+      },
+    };
   }
 
   function drawLedger(M, s) {
     const V = M.V, P = V.processes, C = P.columns;
     const handled = new Set(['pid', 'start_ns', 'end_ns', 'exit_code', 'signal', 'threads', 'peak_rss_bytes']);
+    const ledgerKeys = new Set(M.ledgerColumns.map((c) => c.key));
+    for (const [k, same] of Object.entries(SAME_AS_LEDGER)) if (ledgerKeys.has(same)) handled.add(k);
     const cols = [
       { key: 'pid', title: 'pid', num: true, w: 80, get: (i) => M.pid[i] },
       { key: 'program', title: 'program', w: 150, get: (i) => M.label(i) },
@@ -830,8 +1056,11 @@
       { key: 'exit', title: 'exit', w: 120, get: (i) => exitText(M, i) },
       { key: 'threads', title: 'threads', num: true, w: 75, get: (i) => C.threads[i] },
       { key: 'execs', title: 'execs', num: true, w: 65, get: (i) => (M.execsOf[i] ? M.execsOf[i].length : 0) },
-      { key: 'peak_rss_bytes', title: 'peak RSS', num: true, w: 95, get: (i) => C.peak_rss_bytes[i], fmt: fmtBytes },
     ];
+    // The ledger's figures (peak RSS among them, with its source), else the core's peak RSS.
+    if (!ledgerKeys.has('peak_rss_bytes')) cols.push({ key: 'peak_rss_bytes', title: 'peak RSS', num: true, w: 95, get: (i) => C.peak_rss_bytes[i], fmt: fmtBytes });
+    for (const c of M.ledgerColumns) cols.push(ledgerColumn(M, c));
+    status.ledger_columns = M.ledgerColumns.map((c) => c.key);
     for (const key of Object.keys(C)) {
       if (handled.has(key)) continue;
       const values = C[key];
@@ -847,7 +1076,7 @@
     const wrap = document.createElement('div');
     wrap.className = 'table-wrap';
     const total = cols.reduce((a, c) => a + c.w, 0);
-    wrap.innerHTML = `<table class="ledger fixed" style="min-width:${total}px"><colgroup>${cols.map((c) => `<col style="width:${c.w}px">`).join('')}</colgroup><thead><tr>${cols.map((c, k) => `<th class="sortable${c.num ? ' num' : ''}" data-k="${k}" title="${esc(c.key)}">${esc(c.title)}<span class="arrow"></span></th>`).join('')}</tr></thead><tbody></tbody></table>`;
+    wrap.innerHTML = `<table class="ledger fixed" style="min-width:${total}px"><colgroup>${cols.map((c) => `<col style="width:${c.w}px">`).join('')}</colgroup><thead><tr>${cols.map((c, k) => `<th class="sortable${c.num ? ' num' : ''}" data-k="${k}" data-key="${esc(c.key)}" title="${esc(c.head || c.key)}">${esc(c.title)}<span class="arrow"></span></th>`).join('')}</tr></thead><tbody></tbody></table>`;
     s.appendChild(bar);
     s.appendChild(wrap);
     const tbody = wrap.querySelector('tbody');
@@ -857,7 +1086,7 @@
     const cell = (c, i) => {
       const v = c.get(i);
       const text = c.fmt ? c.fmt(v) : v == null ? 'n/a' : String(v);
-      const title = c.exact ? c.exact(v) : c.key === 'argv' || c.key === 'program' ? String(v) : '';
+      const title = c.exact ? c.exact(v, i) : c.key === 'argv' || c.key === 'program' ? String(v) : '';
       return `<td class="${c.num ? 'num' : c.key === 'argv' ? 'mono' : ''}"${title ? ` title="${esc(title)}"` : ''}>${esc(text)}</td>`;
     };
     function render() {
@@ -921,6 +1150,251 @@
       '</tbody></table></div>');
   }
 
+  // ---------------------------------------------------------------- exact accounting
+
+  // Draws the fields of `obj` (the Run's `path`) that `parts` know, each part under its own
+  // heading, then every field no part knows generically (a later ste's additions). A part is
+  // { id, keys, title, lead, draw(M, host, obj) } and is skipped when none of its keys is
+  // there or when draw returns false (nothing to show). Returns the ids of the parts drawn.
+  function drawParts(M, s, obj, path, parts) {
+    const known = new Set();
+    const drawn = [];
+    for (const part of parts) {
+      for (const k of part.keys) known.add(k);
+      if (!part.keys.some((k) => k in obj)) continue;
+      const host = document.createElement('div');
+      host.className = 'part';
+      host.id = path + '-' + part.id;
+      host.innerHTML = `<h3>${esc(part.title)}</h3>` + (part.lead ? `<p class="lead">${part.lead}</p>` : '');
+      s.appendChild(host);
+      if (part.draw(M, host, obj) === false) host.remove(); else drawn.push(part.id);
+    }
+    for (const k of Object.keys(obj)) {
+      if (known.has(k)) continue;
+      s.insertAdjacentHTML('beforeend', `<div class="part" data-generic="${esc(path + '.' + k)}"><h3>${esc(humanize(k))}</h3>${generic(k, obj[k])}</div>`);
+      status.generic.push(path + '.' + k);
+    }
+    return drawn;
+  }
+
+  function badge(exact, title) {
+    return `<span class="badge ${exact ? 'exact' : 'sampled'}"${title ? ` title="${esc(title)}"` : ''}>${exact ? 'exact' : 'sampled'}</span>`;
+  }
+
+  // A process as `pid 12 (cc1)`, from its pid and start (or its last use of the pid).
+  function processText(M, pid, start) {
+    const i = start == null ? M.findLast(pid) : M.find(pid, start);
+    return `pid ${pid}` + (i >= 0 ? ` (${M.label(i)})` : '');
+  }
+
+  const share = (v, total) => (total > 0 ? fmtPct(v / total) : '');
+
+  // The three memory figures side by side (four with the summed peaks): one row each, with a
+  // bar on a common scale, the value, its source and exactness, and what it means.
+  function accMemory(M, host, a) {
+    const m = a.memory || {}, g = a.group;
+    const rows = [];
+    if (m.group_peak) {
+      const f = m.group_peak;
+      const segs = [];
+      const notes = [];
+      if (g && g.sampled_peak_bytes != null && g.sampled_peak_anon_bytes != null && g.sampled_peak_file_bytes != null) {
+        const an = g.sampled_peak_anon_bytes, fi = g.sampled_peak_file_bytes;
+        segs.push({ cls: 'anon', v: Math.min(an, f.bytes), name: 'anonymous' });
+        segs.push({ cls: 'cache', v: Math.min(fi, Math.max(0, f.bytes - an)), name: 'page cache' });
+        segs.push({ cls: 'rest', v: Math.max(0, f.bytes - an - fi), name: 'the rest' });
+        notes.push(`At the highest sampling round (${esc(fmtBytes(g.sampled_peak_bytes))} at ${esc(fmtDur(g.sampled_peak_t_ns))}): ` +
+          `<span class="sw anon"></span>anonymous ${esc(fmtBytes(an))}, <span class="sw cache"></span>page cache ${esc(fmtBytes(fi))}; ` +
+          `<span class="sw rest"></span>the rest of the peak is kernel memory${g.end && g.end.kernel_peak_bytes != null ? ` (at most ${esc(fmtBytes(g.end.kernel_peak_bytes))})` : ''} and what rose between rounds.`);
+      }
+      if (g && g.end && g.end.file_bytes != null) notes.push(`Page cache still charged at the end: ${esc(fmtBytes(g.end.file_bytes))} (files the tree read or wrote).`);
+      rows.push({ id: 'group_peak', title: 'Group peak', sub: 'the whole tree, page cache included (cgroup)', f, segs, notes });
+    } else {
+      // Said, not left out: without it the other figures are easy to misread.
+      const why = (a.unavailable || []).find((u) => /group memory peak/.test(u.figure));
+      rows.push({ id: 'group_peak', title: 'Group peak', sub: 'the whole tree, page cache included (cgroup)', f: null,
+        notes: [why ? `Not measured: ${esc(why.why)}.` : 'Not measured: ste had no cgroup of its own on this run.'] });
+    }
+    if (m.largest_process_peak) {
+      const f = m.largest_process_peak;
+      rows.push({ id: 'largest_process_peak', title: 'Largest process peak', sub: f.pid != null ? esc(processText(M, f.pid)) : '', f,
+        notes: ['The high-water resident set of one process (it counts the pages it shares with others).'] });
+    }
+    if (m.summed_process_peaks) {
+      const f = m.summed_process_peaks;
+      rows.push({ id: 'summed_process_peaks', title: 'Process peaks summed', sub: `over ${fmtInt(f.processes)} processes`, f,
+        notes: ['An upper bound of the tree\'s resident set: processes that never lived at the same time are added, and shared pages count once per process.'] });
+    }
+    if (m.pss_max) {
+      const f = m.pss_max;
+      const at = M.run.totals.max_pss_t_ns;
+      rows.push({ id: 'pss_max', title: 'PSS curve maximum', sub: at != null ? `at ${esc(fmtDur(at))}` : '', f,
+        notes: [`The highest sum of PSS over the live tree at a sampling round${m.pss_interval_ns != null ? `; rounds came every ${esc(fmtDur(m.pss_interval_ns))} on average` : ''}: a peak between two rounds is missed.`] });
+    }
+    if (!rows.some((r) => r.f)) return false;
+    const top = Math.max(...rows.map((r) => (r.f ? r.f.bytes : 0)), 1);
+    let h = '<div class="recon">';
+    for (const r of rows) {
+      if (!r.f) {
+        h += `<div class="mrow na" data-figure="${r.id}"><div class="k"><b>${esc(r.title)}</b><div class="d">${r.sub}</div></div>` +
+          '<div class="bar"></div><div class="v"><span class="big">n/a</span></div>' +
+          `<div class="d">${r.notes.join(' ')}</div></div>`;
+        continue;
+      }
+      const segs = r.segs && r.segs.length ? r.segs : [{ cls: r.f.exact ? 'exact' : 'sampled', v: r.f.bytes, name: r.title }];
+      h += `<div class="mrow" data-figure="${r.id}" data-bytes="${r.f.bytes}">` +
+        `<div class="k"><b>${esc(r.title)}</b>${badge(r.f.exact, r.f.from)}${r.sub ? `<div class="d">${r.sub}</div>` : ''}</div>` +
+        `<div class="bar" role="img" aria-label="${esc(r.title + ' ' + fmtBytes(r.f.bytes))}">` +
+        segs.map((sg) => `<span class="${sg.cls}" style="width:${(100 * sg.v / top).toFixed(2)}%" title="${esc(sg.name + ' ' + fmtBytes(sg.v))}"></span>`).join('') + '</div>' +
+        `<div class="v"><span class="big">${esc(fmtBytes(r.f.bytes))}</span><span class="exactv">${esc(fmtInt(r.f.bytes))} bytes</span></div>` +
+        `<div class="d">${[`From ${esc(r.f.from)}.`].concat(r.notes || []).join(' ')}</div></div>`;
+    }
+    h += '</div>';
+    host.insertAdjacentHTML('beforeend', h);
+    status.accounting.memory = rows.map((r) => [r.id, r.f ? r.f.bytes : null]);
+  }
+
+  // ste's cgroup: what it measured besides the memory peak.
+  function accGroup(M, host, a) {
+    const g = a.group;
+    if (!g) return false;
+    const src = M.run.sources || {};
+    const e = g.end || {};
+    const exact = (k) => badge(true, src[k] ? src[k].from : 'read once the tree had ended');
+    const split = src['group.anon_file'];
+    const sampled = badge(false, split ? split.from + (split.note ? ' — ' + split.note : '') : 'sampled at rounds');
+    const rows = [];
+    if (e.cpu_ns != null) {
+      const us = e.cpu_user_ns != null && e.cpu_sys_ns != null ? ` (user ${fmtDur(e.cpu_user_ns)}, system ${fmtDur(e.cpu_sys_ns)})` : '';
+      rows.push(['CPU of everything in the group', esc(fmtDur(e.cpu_ns) + us) + exact('group.cpu_ns')]);
+    }
+    if (e.pids_peak != null) rows.push(['Most tasks alive at once', esc(fmtInt(e.pids_peak)) + exact('group.pids_peak')]);
+    if (e.kernel_peak_bytes != null) rows.push(['Kernel memory peak', esc(fmtBytes(e.kernel_peak_bytes)) + exact('group.memory_peak_bytes')]);
+    if (g.max_anon_bytes != null) rows.push(['Highest anonymous memory at a round', esc(fmtBytes(g.max_anon_bytes)) + sampled]);
+    if (g.max_file_bytes != null) rows.push(['Highest page cache at a round', esc(fmtBytes(g.max_file_bytes)) + sampled]);
+    if (e.anon_bytes != null || e.file_bytes != null) rows.push(['Still charged at the end', esc(`anonymous ${fmtBytes(e.anon_bytes)}, page cache ${fmtBytes(e.file_bytes)}`) + exact('group.memory_peak_bytes')]);
+    rows.push([`cgroup v${esc(g.version)}`, (g.dirs || []).map((d) => `<div class="mono dir">${esc(d)}</div>`).join('') + '<span class="lead">made for the run, removed after it</span>']);
+    host.insertAdjacentHTML('beforeend', '<table class="kv"><tbody>' + rows.map(([k, v]) => `<tr><td>${esc(k)}</td><td>${v}</td></tr>`).join('') + '</tbody></table>');
+  }
+
+  // Where the time went: the tasks' lifetimes summed, split into CPU, waits and the rest.
+  function accTime(M, host, a) {
+    const t = a.time;
+    if (!t) return false;
+    const total = t.task_time_ns;
+    const segs = [];
+    // CPU is the exact runtime; user/system split it by clock ticks, so the bar splits the
+    // runtime in their proportion and the legend gives both as measured.
+    if (t.cpu_ns != null) {
+      const us = t.user_ns != null && t.sys_ns != null ? t.user_ns + t.sys_ns : 0;
+      if (us > 0) {
+        segs.push({ id: 'user', name: 'user CPU', v: t.user_ns, w: t.cpu_ns * t.user_ns / us });
+        segs.push({ id: 'system', name: 'system CPU', v: t.sys_ns, w: t.cpu_ns * t.sys_ns / us });
+      } else segs.push({ id: 'cpu', name: 'on a CPU', v: t.cpu_ns, w: t.cpu_ns });
+    }
+    const waits = [
+      ['run_queue', 'waiting for a CPU', t.run_queue_ns],
+      ['blkio', 'block I/O', t.blkio_ns],
+      ['swap', 'swap and reclaim', t.swap_reclaim_ns],
+      ['other', 'the rest', t.other_ns],
+    ];
+    for (const [id, name, v] of waits) segs.push({ id, name, v, w: v });
+    const shown = segs.filter((sg) => sg.v != null);
+    let h = `<p class="timehead"><b>${esc(fmtDur(total))}</b> of task time (every thread's lifetime, summed) over <b>${esc(fmtDur(t.wall_ns))}</b> of wall time` +
+      (total != null && t.wall_ns > 0 ? ` (${esc((total / t.wall_ns).toFixed(2))} threads alive on average)` : '') +
+      ` ${badge(true, 'summed from the ledger: ' + t.from)}</p>`;
+    if (total > 0) {
+      h += '<div class="bar timebar" role="img" aria-label="where the time went">' + shown.map((sg) =>
+        `<span class="t-${sg.id}" style="width:${(100 * Math.max(0, sg.w) / total).toFixed(2)}%" title="${esc(sg.name + ' ' + fmtDur(sg.v) + ' (' + share(sg.v, total) + ')')}"></span>`).join('') + '</div>';
+    }
+    h += '<ul class="timelegend">' + segs.map((sg) => sg.v == null
+      ? `<li class="na" data-segment="${sg.id}"><span class="sw t-${sg.id}"></span><span class="n">${esc(sg.name)}</span><span class="tv">n/a</span></li>`
+      : `<li data-segment="${sg.id}" data-ns="${sg.v}"><span class="sw t-${sg.id}"></span><span class="n">${esc(sg.name)}</span><span class="tv" title="${esc(fmtInt(sg.v))} ns"><b>${esc(fmtDur(sg.v))}</b> ${esc(share(sg.v, total))}</span></li>`).join('') + '</ul>';
+    const notes = [`Summed over every thread of the tree from the ledger (${esc(t.from)}).`];
+    if (segs.some((sg) => sg.id === 'user')) notes.push(`CPU is the scheduler's exact runtime, ${esc(fmtDur(t.cpu_ns))}; the user/system split is counted in clock ticks.`);
+    notes.push('The rest is time asleep or waiting otherwise: for children, pipes, the network, locks.');
+    if (a.delays_on) notes.push(a.delays_switched_by_ste ? 'Delay accounting was on: ste switched it on for the run (--delays) and back off after.' : 'Delay accounting was on.');
+    else notes.push('Block I/O and swap/reclaim waits need delay accounting, which was off: <code>ste --delays</code> switches it on for the run (root).');
+    if (t.processes_without_figures) notes.push(`<span class="bad">${esc(fmtInt(t.processes_without_figures))} process${t.processes_without_figures === 1 ? '' : 'es'} without figures left out.</span>`);
+    h += `<p class="lead">${notes.join(' ')}</p>`;
+    host.insertAdjacentHTML('beforeend', h);
+    status.accounting.time = shown.map((sg) => [sg.id, sg.v]);
+  }
+
+  // The critical path as a list, each link with its lifetime and its own time on the path.
+  function accPath(M, host, a) {
+    const path = a.critical_path || [];
+    if (path.length < 2) return false;
+    const wall = Math.max(1, M.run.totals.wall_ns);
+    // A long path (a big parallel build's) shows its two ends; the JSON has every link.
+    const cut = path.length > PATH_ROWS ? [PATH_ROWS / 2, path.length - PATH_ROWS / 2] : null;
+    let h = `<div class="table-wrap"><table class="path" data-rows="${path.length}"><thead><tr><th class="num idx">#</th><th class="num">pid</th><th class="prog">program</th><th class="num when">from</th><th class="num when">to</th><th class="num">lived</th><th class="num">its own time</th><th class="selfbar"></th></tr></thead><tbody>`;
+    path.forEach((l, k) => {
+      if (cut && k >= cut[0] && k < cut[1]) {
+        if (k === cut[0]) h += `<tr class="more"><td colspan="8">… ${esc(fmtInt(cut[1] - cut[0]))} more links (the JSON report has them all) …</td></tr>`;
+        return;
+      }
+      const i = M.find(l.pid, l.start_ns);
+      const end = l.end_ns == null ? M.run.totals.wall_ns : l.end_ns;
+      h += `<tr data-i="${i}" data-pid="${l.pid}" title="${i >= 0 ? 'show it on the timeline' : ''}"><td class="num idx">${k + 1}</td><td class="num">${esc(l.pid)}</td>` +
+        `<td class="prog">${i >= 0 ? `<span class="sw" style="background:${M.color(i)}"></span>${esc(M.label(i))}` : ''}</td>` +
+        `<td class="num when">${esc(fmtDur(l.start_ns))}</td><td class="num when">${l.end_ns == null ? 'running' : esc(fmtDur(l.end_ns))}</td>` +
+        `<td class="num">${esc(fmtDur(end - l.start_ns))}</td><td class="num" title="${esc(fmtInt(l.self_ns))} ns">${esc(fmtDur(l.self_ns))}</td>` +
+        `<td class="selfbar"><span style="width:${(100 * l.self_ns / wall).toFixed(2)}%"></span></td></tr>`;
+    });
+    h += '</tbody></table></div>';
+    host.insertAdjacentHTML('beforeend', h);
+    host.querySelector('tbody').addEventListener('click', (e) => {
+      const tr = e.target.closest('tr');
+      const i = tr ? Number(tr.dataset.i) : -1;
+      if (i >= 0 && view.showProcess) view.showProcess(i);
+    });
+    status.accounting.critical_path = path.length;
+  }
+  const PATH_ROWS = 400;
+
+  function accLingering(M, host, a) {
+    const list = a.lingering || [];
+    if (!list.length) return false;
+    const rootEnd = M.n ? M.end[0] : null;
+    let h = `<div class="table-wrap"><table data-rows="${list.length}"><thead><tr><th class="num">pid</th><th>program</th><th>how it ended</th></tr></thead><tbody>`;
+    for (const l of list.slice(0, MAX_GENERIC_ROWS)) {
+      const i = M.findLast(l.pid);
+      const how = l.killed ? '<span class="bad">ended by ste (--kill-lingering)</span>'
+        : l.end_ns == null ? 'still running when ste stopped waiting'
+          : `ended ${esc(fmtDur(l.end_ns - Math.min(rootEnd == null ? l.end_ns : rootEnd, l.end_ns)))} after the command`;
+      h += `<tr data-pid="${esc(l.pid)}"><td class="num">${esc(l.pid)}</td><td>${i >= 0 ? esc(M.label(i)) : ''}</td><td>${how}</td></tr>`;
+    }
+    h += '</tbody></table></div>';
+    if (list.length > MAX_GENERIC_ROWS) h += `<p class="lead">The first ${fmtInt(MAX_GENERIC_ROWS)} of ${fmtInt(list.length)}; the JSON report has them all.</p>`;
+    if (a.killed_lingering) h += `<p class="lead">ste sent ${esc(a.killed_lingering)}.</p>`;
+    host.insertAdjacentHTML('beforeend', h);
+    status.accounting.lingering = list.length;
+  }
+
+  function accUnavailable(M, host, a) {
+    const items = (a.unavailable || []).map((u) => `<li><b>${esc(u.figure)}</b>: ${esc(u.why)}</li>`);
+    if (a.taskstats_overruns) items.push(`<li class="bad"><b>taskstats records lost</b>: the receive buffer overflowed ${esc(fmtInt(a.taskstats_overruns))} time${a.taskstats_overruns === 1 ? '' : 's'}; some processes miss their exit figures</li>`);
+    if (a.taskstats_incomplete) items.push(`<li><b>${esc(fmtInt(a.taskstats_incomplete))} process${a.taskstats_incomplete === 1 ? '' : 'es'}</b> miss the taskstats records of some of their threads</li>`);
+    if (!items.length) return false;
+    host.insertAdjacentHTML('beforeend', `<ul class="notes unavailable" data-rows="${items.length}">${items.join('')}</ul>`);
+    status.accounting.unavailable = (a.unavailable || []).map((u) => u.figure);
+  }
+
+  const ACCOUNTING_PARTS = [
+    { id: 'memory', keys: ['memory'], title: 'Memory: three figures, reconciled', lead: 'Each measures something else: the group\'s peak counts everything charged to the tree at once (page cache too); a process\'s peak counts only its own pages; the PSS curve is sampled.', draw: accMemory },
+    { id: 'time', keys: ['time', 'delays_on', 'delays_switched_by_ste'], title: 'Where the time went', draw: accTime },
+    { id: 'critical_path', keys: ['critical_path'], title: 'Critical path', lead: 'The chain of processes whose lifetimes bound the wall time, root first: each waited for the next. Its own time is the part of the path no later link covers. Outlined on the timeline; click a row to show it there.', draw: accPath },
+    { id: 'group', keys: ['group'], title: 'ste\'s cgroup', draw: accGroup },
+    { id: 'lingering', keys: ['lingering', 'killed_lingering'], title: 'Lingering processes', lead: 'Descendants still running when the command\'s first process ended.', draw: accLingering },
+    { id: 'unavailable', keys: ['unavailable', 'taskstats_overruns', 'taskstats_incomplete'], title: 'Not measured on this run', draw: accUnavailable },
+  ];
+
+  function drawAccounting(M, s) {
+    status.accounting = {};
+    status.accounting.parts = drawParts(M, s, M.run.accounting, 'accounting', ACCOUNTING_PARTS);
+  }
+
   // ---------------------------------------------------------------- generic rendering
 
   const MAX_GENERIC_ROWS = 2000;
@@ -974,6 +1448,7 @@
 
   const SECTIONS = [
     { id: 'summary', title: 'Summary', keys: ['command', 'tracker', 'exit', 'totals', 'notes', 'schema_version', 'generator'], draw: drawSummary },
+    { id: 'accounting', title: 'Exact accounting', keys: ['accounting'], when: (M) => M.run.accounting != null, lead: 'Figures the kernel counted as each process ended and for ste\'s own cgroup: taskstats as root, the ptrace exit stop and wait4 otherwise. Sources are on the badges.', draw: drawAccounting },
     { id: 'memory', title: 'Memory over time', lead: 'PSS of the live tree at each sampling round, stacked by program or by process; the dot is the sampled maximum, dashed lines are exact peaks. Drag across a chart to zoom in, double-click to zoom out.', draw: drawMemory },
     { id: 'cpu', title: 'CPU over time', lead: 'CPU used by the processes alive at each round, between rounds (/proc/PID/stat, 10 ms ticks); processes that start and end between two rounds do not show here but are in the exact totals.', draw: drawCpu },
     { id: 'timeline', title: 'Processes over time', lead: 'One row per process, nested under its parent, coloured by program; ticks are execs. Hover or tap a bar for its argv and figures.', draw: drawTimeline },
@@ -1002,6 +1477,8 @@
         }
         continue;
       }
+      // A section whose data this run does not have (a run of an older ste) is left out.
+      if (sec.when && !sec.when(M)) continue;
       const s = card(main, sec.id, sec.title, sec.lead);
       try {
         sec.draw(M, s);
@@ -1052,6 +1529,8 @@
     status.rendered = true;
     // From the script's start to everything drawn: what a reader waits for (bench/reports.sh).
     status.render_ms = Math.round(performance.now() - started);
+    // For whole-page screenshots (the tests take them at this height).
+    status.page_height = document.documentElement.scrollHeight;
     const el = document.getElementById('ste-status');
     el.textContent = JSON.stringify(status);
     document.documentElement.dataset.rendered = status.errors.length ? 'with-errors' : 'yes';
