@@ -24,6 +24,9 @@ struct Run {
     overhead: Overhead,
     sources: BTreeMap<String, Source>,
     accounting: Option<Accounting>,
+    memory_at_peak: Option<MemoryAtPeak>,
+    malloc: Option<MallocRun>,
+    syscalls: Option<Syscalls>,
 }
 
 #[derive(Deserialize, Serialize)]
@@ -404,6 +407,400 @@ struct Source {
     note: Option<String>,
 }
 
+// --maps-at-peak (docs/json-schema.md, "memory_at_peak").
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct MemoryAtPeak {
+    snapshot: Option<PeakSnapshot>,
+    info: PeakMapsInfo,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct PeakSnapshot {
+    t_ns: u64,
+    tree_pss_bytes: u64,
+    processes: Vec<ProcessMap>,
+    others: u32,
+    others_pss_bytes: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct PeakMapsInfo {
+    budget: f64,
+    allowance_ns: u64,
+    snapshots: u64,
+    cpu_ns: u64,
+    over_budget: u64,
+    overdrafts: u64,
+    page_flags: bool,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct ProcessMap {
+    pid: i32,
+    page_size_bytes: u64,
+    pages_from: PagesFrom,
+    mappings: Vec<Mapping>,
+    totals: MappingFigures,
+    pte: Option<PteCounts>,
+    flags: Option<Vec<FlagCount>>,
+    map_counts: Option<Vec<MapCountPages>>,
+    cost_ns: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(tag = "level", rename_all = "snake_case", deny_unknown_fields)]
+enum PagesFrom {
+    Kernel,
+    Pagemap { why: String },
+    SmapsOnly { why: String },
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum MappingKind {
+    Heap,
+    ArenaHeap,
+    Stack,
+    ThreadStack,
+    Anon,
+    Shmem,
+    File,
+    Special,
+    Reserved,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Mapping {
+    /// Hex, without `0x`.
+    start: HexAddress,
+    end: HexAddress,
+    perms: String,
+    offset_bytes: u64,
+    dev: String,
+    inode: u64,
+    path: String,
+    kind: MappingKind,
+    figures: MappingFigures,
+    pte: Option<PteCounts>,
+    ranges: Option<Vec<PageRange>>,
+}
+
+/// An address as lowercase hex digits: checked on the way in, kept as written.
+#[derive(Serialize)]
+#[serde(transparent)]
+struct HexAddress(String);
+
+impl<'de> Deserialize<'de> for HexAddress {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        u64::from_str_radix(&s, 16).map_err(serde::de::Error::custom)?;
+        if s.chars().any(|c| c.is_ascii_uppercase()) {
+            return Err(serde::de::Error::custom("uppercase hex"));
+        }
+        Ok(HexAddress(s))
+    }
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct MappingFigures {
+    size_bytes: u64,
+    rss_bytes: u64,
+    pss_bytes: u64,
+    anon_bytes: u64,
+    file_bytes: u64,
+    dirty_bytes: u64,
+    shared_bytes: u64,
+    swap_bytes: u64,
+    swap_pss_bytes: u64,
+    thp_bytes: u64,
+    locked_bytes: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct PteCounts {
+    present: u64,
+    swapped: u64,
+    exclusive: u64,
+    soft_dirty: u64,
+    file_or_shared: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct PageRange {
+    first_page: u64,
+    pages: u64,
+    state: PageState,
+    pte: String,
+    flags: Option<String>,
+    map_count: Option<u64>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum PageState {
+    Present,
+    Swapped,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct FlagCount {
+    name: String,
+    letter: char,
+    pages: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct MapCountPages {
+    map_count: u64,
+    pages: u64,
+}
+
+// --malloc (docs/json-schema.md, "malloc").
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct MallocRun {
+    shim: String,
+    probes: String,
+    images: Vec<MallocImage>,
+    samples: Vec<MallocSample>,
+    execs: Vec<ExecCheck>,
+    uncovered: Vec<Uncovered>,
+    cpu_ns: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct MallocImage {
+    pid: i32,
+    image: u32,
+    t_ns: u64,
+    origin: ImageOrigin,
+    program: String,
+    allocator: Allocator,
+    calls: MallocCalls,
+    bytes: MallocBytes,
+    held_at_end_bytes: Option<u64>,
+    mmapped_calls: u64,
+    mmapped_bytes: u64,
+    threads: u64,
+    overflow_threads: u64,
+    thresholds: Thresholds,
+    exited: bool,
+    last: Option<MallocState>,
+    peak_held_bytes: Option<u64>,
+    peak_held_t_ns: Option<u64>,
+    largest_gap: Option<MallocSample>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum ImageOrigin {
+    Exec,
+    Fork,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Allocator {
+    kind: AllocatorKind,
+    path: String,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum AllocatorKind {
+    Glibc,
+    Library,
+    Program,
+    Unknown,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct MallocCalls {
+    malloc: u64,
+    calloc: u64,
+    realloc: u64,
+    memalign: u64,
+    free: u64,
+    free_null: u64,
+    failed: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct MallocBytes {
+    malloc: u64,
+    calloc: u64,
+    realloc: u64,
+    memalign: u64,
+    freed: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Thresholds {
+    mmap_bytes: u64,
+    trim_bytes: u64,
+    dynamic: bool,
+    changes: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct MallocState {
+    t_ns: u64,
+    at_exit: bool,
+    in_use_bytes: u64,
+    free_bytes: u64,
+    arena_bytes: u64,
+    mmapped_blocks: u64,
+    mmapped_bytes: u64,
+    top_free_bytes: u64,
+    arenas: Option<Vec<Arena>>,
+    info_truncated: bool,
+    cost_ns: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Arena {
+    index: u32,
+    system_bytes: u64,
+    max_system_bytes: u64,
+    free_bytes: u64,
+    free_chunks: u64,
+    heaps: Option<u64>,
+    address_space_bytes: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct MallocSample {
+    t_ns: u64,
+    pid: i32,
+    image: u32,
+    held_bytes: Option<u64>,
+    free_bytes: Option<u64>,
+    resident_anon_bytes: u64,
+    calls: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct ExecCheck {
+    pid: i32,
+    t_ns: u64,
+    program: Option<String>,
+    static_binary: Option<bool>,
+    foreign: Option<bool>,
+    secure: Option<bool>,
+    preload_in_env: Option<bool>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Uncovered {
+    pid: i32,
+    t_ns: u64,
+    program: String,
+    reason: UncoveredReason,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum UncoveredReason {
+    StaticBinary,
+    Secure,
+    EnvironmentCleared,
+    Foreign,
+    ParentUncovered,
+    NotLoaded,
+    Unknown,
+}
+
+// --syscalls (docs/json-schema.md, "syscalls").
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Syscalls {
+    method: String,
+    timed: bool,
+    per_process: bool,
+    arch: String,
+    compat_arch: Option<String>,
+    table: String,
+    calls: Vec<SyscallRow>,
+    errors: Vec<ErrnoCount>,
+    images: Vec<ImageCalls>,
+    uncounted: SyscallsUncounted,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct SyscallRow {
+    nr: u32,
+    compat: bool,
+    name: Option<String>,
+    group: String,
+    subsystem: Option<String>,
+    file: Option<String>,
+    calls: u64,
+    errors: u64,
+    total_ns: Option<u64>,
+    max_ns: Option<u64>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct ErrnoCount {
+    nr: u32,
+    compat: bool,
+    errno: i32,
+    name: Option<String>,
+    calls: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct ImageCalls {
+    process: usize,
+    pid: i32,
+    exec: Option<usize>,
+    calls: Vec<CallCount>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct CallCount {
+    nr: u32,
+    compat: bool,
+    calls: u64,
+    errors: u64,
+    total_ns: Option<u64>,
+    max_ns: Option<u64>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct SyscallsUncounted {
+    bad_numbers: u64,
+    errno_unclassified: u64,
+    per_process_missing: u64,
+}
+
 /// Parses `json` into the mirror and checks it serialises back unchanged.
 fn check(json: &[u8]) -> Result<Run, String> {
     let original: serde_json::Value = serde_json::from_slice(json).expect("valid JSON");
@@ -429,9 +826,8 @@ matrix!(the_json_follows_the_schema, |mode: Mode| {
     );
     let o = command_as(mode.who, &bins().ste)
         .current_dir(&bins().dir)
+        .args(tracker_args(mode))
         .args([
-            "--tracker",
-            mode.tracker.name(),
             "--interval",
             "5ms",
             "--json",
@@ -524,6 +920,47 @@ fn accounting_is_there(run: &Run, mode: Mode) {
             "pid {}",
             p.pid
         );
+    }
+}
+
+/// The parts options add (`--maps-at-peak`, `--malloc`, `--syscalls=per-process`) follow the
+/// schema too: filled, as root (BPF counts the calls, page flags are read) and as nobody
+/// (ptrace syscall stops, no page flags).
+#[test]
+fn the_optional_parts_follow_the_schema() {
+    for who in [Who::Root, Who::Nobody] {
+        let (tracker, slow): (&[&str], &[&str]) = match who {
+            Who::Root => (&["--tracker", "ebpf"], &[]),
+            Who::Nobody => (&["--tracker", "ptrace"], &["--allow-ptrace"]),
+        };
+        let json = scratch("optional.json");
+        let script = format!("{f} threads 2 4 100; {f} fill 64 300", f = fixture());
+        let o = command_as(who, &bins().ste)
+            .current_dir(&bins().dir)
+            .args(tracker)
+            .args(slow)
+            .args(["--syscalls=per-process", "--malloc", "--maps-at-peak"])
+            .args(["--interval", "20ms", "--json"])
+            .arg(&json)
+            .args(["--", "/bin/sh", "-c", &script])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{who:?}: {err}");
+        let run = conforms(&std::fs::read(&json).unwrap());
+        // Filled, so the mirror checked their fields and not only a null.
+        let peak = run.memory_at_peak.as_ref().expect("memory_at_peak");
+        let snap = peak.snapshot.as_ref().expect("a map at the peak");
+        assert!(!snap.processes.is_empty() && !snap.processes[0].mappings.is_empty());
+        assert_eq!(peak.info.page_flags, who == Who::Root, "{err}");
+        let malloc = run.malloc.as_ref().expect("malloc");
+        assert!(
+            malloc.images.iter().any(|i| i.calls.malloc > 0 && i.last.is_some()),
+            "{err}"
+        );
+        let sys = run.syscalls.as_ref().expect("syscalls");
+        assert!(sys.per_process && !sys.images.is_empty() && !sys.calls.is_empty());
+        assert_eq!(sys.method.contains("ptrace"), who == Who::Nobody, "{}", sys.method);
     }
 }
 
