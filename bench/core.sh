@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The cost of ste's core (issue 2), side by side in one hyperfine run per workload: the bare
-# command, ste with each tracker, /usr/bin/time -v and strace -f -c. Then ste's own CPU while a
-# 4 GiB process sleeps, ste's peak RSS on the fork loop, and `ste true` against `true`.
+# command, ste with each tracker (ebpf, the default as root, only when run as root),
+# /usr/bin/time -v, strace -f -c and perf stat. Then ste's own CPU while a 4 GiB process sleeps,
+# ste's peak RSS on the fork loop, and `ste true` against `true` for each tracker.
 #
 #   bench/core.sh            # all of it (a few minutes)
 #   RUNS=20 bench/core.sh    # more runs per command
@@ -10,10 +11,12 @@
 # ≤ 2 % of wall while the 4 GiB process sleeps; ste's peak RSS ≤ 20 MiB on the fork loop;
 # `ste true` ≤ 5 ms more than `true`. Results: bench/results/core-*.{json,md}.
 source "$(dirname "$0")/lib.sh"
-need hyperfine strace python3 /usr/bin/time
+need hyperfine strace python3 /usr/bin/time perf
 
 RUNS=${RUNS:-10}
 FORK_LOOP="sh -c 'i=0; while [ \$i -lt 2000 ]; do /bin/true; i=\$((i+1)); done'"
+TRACKERS=(ptrace netlink)
+if [ "$(id -u)" = 0 ]; then TRACKERS=(ebpf ptrace netlink); fi
 PROJECT=$(mktemp -d /tmp/ste-bench-project.XXXXXX)
 trap 'rm -rf "$PROJECT"' EXIT
 make_c_project "$PROJECT" 60
@@ -21,13 +24,17 @@ make_c_project "$PROJECT" 60
 # One hyperfine run per workload: every way of running it, side by side.
 compare() {
     local name=$1 cmd=$2 runs=$3; shift 3
+    local stes=()
+    for t in "${TRACKERS[@]}"; do
+        stes+=(-n "ste ($t)" "$STE --tracker $t -o /dev/null -- $cmd")
+    done
     hyperfine -N --warmup 1 --runs "$runs" "$@" \
         --export-json "$RESULTS/core-$name.json" --export-markdown "$RESULTS/core-$name.md" \
         -n bare "$cmd" \
-        -n "ste (ptrace)" "$STE --tracker ptrace -o /dev/null -- $cmd" \
-        -n "ste (netlink)" "$STE --tracker netlink -o /dev/null -- $cmd" \
+        "${stes[@]}" \
         -n "/usr/bin/time -v" "/usr/bin/time -v -o /dev/null $cmd" \
-        -n "strace -f -c" "strace -f -c -o /dev/null $cmd"
+        -n "strace -f -c" "strace -f -c -o /dev/null $cmd" \
+        -n "perf stat" "perf stat -o /dev/null -- $cmd"
 }
 
 compare fork-loop "$FORK_LOOP" "$RUNS"
@@ -41,12 +48,19 @@ for hold in 0 5000; do
     "$STE" -o /dev/null --json "$RESULTS/core-sleep-$hold.json" -- "$FIXTURE" fill 4096 "$hold"
 done
 
-# ste's peak RSS on the fork loop.
-eval "$STE -o /dev/null --json $RESULTS/core-forkloop-run.json -- $FORK_LOOP"
+# ste's peak RSS on the fork loop, per tracker.
+for t in "${TRACKERS[@]}"; do
+    eval "$STE --tracker $t -o /dev/null --json $RESULTS/core-forkloop-run-$t.json -- $FORK_LOOP"
+done
 
-# `ste true` against `true`.
+# `ste true` against `true`, per tracker (and ste's own CPU and RSS in it).
+stes=()
+for t in "${TRACKERS[@]}"; do
+    stes+=(-n "ste --tracker $t true" "$STE --tracker $t -o /dev/null true")
+    "$STE" --tracker "$t" -o /dev/null --json "$RESULTS/core-true-run-$t.json" true
+done
 hyperfine -N --warmup 5 --runs 100 --export-json "$RESULTS/core-true.json" \
-    -n true "true" -n "ste true" "$STE -o /dev/null true" >/dev/null
+    -n true "true" "${stes[@]}" >/dev/null
 
 python3 - "$RESULTS" <<'EOF'
 import json, sys
@@ -64,10 +78,15 @@ d_wall = b["totals"]["wall_ns"] - a["totals"]["wall_ns"]
 lines.append("")
 lines.append(f"ste's own CPU while a 4 GiB process sleeps 5 s: {d_cpu/1e6:.1f} ms over {d_wall/1e9:.2f} s = {100*d_cpu/d_wall:.2f} % of wall "
              f"(whole 4 GiB run: {b['overhead']['cpu_ns']/1e6:.1f} ms of {b['totals']['wall_ns']/1e9:.2f} s; sampler {b['sampler']['rounds']} rounds, {b['sampler']['cpu_ns']/1e6:.1f} ms)")
-f = load("forkloop-run")
-lines.append(f"ste's peak RSS on the fork loop: {f['overhead']['max_rss_bytes']/2**20:.1f} MiB ({f['totals']['processes']} processes)")
+import glob, os
+for path in sorted(glob.glob(f"{r}/core-forkloop-run-*.json")):
+    f = json.load(open(path))
+    lines.append(f"ste's peak RSS on the fork loop ({f['tracker']}): {f['overhead']['max_rss_bytes']/2**20:.1f} MiB ({f['totals']['processes']} processes)")
 t = load("true")["results"]
-lines.append(f"`ste true` − `true`: {(t[1]['mean']-t[0]['mean'])*1000:.2f} ms ({t[0]['mean']*1000:.2f} ms → {t[1]['mean']*1000:.2f} ms)")
+for x in t[1:]:
+    tr = x["command"].split()[2]
+    run = load(f"true-run-{tr}")
+    lines.append(f"`{x['command']}` − `true`: {(x['mean']-t[0]['mean'])*1000:.2f} ms ({t[0]['mean']*1000:.2f} ms → {x['mean']*1000:.2f} ms ± {x['stddev']*1000:.2f}); ste's own CPU {run['overhead']['cpu_ns']/1e6:.1f} ms, peak RSS {run['overhead']['max_rss_bytes']/2**20:.1f} MiB")
 open(f"{r}/core-summary.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF
