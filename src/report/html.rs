@@ -522,6 +522,93 @@ mod tests {
     }
 
     #[test]
+    fn labels_say_what_the_text_report_says() {
+        use crate::model::malloc::{MallocRun, Uncovered, UncoveredReason};
+        use crate::model::maps::{
+            MappingFigures, MemoryAtPeak, PagesFrom, PeakMapsInfo, PeakSnapshot, ProcessMap,
+        };
+        use crate::model::{ImageCalls, Syscalls, Uncounted};
+        let mut run = testing::build();
+        // Without the three parts, nothing.
+        assert_eq!(
+            serde_json::to_value(view(&run).labels).unwrap(),
+            serde_json::json!({})
+        );
+        let pid = run.processes[0].pid;
+        run.syscalls = Some(Syscalls {
+            method: "ptrace".into(),
+            timed: true,
+            per_process: true,
+            arch: "x86_64".into(),
+            compat_arch: None,
+            table: "Linux 6.1.192 sources".into(),
+            calls: Vec::new(),
+            errors: Vec::new(),
+            images: vec![ImageCalls {
+                process: 0,
+                pid,
+                exec: Some(0),
+                calls: Vec::new(),
+            }],
+            uncounted: Uncounted::default(),
+        });
+        run.malloc = Some(MallocRun {
+            uncovered: vec![Uncovered {
+                pid,
+                t_ns: 0,
+                program: "/bin/busybox".into(),
+                reason: UncoveredReason::StaticBinary,
+            }],
+            ..MallocRun::default()
+        });
+        run.memory_at_peak = Some(MemoryAtPeak {
+            snapshot: Some(PeakSnapshot {
+                t_ns: run.processes[0].execs[0].t_ns,
+                tree_pss_bytes: 1 << 20,
+                processes: vec![ProcessMap {
+                    pid,
+                    page_size_bytes: 4096,
+                    pages_from: PagesFrom::SmapsOnly {
+                        why: "pagemap unreadable".into(),
+                    },
+                    mappings: Vec::new(),
+                    totals: MappingFigures::default(),
+                    pte: None,
+                    flags: None,
+                    map_counts: None,
+                    cost_ns: 0,
+                }],
+                others: 0,
+                others_pss_bytes: 0,
+            }),
+            info: PeakMapsInfo::default(),
+        });
+        let l = view(&run).labels;
+        assert_eq!(
+            l.syscalls_method.as_deref(),
+            Some(
+                "counted at ptrace syscall stops, like strace: SLOW, every call stopped the process twice, times include the stops"
+            )
+        );
+        assert_eq!(l.syscall_images, ["sh"]);
+        assert_eq!(
+            l.malloc_uncovered,
+            ["a static binary (no dynamic loader, so LD_PRELOAD is never read)"]
+        );
+        assert_eq!(l.peak_programs, ["sh"]);
+        assert_eq!(
+            l.peak_pages_from,
+            ["/proc/PID/smaps only, no page-level data (pagemap unreadable)"]
+        );
+        assert!(l.peak_info.unwrap().starts_with("0 snapshots, "));
+        assert_eq!(l.mapping_kinds.len(), MappingKind::ALL.len());
+        assert_eq!(
+            serde_json::to_value(&l.mapping_kinds[0]).unwrap(),
+            serde_json::json!(["heap", "heap (brk)"])
+        );
+    }
+
+    #[test]
     fn the_ledger_is_columns_not_a_process_field() {
         let v = view(&testing::build_accounting());
         assert!(
