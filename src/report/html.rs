@@ -603,7 +603,7 @@ mod tests {
         assert!(l.peak_info.unwrap().starts_with("0 snapshots, "));
         assert_eq!(l.mapping_kinds.len(), MappingKind::ALL.len());
         assert_eq!(
-            serde_json::to_value(&l.mapping_kinds[0]).unwrap(),
+            serde_json::to_value(l.mapping_kinds[0]).unwrap(),
             serde_json::json!(["heap", "heap (brk)"])
         );
     }
