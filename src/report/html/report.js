@@ -1832,8 +1832,8 @@
       if (k !== 'file' && k !== 'shmem') continue;
       const named = [...x.paths.entries()].filter(([key, g]) => key.startsWith(k + '\u0000') && (g.rss_bytes > 0 || g.swap_bytes > 0))
         .map(([key, g]) => [key.slice(k.length + 1), g]).sort((a, b) => b[1].pss_bytes - a[1].pss_bytes || (a[0] < b[0] ? -1 : 1));
-      for (const [path, g] of named.slice(0, TOP_PATHS)) h += `<tr class="sub"><td class="mono dir">${esc(path)}</td>${cellB(g.pss_bytes)}${cellB(g.rss_bytes)}<td></td><td></td><td></td></tr>`;
-      if (named.length > TOP_PATHS) h += `<tr class="sub"><td>${esc(fmtInt(named.length - TOP_PATHS))} more</td>${cellB(sum(named.slice(TOP_PATHS), (n) => n[1].pss_bytes))}<td></td><td></td><td></td><td></td></tr>`;
+      for (const [path, g] of named.slice(0, TOP_PATHS)) h += `<tr class="subrow"><td class="mono dir">${esc(path)}</td>${cellB(g.pss_bytes)}${cellB(g.rss_bytes)}<td></td><td></td><td></td></tr>`;
+      if (named.length > TOP_PATHS) h += `<tr class="subrow"><td>${esc(fmtInt(named.length - TOP_PATHS))} more</td>${cellB(sum(named.slice(TOP_PATHS), (n) => n[1].pss_bytes))}<td></td><td></td><td></td><td></td></tr>`;
     }
     h += '</tbody></table></div>';
     const notes = [`Pages from: ${esc(x.pagesFrom || 'n/a')}.`];
