@@ -526,14 +526,18 @@
 
   // ---------------------------------------------------------------- sections
 
-  function card(sec, id, title, lead) {
-    const s = document.createElement('section');
-    s.className = 'card';
-    s.id = id;
-    s.innerHTML = `<h2>${esc(title)}</h2>` + (lead ? `<p class="lead">${lead}</p>` : '');
-    sec.appendChild(s);
-    return s;
+  // A `tag` element of class `cls` with its heading `h` and a lead (markup), appended to parent.
+  function headed(parent, tag, cls, h, id, title, lead) {
+    const el = document.createElement(tag);
+    el.className = cls;
+    el.id = id;
+    el.innerHTML = `<${h}>${esc(title)}</${h}>` + (lead ? `<p class="lead">${lead}</p>` : '');
+    parent.appendChild(el);
+    return el;
   }
+  const card = (main, id, title, lead) => headed(main, 'section', 'card', 'h2', id, title, lead);
+  // A part of a section, under a heading of its own.
+  const sectionPart = (s, id, title, lead) => headed(s, 'div', 'part', 'h3', id, title, lead);
 
   function sourceBadge(run, figure) {
     const s = run.sources && run.sources[figure];
@@ -995,6 +999,15 @@
     keepDrawn(all);
   }
 
+  // Compares row indices by their sort keys `key[i]`: numbers by value, the rest as text,
+  // unknown values last whatever the direction, ties in the rows' order.
+  const byKey = (key, desc) => (a, b) => {
+    const x = key[a], y = key[b];
+    if (x == null || y == null) return x == null ? (y == null ? a - b : 1) : -1;
+    const d = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
+    return (desc ? -d : d) || a - b;
+  };
+
   // The ledger's figures (html/ledger.rs): column title, and what the figure is for the
   // header's tooltip. A figure not listed here still gets a column, titled from its name.
   const LEDGER_FIGURES = {
@@ -1110,12 +1123,7 @@
         const c = cols[sortKey];
         const key = rows.map((i) => c.get(i));
         const idx = rows.map((_, k) => k);
-        idx.sort((a, b) => {
-          const x = key[a], y = key[b];
-          if (x == null || y == null) return x == null ? (y == null ? a - b : 1) : -1;
-          const d = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
-          return (desc ? -d : d) || a - b;
-        });
+        idx.sort(byKey(key, desc));
         rows = idx.map((k) => rows[k]);
       }
       wrap.querySelectorAll('th .arrow').forEach((a, k) => { a.textContent = k === sortKey ? (desc ? ' ▼' : ' ▲') : ''; });
@@ -1162,11 +1170,7 @@
     for (const part of parts) {
       for (const k of part.keys) known.add(k);
       if (!part.keys.some((k) => k in obj)) continue;
-      const host = document.createElement('div');
-      host.className = 'part';
-      host.id = path + '-' + part.id;
-      host.innerHTML = `<h3>${esc(part.title)}</h3>` + (part.lead ? `<p class="lead">${part.lead}</p>` : '');
-      s.appendChild(host);
+      const host = sectionPart(s, path + '-' + part.id, part.title, part.lead);
       if (part.draw(M, host, obj) === false) host.remove(); else drawn.push(part.id);
     }
     for (const k of Object.keys(obj)) {
@@ -1428,12 +1432,7 @@
       if (sortKey >= 0) {
         const c = cols[sortKey];
         const key = rows.map((r) => c.get(r));
-        order.sort((a, b) => {
-          const x = key[a], y = key[b];
-          if (x == null || y == null) return x == null ? (y == null ? a - b : 1) : -1;
-          const d = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
-          return (desc ? -d : d) || a - b;
-        });
+        order.sort(byKey(key, desc));
       }
       wrap.querySelectorAll('th .arrow').forEach((a, k) => { a.textContent = k === sortKey ? (desc ? ' ▼' : ' ▲') : ''; });
       tbody.innerHTML = order.slice(0, MAX_GENERIC_ROWS).map((k) =>
@@ -1448,16 +1447,6 @@
     });
     draw();
     return wrap;
-  }
-
-  // A part of a section: a heading, a lead, and a host for its content.
-  function sectionPart(s, id, title, lead) {
-    const host = document.createElement('div');
-    host.className = 'part';
-    host.id = id;
-    host.innerHTML = `<h3>${esc(title)}</h3>` + (lead ? `<p class="lead">${lead}</p>` : '');
-    s.appendChild(host);
-    return host;
   }
 
   // Figures in boxes, as the summary shows them: [title, value markup, detail markup, badge].
