@@ -9,13 +9,19 @@
 //! each process's ledger recast as one column per figure with its source (`html/ledger.rs`).
 //! Fields of the Run the script has no special view for (whatever later versions add) are kept
 //! as they are, and the script renders them generically, so new sections show up unasked.
+//! The system calls, malloc and memory-at-the-peak sections have views of their own; what their
+//! text report derives from the processes (an image's program) or words in Rust (reasons,
+//! where page figures came from) the view carries in `labels`, made by the text report's own
+//! functions, so that the page and the text say the same.
 //!
 //! When the view is large it is embedded gzip-compressed in base64, and the script inflates it
 //! with the browser's own `DecompressionStream`.
 
 mod ledger;
 
+use crate::model::maps::MappingKind;
 use crate::model::{Process, Run, Sample, join_escaped};
+use crate::report;
 use crate::report::names::{Tree, readings};
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -53,6 +59,80 @@ pub struct View {
     pub samples: Map<String, Value>,
     /// Each sample's per-process readings.
     pub readings: Readings,
+    /// Words the text report derives for the system calls, malloc and memory-at-peak
+    /// sections, so that the page says the same.
+    pub labels: Labels,
+}
+
+/// What the text report says of the Run's system calls, malloc and memory at the peak that is
+/// not in their data as such: names derived from the processes' execs (which the view holds
+/// only as argv lines) and fixed wording. Built by the text report's own functions, so the
+/// page and the text never differ. Empty lists are left out of the JSON.
+#[derive(Serialize, Debug, Default)]
+pub struct Labels {
+    /// How the system calls were counted and timed (`counted at ptrace syscall stops, …`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syscalls_method: Option<String>,
+    /// Per entry of `syscalls.images`: the program of that image (`make`, `sh (fork)`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub syscall_images: Vec<String>,
+    /// Per entry of `malloc.images`: whether the text report shows it (a forked child with no
+    /// call, replaced by an exec at once, says nothing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub malloc_shown: Vec<bool>,
+    /// Per entry of `malloc.uncovered`: its reason in words.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub malloc_uncovered: Vec<String>,
+    /// What taking the maps at the peak cost and what the budget left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_info: Option<String>,
+    /// Per process of `memory_at_peak.snapshot`: the program it ran at the snapshot.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub peak_programs: Vec<String>,
+    /// Per process of `memory_at_peak.snapshot`: where its page-level figures came from.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub peak_pages_from: Vec<String>,
+    /// Each kind of mapping (`heap`, `thread_stack`, …) with its label, in the text's order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mapping_kinds: Vec<(MappingKind, &'static str)>,
+}
+
+/// The labels of a Run's system calls, malloc and memory at the peak.
+fn labels(run: &Run) -> Labels {
+    let mut l = Labels::default();
+    if let Some(sc) = &run.syscalls {
+        l.syscalls_method = Some(report::syscalls::method_text(sc));
+        l.syscall_images = sc
+            .images
+            .iter()
+            .map(|i| report::syscalls::image_program(run, i))
+            .collect();
+    }
+    if let Some(m) = &run.malloc {
+        l.malloc_shown = m
+            .images
+            .iter()
+            .map(|i| report::malloc::worth_showing(m, i))
+            .collect();
+        l.malloc_uncovered = m.uncovered.iter().map(|u| u.reason.text().into()).collect();
+    }
+    if let Some(peak) = &run.memory_at_peak {
+        l.peak_info = Some(report::maps::info_text(run, peak));
+        l.mapping_kinds = MappingKind::ALL.iter().map(|k| (*k, k.label())).collect();
+    }
+    if let Some(s) = run
+        .memory_at_peak
+        .as_ref()
+        .and_then(|p| p.snapshot.as_ref())
+    {
+        for p in &s.processes {
+            l.peak_programs
+                .push(report::maps::name_at(run, p.pid, s.t_ns));
+            l.peak_pages_from
+                .push(report::maps::pages_from_text(&p.pages_from));
+        }
+    }
+    l
 }
 
 #[derive(Serialize, Debug, Default)]
@@ -179,6 +259,7 @@ pub fn view(run: &Run) -> View {
         execs,
         samples: columns(&sample_rows, &["per_process"]),
         readings: readings_view,
+        labels: labels(run),
     }
 }
 
@@ -438,6 +519,93 @@ mod tests {
     fn view_snapshot_accounting() {
         let v = view(&testing::build_accounting());
         insta::assert_snapshot!(serde_json::to_string_pretty(&v).unwrap());
+    }
+
+    #[test]
+    fn labels_say_what_the_text_report_says() {
+        use crate::model::malloc::{MallocRun, Uncovered, UncoveredReason};
+        use crate::model::maps::{
+            MappingFigures, MemoryAtPeak, PagesFrom, PeakMapsInfo, PeakSnapshot, ProcessMap,
+        };
+        use crate::model::{ImageCalls, Syscalls, Uncounted};
+        let mut run = testing::build();
+        // Without the three parts, nothing.
+        assert_eq!(
+            serde_json::to_value(view(&run).labels).unwrap(),
+            serde_json::json!({})
+        );
+        let pid = run.processes[0].pid;
+        run.syscalls = Some(Syscalls {
+            method: "ptrace".into(),
+            timed: true,
+            per_process: true,
+            arch: "x86_64".into(),
+            compat_arch: None,
+            table: "Linux 6.1.192 sources".into(),
+            calls: Vec::new(),
+            errors: Vec::new(),
+            images: vec![ImageCalls {
+                process: 0,
+                pid,
+                exec: Some(0),
+                calls: Vec::new(),
+            }],
+            uncounted: Uncounted::default(),
+        });
+        run.malloc = Some(MallocRun {
+            uncovered: vec![Uncovered {
+                pid,
+                t_ns: 0,
+                program: "/bin/busybox".into(),
+                reason: UncoveredReason::StaticBinary,
+            }],
+            ..MallocRun::default()
+        });
+        run.memory_at_peak = Some(MemoryAtPeak {
+            snapshot: Some(PeakSnapshot {
+                t_ns: run.processes[0].execs[0].t_ns,
+                tree_pss_bytes: 1 << 20,
+                processes: vec![ProcessMap {
+                    pid,
+                    page_size_bytes: 4096,
+                    pages_from: PagesFrom::SmapsOnly {
+                        why: "pagemap unreadable".into(),
+                    },
+                    mappings: Vec::new(),
+                    totals: MappingFigures::default(),
+                    pte: None,
+                    flags: None,
+                    map_counts: None,
+                    cost_ns: 0,
+                }],
+                others: 0,
+                others_pss_bytes: 0,
+            }),
+            info: PeakMapsInfo::default(),
+        });
+        let l = view(&run).labels;
+        assert_eq!(
+            l.syscalls_method.as_deref(),
+            Some(
+                "counted at ptrace syscall stops, like strace: SLOW, every call stopped the process twice, times include the stops"
+            )
+        );
+        assert_eq!(l.syscall_images, ["sh"]);
+        assert_eq!(
+            l.malloc_uncovered,
+            ["a static binary (no dynamic loader, so LD_PRELOAD is never read)"]
+        );
+        assert_eq!(l.peak_programs, ["sh"]);
+        assert_eq!(
+            l.peak_pages_from,
+            ["/proc/PID/smaps only, no page-level data (pagemap unreadable)"]
+        );
+        assert!(l.peak_info.unwrap().starts_with("0 snapshots, "));
+        assert_eq!(l.mapping_kinds.len(), MappingKind::ALL.len());
+        assert_eq!(
+            serde_json::to_value(l.mapping_kinds[0]).unwrap(),
+            serde_json::json!(["heap", "heap (brk)"])
+        );
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
 }
 
 /// A forked child's image with no call, replaced by an exec at once, says nothing.
-fn worth_showing(m: &MallocRun, i: &MallocImage) -> bool {
+pub(crate) fn worth_showing(m: &MallocRun, i: &MallocImage) -> bool {
     !(i.origin == ImageOrigin::Fork
         && i.calls.total() == 0
         && m.images

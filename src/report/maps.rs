@@ -173,7 +173,7 @@ fn render_process_summary(map: &ProcessMap, w: &mut dyn Write) -> io::Result<()>
     writeln!(w, "Read in {} of CPU", duration_human(map.cost_ns))
 }
 
-fn pages_from_text(p: &PagesFrom) -> String {
+pub(crate) fn pages_from_text(p: &PagesFrom) -> String {
     match p {
         PagesFrom::Kernel => {
             "/proc/PID/pagemap + /proc/kpageflags + /proc/kpagecount (root): every resident page's flags and map count, exact at the moment it was read".into()
@@ -265,7 +265,7 @@ pub fn render_at_peak(run: &Run, w: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-fn info_text(run: &Run, peak: &MemoryAtPeak) -> String {
+pub(crate) fn info_text(run: &Run, peak: &MemoryAtPeak) -> String {
     let i = &peak.info;
     let share = if run.totals.wall_ns > 0 {
         format!(
@@ -306,7 +306,7 @@ fn info_text(run: &Run, peak: &MemoryAtPeak) -> String {
 }
 
 /// The program `pid` ran at time `t_ns`.
-fn name_at(run: &Run, pid: i32, t_ns: u64) -> String {
+pub(crate) fn name_at(run: &Run, pid: i32, t_ns: u64) -> String {
     let p: Option<&Process> = run
         .processes
         .iter()

@@ -48,7 +48,7 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-fn method_text(sc: &Syscalls) -> String {
+pub(crate) fn method_text(sc: &Syscalls) -> String {
     let what = match sc.method.as_str() {
         "ebpf" => "counted in the kernel at raw_syscalls:sys_exit".to_string(),
         "ptrace" => {
@@ -236,7 +236,7 @@ fn uncounted(sc: &Syscalls, w: &mut dyn Write) -> io::Result<()> {
 
 /// The program an image ran: the basename of its exec's argv[0], or for the image a process was
 /// forked with, its parent's program.
-fn image_program(run: &Run, image: &ImageCalls) -> String {
+pub(crate) fn image_program(run: &Run, image: &ImageCalls) -> String {
     let Some(p) = run.processes.get(image.process) else {
         return "?".to_string();
     };

@@ -16,7 +16,7 @@ const MIB: u64 = 1 << 20;
 
 /// Compiles `tests/it/c/NAME.c` with the system C compiler into the shared directory (once
 /// per name and flags), so `nobody` can run it.
-fn c_program(name: &str, flags: &[&str]) -> String {
+pub(crate) fn c_program(name: &str, flags: &[&str]) -> String {
     static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
     let key = format!("{name}{}", flags.join(""));
     let mut built = BUILT.lock().unwrap();

@@ -837,7 +837,7 @@ fn a_report_of_20000_processes_stays_usable() {
 fn sections_the_page_does_not_know_are_drawn_generically() {
     chromium();
     // A root run (its accounting has a section of its own), with data of a later ste added: a
-    // section of the Run (issue 4's system calls, say) and a field of the accounting.
+    // section of the Run the page has no view for, and a field of the accounting.
     let o = ste(
         Mode {
             tracker: Tracker::Ptrace,
@@ -848,18 +848,22 @@ fn sections_the_page_does_not_know_are_drawn_generically() {
     );
     assert_eq!(o.status(), 0, "{}", o.stderr());
     let mut view = ste::report::html::view(o.run());
+    // The parts this run did not ask for are null: no section, and nothing generic either.
+    for part in ["syscalls", "malloc", "memory_at_peak"] {
+        assert_eq!(view.run.get(part), Some(&Value::Null), "{part}");
+    }
     view.run.insert(
-        "syscalls".into(),
+        "future_part".into(),
         serde_json::json!({
-            "by_syscall": [
+            "by_thing": [
                 {"name": "read", "calls": 10, "errors": 0, "time_ns": 12_000},
                 {"name": "openat", "calls": 4, "errors": 1, "time_ns": 9_000},
                 {"name": "write", "calls": 2, "errors": 0, "time_ns": 3_000},
             ],
-            "by_subsystem": [{"subsystem": "Filesystem", "calls": 16}],
+            "by_kind": [{"kind": "Filesystem", "calls": 16}],
         }),
     );
-    let Some(serde_json::Value::Object(acc)) = view.run.get_mut("accounting") else {
+    let Some(Value::Object(acc)) = view.run.get_mut("accounting") else {
         panic!("a root run has accounting");
     };
     acc.insert(
@@ -876,16 +880,22 @@ fn sections_the_page_does_not_know_are_drawn_generically() {
     // Only what the page does not know is generic: the accounting has its own section.
     assert_eq!(
         st["generic"],
-        serde_json::json!(["accounting.pressure", "syscalls"]),
+        serde_json::json!(["accounting.pressure", "future_part"]),
         "{st}"
     );
     assert!(drew(&st["sections"], "accounting"), "{st}");
+    for part in ["syscalls", "malloc", "memory_at_peak"] {
+        assert!(
+            !drew(&st["sections"], part),
+            "{part} drawn though null: {st}"
+        );
+    }
     let (dom, _) = browse(&page, &["--dump-dom"]);
     assert!(
         !dom.contains("id=\"run-accounting\""),
         "accounting drawn generically"
     );
-    let section = dom_part(&dom, "id=\"run-syscalls\"");
+    let section = dom_part(&dom, "id=\"run-future_part\"");
     assert!(
         section.contains("data-rows=\"3\"") && section.contains("data-rows=\"1\""),
         "{section}"
@@ -901,4 +911,335 @@ fn sections_the_page_does_not_know_are_drawn_generically() {
         pressure.contains("Memory some") && pressure.contains("7ms"),
         "{pressure}"
     );
+}
+
+/// Renders `html` and checks what every page must: drawn, no error, nothing generic, and
+/// `section` among the sections. Returns the status and the dumped DOM.
+fn rendered_with(html: &Path, section: &str) -> (Value, String) {
+    let st = page_status(html, &[]);
+    assert_eq!(st["rendered"], true, "{st}");
+    assert_eq!(st["errors"], serde_json::json!([]), "{st}");
+    assert_eq!(st["generic"], serde_json::json!([]), "{st}");
+    assert!(drew(&st["sections"], section), "no {section} section: {st}");
+    let (dom, _) = browse(html, &["--dump-dom"]);
+    (st, dom)
+}
+
+/// `--syscalls=per-process` at ptrace syscall stops, as root and as nobody: the page's
+/// totals, subsystems, errnos and programs are the JSON's.
+fn the_syscalls_section_shows_the_runs_figures(who: Who) {
+    chromium();
+    let mode = Mode {
+        tracker: Tracker::Ptrace,
+        who,
+    };
+    let f = example("syscalls_fixture").display().to_string();
+    let html = scratch("syscalls.html");
+    let script = format!("{f} getppid 3000; {f} fail 5");
+    let o = ste(
+        mode,
+        &[
+            "--syscalls=per-process",
+            "--allow-ptrace",
+            "--html",
+            html.to_str().unwrap(),
+        ],
+        &["/bin/sh", "-c", &script],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    let sc = run.syscalls.as_ref().expect("system calls in the run");
+    assert_eq!(sc.method, "ptrace");
+    assert!(sc.timed && sc.per_process, "{sc:?}");
+    let getppid = sc
+        .calls
+        .iter()
+        .find(|r| r.name.as_deref() == Some("getppid"))
+        .expect("getppid counted");
+    assert!(getppid.calls >= 3000, "{getppid:?}");
+
+    let (st, dom) = rendered_with(&html, "syscalls");
+    let s = &st["syscalls"];
+    let total: u64 = sc.calls.iter().map(|r| r.calls).sum();
+    let failed: u64 = sc.calls.iter().map(|r| r.errors).sum();
+    let time: u64 = sc.calls.iter().filter_map(|r| r.total_ns).sum();
+    assert_eq!(s["method"], "ptrace", "{s}");
+    assert_eq!(s["calls"], total, "{s}");
+    assert_eq!(s["failed"], failed, "{s}");
+    assert_eq!(s["time_ns"], time, "{s}");
+    assert_eq!(s["rows"], sc.calls.len(), "{s}");
+    assert_eq!(s["errnos"], sc.errors.len(), "{s}");
+    assert!(!sc.errors.is_empty(), "fail 5 makes failed calls");
+    assert_eq!(s["images"], sc.images.len(), "{s}");
+    // Subsystems: the JSON's calls summed by group, most first (as the text report orders them).
+    let mut groups: HashMap<&str, u64> = HashMap::new();
+    for r in &sc.calls {
+        *groups.entry(r.group.as_str()).or_default() += r.calls;
+    }
+    let mut groups: Vec<(&str, u64)> = groups.into_iter().collect();
+    groups.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    assert_eq!(s["groups"], serde_json::json!(groups), "{s}");
+    // Programs: every image in one of them, the calls all there.
+    let programs = s["programs"].as_array().expect("programs");
+    let images: u64 = programs.iter().map(|p| p[1].as_u64().unwrap()).sum();
+    let calls: u64 = programs.iter().map(|p| p[2].as_u64().unwrap()).sum();
+    let in_images: u64 = sc
+        .images
+        .iter()
+        .flat_map(|i| &i.calls)
+        .map(|c| c.calls)
+        .sum();
+    assert_eq!(images as usize, sc.images.len(), "{s}");
+    assert_eq!(calls, in_images, "{s}");
+    assert!(programs.iter().any(|p| p[0] == "syscalls_fixture"), "{s}");
+
+    // The page shows the figures: the getppid row with its exact count, the source label.
+    let section = dom_part(&dom, "<section class=\"card\" id=\"syscalls\"");
+    let row = dom_part(
+        section,
+        &format!(
+            "data-call=\"getppid\" data-calls=\"{}\" data-errors=\"0\"",
+            getppid.calls
+        ),
+    );
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(
+        row.contains(&format!(">{}<", ste::units::group_thousands(getppid.calls))),
+        "{row}"
+    );
+    assert!(row.contains("kernel/sys.c"), "{row}");
+    assert!(
+        section.contains(">exact<")
+            && section.contains("counted at ptrace syscall stops, like strace: SLOW")
+            && section.contains(&sc.table),
+        "{section}"
+    );
+    assert!(
+        section.contains(&format!(">{}<", ste::units::group_thousands(total))),
+        "{section}"
+    );
+    for e in &sc.errors {
+        if let Some(name) = &e.name {
+            assert!(section.contains(name.as_str()), "{name}: {section}");
+        }
+    }
+    if who == Who::Root {
+        screenshots(&html, "syscalls");
+    }
+}
+
+#[test]
+fn the_syscalls_section_shows_the_runs_figures_as_root() {
+    the_syscalls_section_shows_the_runs_figures(Who::Root);
+}
+
+#[test]
+fn the_syscalls_section_shows_the_runs_figures_as_nobody() {
+    the_syscalls_section_shows_the_runs_figures(Who::Nobody);
+}
+
+#[test]
+fn the_malloc_section_shows_the_runs_figures() {
+    chromium();
+    let mode = Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Root,
+    };
+    // A heap freed but still resident (tests/it/malloc.rs), then a static binary the shim
+    // cannot reach.
+    let fx = crate::malloc::c_program("malloc_fixture", &[]);
+    let fx_static = crate::malloc::c_program("malloc_fixture", &["-static"]);
+    let html = scratch("malloc.html");
+    let script = format!("{fx} fragment 64 800; {fx_static} count 5 10");
+    let o = ste(
+        mode,
+        &["--malloc", "--html", html.to_str().unwrap()],
+        &["/bin/sh", "-c", &script],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    let m = run.malloc.as_ref().expect("malloc in the run");
+    let fragment = m
+        .images
+        .iter()
+        .find(|i| i.program == fx)
+        .expect("the fixture's image");
+    assert_eq!(fragment.calls.malloc, 64 * 1024, "{fragment:?}");
+
+    let (st, dom) = rendered_with(&html, "malloc");
+    let s = &st["malloc"];
+    // Each image the page lists is the JSON's, figure for figure; the fixture's among them.
+    let listed = s["per_image"].as_array().expect("per_image");
+    assert!(!listed.is_empty(), "{s}");
+    for l in listed {
+        let i = m
+            .images
+            .iter()
+            .find(|i| l["pid"] == i.pid && l["image"] == i.image)
+            .unwrap_or_else(|| panic!("{l} is not an image of the run"));
+        assert_eq!(l["calls"], i.calls.total(), "{l}");
+        assert_eq!(l["malloc"], i.calls.malloc, "{l}");
+        assert_eq!(l["free"], i.calls.free, "{l}");
+        assert_eq!(
+            l["asked"],
+            i.bytes.malloc + i.bytes.calloc + i.bytes.realloc + i.bytes.memalign,
+            "{l}"
+        );
+        assert_eq!(
+            l["held_at_end"],
+            serde_json::json!(i.held_at_end_bytes),
+            "{l}"
+        );
+        assert_eq!(l["peak_held"], serde_json::json!(i.peak_held_bytes), "{l}");
+    }
+    assert!(
+        listed
+            .iter()
+            .any(|l| l["pid"] == fragment.pid && l["malloc"] == 65536),
+        "{s}"
+    );
+    let calls: u64 = listed.iter().map(|l| l["calls"].as_u64().unwrap()).sum();
+    assert_eq!(s["calls"], calls, "{s}");
+    // The static binary, with its reason.
+    let uncovered: Vec<Value> = m
+        .uncovered
+        .iter()
+        .map(|u| serde_json::json!([u.pid, u.reason]))
+        .collect();
+    assert_eq!(s["uncovered"], serde_json::json!(uncovered), "{s}");
+    assert!(
+        m.uncovered
+            .iter()
+            .any(|u| u.reason == ste::model::malloc::UncoveredReason::StaticBinary),
+        "{:?}",
+        m.uncovered
+    );
+    // Held over time: the 64 MiB heap at its peak.
+    let held = &st["malloc_held"];
+    assert!(held["rounds"].as_u64().unwrap() >= 2, "{held}");
+    assert!(
+        held["peak"].as_u64().unwrap() >= fragment.peak_held_bytes.unwrap(),
+        "{held}"
+    );
+
+    let section = dom_part(&dom, "<section class=\"card\" id=\"malloc\"");
+    let details = dom_part(
+        section,
+        &format!("<details class=\"image\" data-pid=\"{}\"", fragment.pid),
+    );
+    let details = &details[..details.find("</details>").unwrap()];
+    assert!(
+        details.contains(&format!(
+            "malloc {} ({} bytes asked)",
+            ste::units::group_thousands(fragment.calls.malloc),
+            ste::units::group_thousands(fragment.bytes.malloc)
+        )),
+        "{details}"
+    );
+    assert!(details.contains("resident but not held"), "{details}");
+    assert!(details.contains(">modelled<"), "{details}");
+    assert!(
+        section.contains("a static binary (no dynamic loader, so LD_PRELOAD is never read)"),
+        "{section}"
+    );
+    assert!(section.contains(&m.probes), "{section}");
+    screenshots(&html, "malloc");
+}
+
+/// `--maps-at-peak` on a fixture of known layout (tests/it/maps.rs), as root (page flags) and
+/// as nobody: the page's processes and kinds are the JSON's.
+fn the_memory_at_peak_section_shows_the_runs_figures(who: Who) {
+    chromium();
+    let mode = Mode {
+        tracker: Tracker::Ptrace,
+        who,
+    };
+    let html = scratch("peak.html");
+    let fx = example("memory_fixture").display().to_string();
+    let o = ste(
+        mode,
+        &[
+            "--maps-at-peak",
+            "--maps-budget",
+            "100",
+            "--html",
+            html.to_str().unwrap(),
+        ],
+        &[&fx, "anatomy", "2500"],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    let peak = run.memory_at_peak.as_ref().expect("memory at the peak");
+    let snap = peak.snapshot.as_ref().expect("a snapshot");
+    assert_eq!(peak.info.page_flags, who == Who::Root);
+
+    let (st, dom) = rendered_with(&html, "memory_at_peak");
+    let s = &st["memory_at_peak"];
+    assert_eq!(s["t_ns"], snap.t_ns, "{s}");
+    assert_eq!(s["tree_pss_bytes"], snap.tree_pss_bytes, "{s}");
+    assert_eq!(s["others"], snap.others, "{s}");
+    assert_eq!(s["page_flags"], peak.info.page_flags, "{s}");
+    let shown = s["processes"].as_array().expect("processes");
+    assert_eq!(shown.len(), snap.processes.len(), "{s}");
+    for (p, pm) in shown.iter().zip(&snap.processes) {
+        assert_eq!(p["pid"], pm.pid, "{p}");
+        assert_eq!(p["pss"], pm.totals.pss_bytes, "{p}");
+        assert_eq!(p["rss"], pm.totals.rss_bytes, "{p}");
+        // PSS by kind: the mappings' figures summed, for every kind with resident pages.
+        let mut kinds: HashMap<String, u64> = HashMap::new();
+        for m in pm
+            .mappings
+            .iter()
+            .filter(|m| m.figures.rss_bytes > 0 || m.figures.swap_bytes > 0)
+        {
+            let k = serde_json::to_value(m.kind).unwrap();
+            *kinds.entry(k.as_str().unwrap().to_string()).or_default() += m.figures.pss_bytes;
+        }
+        let page: HashMap<String, u64> = serde_json::from_value(p["kinds"].clone()).expect("kinds");
+        for (k, v) in &kinds {
+            assert_eq!(page.get(k), Some(v), "{k}: {p}");
+        }
+    }
+    // The fixture's 64 MiB heap and thread stacks, shown by their labels.
+    let heap = shown[0]["kinds"]["heap"].as_u64().expect("a heap");
+    assert!(heap >= 60 << 20, "{s}");
+    let section = dom_part(&dom, "<section class=\"card\" id=\"memory_at_peak\"");
+    assert!(
+        section.contains(&format!(
+            "{} bytes PSS",
+            ste::units::group_thousands(snap.processes[0].totals.pss_bytes)
+        )),
+        "{section}"
+    );
+    for label in [
+        "heap (brk)",
+        "thread stacks",
+        "shared memory",
+        "/tmp/ste-anatomy-",
+    ] {
+        assert!(section.contains(label), "{label}: {section}");
+    }
+    assert!(section.contains("Maps at peak: "), "{section}");
+    // Page flags as root only.
+    let flags = snap.processes.iter().filter(|p| p.flags.is_some()).count();
+    assert_eq!(s["flags"], flags, "{s}");
+    assert_eq!(
+        section.contains("Resident pages by flag (kpageflags)"),
+        who == Who::Root,
+        "{section}"
+    );
+    if who == Who::Root {
+        assert!(flags >= 1);
+        screenshots(&html, "peak");
+    }
+}
+
+#[test]
+fn the_memory_at_peak_section_shows_the_runs_figures_as_root() {
+    the_memory_at_peak_section_shows_the_runs_figures(Who::Root);
+}
+
+#[test]
+fn the_memory_at_peak_section_shows_the_runs_figures_as_nobody() {
+    the_memory_at_peak_section_shows_the_runs_figures(Who::Nobody);
 }

@@ -526,14 +526,18 @@
 
   // ---------------------------------------------------------------- sections
 
-  function card(sec, id, title, lead) {
-    const s = document.createElement('section');
-    s.className = 'card';
-    s.id = id;
-    s.innerHTML = `<h2>${esc(title)}</h2>` + (lead ? `<p class="lead">${lead}</p>` : '');
-    sec.appendChild(s);
-    return s;
+  // A `tag` element of class `cls` with its heading `h` and a lead (markup), appended to parent.
+  function headed(parent, tag, cls, h, id, title, lead) {
+    const el = document.createElement(tag);
+    el.className = cls;
+    el.id = id;
+    el.innerHTML = `<${h}>${esc(title)}</${h}>` + (lead ? `<p class="lead">${lead}</p>` : '');
+    parent.appendChild(el);
+    return el;
   }
+  const card = (main, id, title, lead) => headed(main, 'section', 'card', 'h2', id, title, lead);
+  // A part of a section, under a heading of its own.
+  const sectionPart = (s, id, title, lead) => headed(s, 'div', 'part', 'h3', id, title, lead);
 
   function sourceBadge(run, figure) {
     const s = run.sources && run.sources[figure];
@@ -995,6 +999,15 @@
     keepDrawn(all);
   }
 
+  // Compares row indices by their sort keys `key[i]`: numbers by value, the rest as text,
+  // unknown values last whatever the direction, ties in the rows' order.
+  const byKey = (key, desc) => (a, b) => {
+    const x = key[a], y = key[b];
+    if (x == null || y == null) return x == null ? (y == null ? a - b : 1) : -1;
+    const d = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
+    return (desc ? -d : d) || a - b;
+  };
+
   // The ledger's figures (html/ledger.rs): column title, and what the figure is for the
   // header's tooltip. A figure not listed here still gets a column, titled from its name.
   const LEDGER_FIGURES = {
@@ -1110,12 +1123,7 @@
         const c = cols[sortKey];
         const key = rows.map((i) => c.get(i));
         const idx = rows.map((_, k) => k);
-        idx.sort((a, b) => {
-          const x = key[a], y = key[b];
-          if (x == null || y == null) return x == null ? (y == null ? a - b : 1) : -1;
-          const d = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
-          return (desc ? -d : d) || a - b;
-        });
+        idx.sort(byKey(key, desc));
         rows = idx.map((k) => rows[k]);
       }
       wrap.querySelectorAll('th .arrow').forEach((a, k) => { a.textContent = k === sortKey ? (desc ? ' ▼' : ' ▲') : ''; });
@@ -1162,11 +1170,7 @@
     for (const part of parts) {
       for (const k of part.keys) known.add(k);
       if (!part.keys.some((k) => k in obj)) continue;
-      const host = document.createElement('div');
-      host.className = 'part';
-      host.id = path + '-' + part.id;
-      host.innerHTML = `<h3>${esc(part.title)}</h3>` + (part.lead ? `<p class="lead">${part.lead}</p>` : '');
-      s.appendChild(host);
+      const host = sectionPart(s, path + '-' + part.id, part.title, part.lead);
       if (part.draw(M, host, obj) === false) host.remove(); else drawn.push(part.id);
     }
     for (const k of Object.keys(obj)) {
@@ -1395,6 +1399,448 @@
     status.accounting.parts = drawParts(M, s, M.run.accounting, 'accounting', ACCOUNTING_PARTS);
   }
 
+  // ---------------------------------------------------------------- sortable tables
+
+  // A table of `rows` with columns { key, title, num, get(row), fmt(v, row) (text) or
+  // html(v, row) (markup), tip(v, row), cls, head (the header's tooltip) }, or bar columns
+  // { key, title, bar(row) } drawing a fraction as a bar. A click on a header sorts by it
+  // (numbers largest first, unknown values last), a second click reverses; rows start in the
+  // order given. `opt.attrs(row)` gives a row's attributes. At most MAX_GENERIC_ROWS rows are
+  // drawn, and the rest is said.
+  function sortableTable(host, cols, rows, opt) {
+    opt = opt || {};
+    const wrap = document.createElement('div');
+    wrap.className = 'table-wrap';
+    wrap.innerHTML = `<table class="sorted" data-rows="${rows.length}"${opt.id ? ` data-table="${esc(opt.id)}"` : ''}><thead><tr>` +
+      cols.map((c, k) => `<th class="${c.bar ? 'barcell' : 'sortable'}${c.num ? ' num' : ''}" data-k="${k}" data-key="${esc(c.key)}"${c.head ? ` title="${esc(c.head)}"` : ''}>${esc(c.title)}<span class="arrow"></span></th>`).join('') +
+      '</tr></thead><tbody></tbody></table>';
+    host.appendChild(wrap);
+    if (rows.length > MAX_GENERIC_ROWS) host.insertAdjacentHTML('beforeend', `<p class="lead">The first ${fmtInt(MAX_GENERIC_ROWS)} of ${fmtInt(rows.length)} rows; the JSON report has them all.</p>`);
+    const tbody = wrap.querySelector('tbody');
+    let order = rows.map((_, k) => k), sortKey = -1, desc = false;
+    const cell = (c, r) => {
+      if (c.bar) {
+        const f = Math.max(0, Math.min(1, c.bar(r) || 0));
+        return `<td class="barcell"><span style="width:${(100 * f).toFixed(2)}%"></span></td>`;
+      }
+      const v = c.get(r);
+      const inner = c.html ? c.html(v, r) : esc(c.fmt ? c.fmt(v, r) : v == null ? 'n/a' : String(v));
+      const t = c.tip ? c.tip(v, r) : '';
+      return `<td class="${c.num ? 'num' : ''}${c.cls ? ' ' + c.cls : ''}"${t ? ` title="${esc(t)}"` : ''}>${inner}</td>`;
+    };
+    function draw() {
+      if (sortKey >= 0) {
+        const c = cols[sortKey];
+        const key = rows.map((r) => c.get(r));
+        order.sort(byKey(key, desc));
+      }
+      wrap.querySelectorAll('th .arrow').forEach((a, k) => { a.textContent = k === sortKey ? (desc ? ' ▼' : ' ▲') : ''; });
+      tbody.innerHTML = order.slice(0, MAX_GENERIC_ROWS).map((k) =>
+        `<tr${opt.attrs ? ' ' + opt.attrs(rows[k]) : ''}>` + cols.map((c) => cell(c, rows[k])).join('') + '</tr>').join('');
+    }
+    wrap.querySelector('thead').addEventListener('click', (e) => {
+      const th = e.target.closest('th.sortable');
+      if (!th) return;
+      const k = Number(th.dataset.k);
+      if (k === sortKey) desc = !desc; else { sortKey = k; desc = !!cols[k].num; }
+      draw();
+    });
+    draw();
+    return wrap;
+  }
+
+  // Figures in boxes, as the summary shows them: [title, value markup, detail markup, badge].
+  function figureBoxes(figures) {
+    return '<div class="figures">' + figures.map(([k, v, d, b]) =>
+      `<div class="figure"><div class="k">${esc(k)}${b || ''}</div><div class="v">${v}</div>${d ? `<div class="d">${d}</div>` : ''}</div>`).join('') + '</div>';
+  }
+
+  // A figure's source badge from run.sources, with where it came from on hover.
+  function sourceOf(M, figure) {
+    const src = M.run.sources && M.run.sources[figure];
+    return src ? badge(src.exact, src.from + (src.note ? ' — ' + src.note : '')) : '';
+  }
+
+  const plural = (n, one, many) => `${fmtInt(n)} ${n === 1 ? one : (many || one + 's')}`;
+  const sum = (list, f) => list.reduce((a, x) => a + (f(x) || 0), 0);
+  const basename = (p) => String(p).replace(/\/+$/, '').split('/').pop();
+
+  // ---------------------------------------------------------------- system calls
+
+  // A system call's name as the text report prints it: compat calls carry their ABI.
+  function syscallName(sc, r) {
+    const base = r.name != null ? r.name : `unknown #${r.nr}`;
+    return r.compat ? `${base} (${sc.compat_arch || 'compat'})` : base;
+  }
+
+  // Nanoseconds as the system call tables show them: `125ns`, `4.5µs`, `12ms`.
+  const callTime = (ns) => (ns == null ? 'n/a' : ns > 0 && ns < 1000 ? ns + 'ns' : fmtDur(ns));
+
+  function drawSyscalls(M, s) {
+    const sc = M.run.syscalls, L = M.V.labels || {};
+    const calls = sc.calls || [];
+    const total = sum(calls, (r) => r.calls), failed = sum(calls, (r) => r.errors);
+    const timeNs = sc.timed ? sum(calls, (r) => r.total_ns) : null;
+    const st = status.syscalls = { method: sc.method, timed: sc.timed, calls: total, failed, time_ns: timeNs, rows: calls.length };
+    const src = sourceOf(M, 'syscalls');
+    s.insertAdjacentHTML('beforeend', `<p class="lead">${esc(L.syscalls_method || sc.method)}; names, files and subsystems from ${esc(sc.table)}.</p>` +
+      figureBoxes([
+        ['System calls', esc(fmtInt(total)), '', src],
+        ['Failed', failed ? `<span class="bad">${esc(fmtInt(failed))}</span>` : '0', total ? esc(share(failed, total)) + ' of the calls' : '', src],
+        ['Time in calls', esc(callTime(timeNs)), sc.timed ? `${fmtInt(timeNs)} ns` : 'counts only (--syscalls=count)', sc.timed ? src : ''],
+        ['Distinct calls', esc(fmtInt(calls.length)), `${esc(sc.arch)}${sc.compat_arch ? ' and ' + esc(sc.compat_arch) : ''}`, ''],
+      ]));
+    if (!calls.length) { s.insertAdjacentHTML('beforeend', '<p class="empty">The tree made no system call that returned.</p>'); return; }
+    const timed = (cols) => (sc.timed ? cols : []);
+
+    // Kernel subsystems, with the same subtotals as the text's table.
+    const groups = new Map();
+    for (const r of calls) {
+      let g = groups.get(r.group);
+      if (!g) groups.set(r.group, (g = { group: r.group, calls: 0, errors: 0, total_ns: sc.timed ? 0 : null, max_ns: sc.timed ? 0 : null, n: 0 }));
+      g.calls += r.calls; g.errors += r.errors; g.n++;
+      if (sc.timed) { g.total_ns += r.total_ns || 0; g.max_ns = Math.max(g.max_ns, r.max_ns || 0); }
+    }
+    const glist = [...groups.values()].sort((a, b) => b.calls - a.calls || (a.group < b.group ? -1 : 1));
+    const topCalls = Math.max(1, ...glist.map((g) => g.calls));
+    const topTime = sc.timed ? Math.max(1, ...glist.map((g) => g.total_ns)) : 1;
+    const host = sectionPart(s, 'syscalls-subsystems', 'By kernel subsystem', 'Each call\'s subsystem comes from the kernel source file that defines it. Click a column to sort.');
+    sortableTable(host, [
+      { key: 'group', title: 'subsystem', get: (g) => g.group },
+      { key: 'n', title: 'calls made', num: true, get: (g) => g.n, fmt: fmtInt, head: 'distinct system calls' },
+      { key: 'calls', title: 'calls', num: true, get: (g) => g.calls, fmt: fmtInt },
+      { key: 'calls_bar', title: 'share of the calls', bar: (g) => g.calls / topCalls },
+      { key: 'errors', title: 'errors', num: true, get: (g) => g.errors, fmt: fmtInt },
+    ].concat(timed([
+      { key: 'total_ns', title: 'time', num: true, get: (g) => g.total_ns, fmt: callTime, tip: (v) => fmtInt(v) + ' ns' },
+      { key: 'time_bar', title: 'share of the time', bar: (g) => g.total_ns / topTime },
+    ])), glist, { id: 'syscall-groups', attrs: (g) => `data-group="${esc(g.group)}" data-calls="${g.calls}"` });
+    st.groups = glist.map((g) => [g.group, g.calls]);
+
+    const calls1 = sectionPart(s, 'syscalls-calls', 'By system call', 'Most calls first, as strace -c counts them (exit and exit_group, which never return, are not counted). Click a column to sort.');
+    const origin = (r) => r.file != null ? r.file + (r.subsystem != null ? ` (${r.subsystem})` : '') : r.name == null ? 'newer than the table: name and subsystem unknown' : '';
+    sortableTable(calls1, [
+      { key: 'name', title: 'system call', get: (r) => syscallName(sc, r), cls: 'mono' },
+      { key: 'group', title: 'subsystem', get: (r) => r.group },
+      { key: 'calls', title: 'calls', num: true, get: (r) => r.calls, fmt: fmtInt },
+      { key: 'errors', title: 'errors', num: true, get: (r) => r.errors, fmt: fmtInt },
+    ].concat(timed([
+      { key: 'total_ns', title: 'time', num: true, get: (r) => r.total_ns, fmt: callTime, tip: (v) => (v == null ? '' : fmtInt(v) + ' ns') },
+      { key: 'avg_ns', title: 'avg', num: true, get: (r) => (r.total_ns == null || !r.calls ? null : Math.floor(r.total_ns / r.calls)), fmt: callTime },
+      { key: 'max_ns', title: 'max', num: true, get: (r) => r.max_ns, fmt: callTime },
+    ])).concat([
+      { key: 'file', title: 'defined in (MAINTAINERS entry)', get: origin, cls: 'mono dir' },
+    ]), calls, { id: 'syscalls', attrs: (r) => `data-call="${esc(syscallName(sc, r))}" data-calls="${r.calls}" data-errors="${r.errors}"` });
+
+    if ((sc.errors || []).length) {
+      const names = callNames(sc, calls);
+      const host2 = sectionPart(s, 'syscalls-errnos', 'Failed calls by errno', '');
+      sortableTable(host2, [
+        { key: 'call', title: 'system call', get: (e) => names.get((e.compat ? 'c' : '') + e.nr) || `#${e.nr}`, cls: 'mono' },
+        { key: 'errno', title: 'error', get: (e) => (e.name != null ? e.name : `errno ${e.errno}`), cls: 'mono' },
+        { key: 'calls', title: 'calls', num: true, get: (e) => e.calls, fmt: fmtInt },
+      ], sc.errors, { id: 'syscall-errnos' });
+      st.errnos = sc.errors.length;
+    }
+
+    const u = sc.uncounted || {};
+    const missing = [];
+    if (u.bad_numbers > 0) missing.push(`${plural(u.bad_numbers, 'call')} with a number outside the tables (x32, or skipped by seccomp or a tracer)`);
+    if (u.errno_unclassified > 0) missing.push(`${fmtInt(u.errno_unclassified)} failures not broken down by errno`);
+    if (u.per_process_missing > 0) missing.push(`${plural(u.per_process_missing, 'call')} counted for the tree but in no process (records lost, or processes still running)`);
+    if (missing.length) s.insertAdjacentHTML('beforeend', `<p class="lead" data-part="uncounted">Not in the figures above: ${esc(missing.join('; '))}.</p>`);
+
+    if (sc.per_process) drawSyscallImages(M, s, sc, L, callNames(sc, calls));
+  }
+
+  // Each call's name by its number and ABI.
+  const callNames = (sc, calls) => new Map(calls.map((r) => [(r.compat ? 'c' : '') + r.nr, syscallName(sc, r)]));
+
+  // Per program (the images of each exec'd program summed, as the text report does), then
+  // per process image.
+  function drawSyscallImages(M, s, sc, L, callName) {
+    const images = sc.images || [];
+    const progOf = (k) => (L.syscall_images && L.syscall_images[k] != null ? L.syscall_images[k] : '?');
+    const nameOf = (c) => callName.get((c.compat ? 'c' : '') + c.nr) || `#${c.nr}`;
+    const byProg = new Map();
+    const rows = images.map((im, k) => {
+      const r = { k, program: progOf(k), pid: im.pid, calls: sum(im.calls, (c) => c.calls), errors: sum(im.calls, (c) => c.errors),
+        total_ns: sc.timed ? sum(im.calls, (c) => c.total_ns) : null, im };
+      let p = byProg.get(r.program);
+      if (!p) byProg.set(r.program, (p = { program: r.program, images: 0, calls: 0, errors: 0, total_ns: sc.timed ? 0 : null, per: new Map() }));
+      p.images++; p.calls += r.calls; p.errors += r.errors;
+      if (sc.timed) p.total_ns += r.total_ns;
+      for (const c of im.calls) {
+        const key = (c.compat ? 'c' : '') + c.nr;
+        const u = p.per.get(key) || { c, calls: 0 };
+        u.calls += c.calls;
+        p.per.set(key, u);
+      }
+      return r;
+    });
+    const progs = [...byProg.values()].sort((a, b) => b.calls - a.calls || (a.program < b.program ? -1 : 1));
+    // As the text: most calls first, then native before compat, then by number.
+    const most = (p) => [...p.per.values()].sort((a, b) => b.calls - a.calls || a.c.compat - b.c.compat || a.c.nr - b.c.nr)
+      .slice(0, 4).map((u) => `${nameOf(u.c)} ${fmtInt(u.calls)}`).join(', ');
+    const top = Math.max(1, ...progs.map((p) => p.calls));
+    const timedCol = sc.timed ? [{ key: 'total_ns', title: 'time', num: true, get: (r) => r.total_ns, fmt: callTime, tip: (v) => fmtInt(v) + ' ns' }] : [];
+    const host = sectionPart(s, 'syscalls-programs', 'By program', `${esc(plural(images.length, 'process image'))}; each process between its start or exec and its next exec or end.`);
+    sortableTable(host, [
+      { key: 'program', title: 'program', get: (p) => p.program },
+      { key: 'images', title: 'images', num: true, get: (p) => p.images, fmt: fmtInt },
+      { key: 'calls', title: 'calls', num: true, get: (p) => p.calls, fmt: fmtInt },
+      { key: 'bar', title: '', bar: (p) => p.calls / top },
+      { key: 'errors', title: 'errors', num: true, get: (p) => p.errors, fmt: fmtInt },
+    ].concat(timedCol, [{ key: 'most', title: 'most made', get: most, cls: 'mono' }]), progs,
+    { id: 'syscall-programs', attrs: (p) => `data-program="${esc(p.program)}" data-calls="${p.calls}"` });
+    const host2 = sectionPart(s, 'syscalls-images', 'By process image', 'Every image: a process from its start or an exec to its next exec or its end.');
+    sortableTable(host2, [
+      { key: 'pid', title: 'pid', num: true, get: (r) => r.pid, fmt: String },
+      { key: 'program', title: 'program', get: (r) => r.program },
+      { key: 'calls', title: 'calls', num: true, get: (r) => r.calls, fmt: fmtInt },
+      { key: 'errors', title: 'errors', num: true, get: (r) => r.errors, fmt: fmtInt },
+    ].concat(timedCol, [{ key: 'most', title: 'most made', get: (r) => r.im.calls.slice().sort((a, b) => b.calls - a.calls).slice(0, 4).map((c) => `${nameOf(c)} ${fmtInt(c.calls)}`).join(', '), cls: 'mono' }]),
+    rows, { id: 'syscall-images', attrs: (r) => `data-pid="${r.pid}" data-calls="${r.calls}"` });
+    status.syscalls.programs = progs.map((p) => [p.program, p.images, p.calls]);
+    status.syscalls.images = images.length;
+  }
+
+  // ---------------------------------------------------------------- malloc
+
+  function drawMalloc(M, s) {
+    const m = M.run.malloc, L = M.V.labels || {};
+    const images = m.images || [];
+    const shown = images.filter((_, k) => !L.malloc_shown || L.malloc_shown[k]);
+    const uncovered = m.uncovered || [];
+    const asked = (i) => i.bytes.malloc + i.bytes.calloc + i.bytes.realloc + i.bytes.memalign;
+    const callsOf = (i) => { const c = i.calls; return c.malloc + c.calloc + c.realloc + c.memalign + c.free + c.free_null; };
+    const st = status.malloc = { images: shown.length, calls: sum(shown, callsOf), uncovered: uncovered.map((u) => [u.pid, u.reason]) };
+    s.insertAdjacentHTML('beforeend', `<p class="lead">${esc(plural(shown.length, 'process image'))} with ste's shim (every call counted)${uncovered.length ? `; ${fmtInt(uncovered.length)} without it (below)` : ''}. Shim: <code>${esc(m.shim)}</code>.</p>` +
+      figureBoxes([
+        ['malloc-family calls', esc(fmtInt(st.calls)), 'malloc, calloc, realloc, memalign family, free', sourceOf(M, 'malloc_calls')],
+        ['Bytes asked for', esc(fmtBytes(sum(shown, asked))), `${fmtInt(sum(shown, asked))} bytes`, sourceOf(M, 'malloc_calls')],
+        ['Given back', esc(fmtBytes(sum(shown, (i) => i.bytes.freed))), 'chunk bytes, by free and realloc', sourceOf(M, 'malloc_calls')],
+        ['Failed allocations', esc(fmtInt(sum(shown, (i) => i.calls.failed))), '', ''],
+        ['Images not reached', uncovered.length ? `<span class="bad">${esc(fmtInt(uncovered.length))}</span>` : '0', '', ''],
+      ]));
+    drawMallocHeld(M, s, m, images);
+    if (shown.length) {
+      const host = sectionPart(s, 'malloc-images', 'Process images', 'One row per image the shim ran in (an exec\'d program, or a forked child). Click a column to sort; each image\'s details follow.');
+      sortableTable(host, [
+        { key: 'pid', title: 'pid', num: true, get: (i) => i.pid, fmt: String },
+        { key: 'program', title: 'program', get: (i) => basename(i.program), tip: (v, i) => i.program },
+        { key: 't_ns', title: 'from', num: true, get: (i) => i.t_ns, fmt: fmtDur },
+        { key: 'calls', title: 'calls', num: true, get: callsOf, fmt: fmtInt },
+        { key: 'malloc', title: 'malloc', num: true, get: (i) => i.calls.malloc, fmt: fmtInt },
+        { key: 'free', title: 'free', num: true, get: (i) => i.calls.free, fmt: fmtInt },
+        { key: 'asked', title: 'asked', num: true, get: asked, fmt: fmtBytes, tip: (v) => fmtInt(v) + ' bytes' },
+        { key: 'freed', title: 'given back', num: true, get: (i) => i.bytes.freed, fmt: fmtBytes, tip: (v) => fmtInt(v) + ' bytes' },
+        { key: 'peak_held', title: 'peak held', num: true, get: (i) => i.peak_held_bytes, fmt: fmtBytes, head: 'the most it held at a sampling round (sampled)' },
+        { key: 'held_at_end', title: 'never given back', num: true, get: (i) => i.held_at_end_bytes, fmt: fmtBytes, head: 'what it still held when it ended (exact)' },
+        { key: 'threads', title: 'threads', num: true, get: (i) => i.threads, fmt: fmtInt },
+      ], shown, { id: 'malloc-images', attrs: (i) => `data-pid="${i.pid}" data-image="${i.image}" data-calls="${callsOf(i)}"` });
+      shown.slice(0, MALLOC_DETAILS).forEach((i, n) => host.insertAdjacentHTML('beforeend', mallocImage(M, i, n === 0)));
+      if (shown.length > MALLOC_DETAILS) host.insertAdjacentHTML('beforeend', `<p class="lead">Details of the first ${MALLOC_DETAILS} images; the JSON report has them all.</p>`);
+    }
+    if (uncovered.length) {
+      const host = sectionPart(s, 'malloc-uncovered', 'Images the shim could not run in', 'Their calls are not counted: the reason is why the shim was not loaded.');
+      sortableTable(host, [
+        { key: 'pid', title: 'pid', num: true, get: (u) => u.pid, fmt: String },
+        { key: 'program', title: 'program', get: (u) => u.program, cls: 'mono dir' },
+        { key: 't_ns', title: 'at', num: true, get: (u) => u.t_ns, fmt: fmtDur },
+        { key: 'reason', title: 'why', get: (u) => L.malloc_uncovered ? L.malloc_uncovered[uncovered.indexOf(u)] : u.reason },
+      ], uncovered, { id: 'malloc-uncovered', attrs: (u) => `data-pid="${u.pid}" data-reason="${esc(u.reason)}"` });
+    }
+    s.insertAdjacentHTML('beforeend', `<p class="lead">SDT probes: ${esc(m.probes)}. ste spent ${esc(fmtDur(m.cpu_ns))} reading segments and checking execs outside its sampling rounds.</p>`);
+    st.per_image = shown.map((i) => ({ pid: i.pid, image: i.image, calls: callsOf(i), malloc: i.calls.malloc, free: i.calls.free, asked: asked(i), held_at_end: i.held_at_end_bytes, peak_held: i.peak_held_bytes }));
+  }
+  const MALLOC_DETAILS = 50;
+
+  // What the text report says of one image, as a table in a details element.
+  function mallocImage(M, i, open) {
+    const c = i.calls, b = i.bytes;
+    const rows = [];
+    const kind = i.allocator.kind;
+    if (kind === 'program') rows.push(['allocator', `its own malloc (<code>${esc(i.allocator.path)}</code>): the shim sees none of its calls`]);
+    else if (kind === 'library') rows.push(['allocator', `<code>${esc(i.allocator.path)}</code> (not glibc's: calls and bytes only)`]);
+    if (kind !== 'program') {
+      const fam = [['malloc', c.malloc, b.malloc], ['calloc', c.calloc, b.calloc], ['realloc', c.realloc, b.realloc], ['memalign family', c.memalign, b.memalign]];
+      rows.push(['calls', fam.map(([n, k, v], j) => `${n} ${esc(fmtInt(k))} (${esc(fmtInt(v))}${j ? '' : ' bytes asked'})`).join(', ') +
+        `, free ${esc(fmtInt(c.free))} (${esc(fmtInt(b.freed))} bytes given back)` + (c.free_null ? `, free(NULL) ${esc(fmtInt(c.free_null))}` : '') +
+        (c.failed ? `, <span class="bad">${esc(fmtInt(c.failed))} failed</span>` : '') + sourceOf(M, 'malloc_calls')]);
+    }
+    if (kind !== 'program' && kind !== 'library') {
+      const l = i.last;
+      rows.push(['mmapped blocks', `${esc(fmtInt(i.mmapped_calls))} served in all (${esc(fmtBytes(i.mmapped_bytes))})` +
+        (l ? `, ${esc(fmtInt(l.mmapped_blocks))} in use at the last snapshot (${esc(fmtBytes(l.mmapped_bytes))})` : '')]);
+      const t = i.thresholds;
+      rows.push(['thresholds', `mmap ${esc(fmtBytes(t.mmap_bytes))}, trim ${esc(fmtBytes(t.trim_bytes))} (${t.dynamic ? 'dynamic' : 'fixed by mallopt or the environment'}; ${esc(plural(t.changes, 'change'))}) <span class="badge sampled" title="${esc((M.run.sources.malloc_thresholds || {}).from || '')}">modelled</span>`]);
+      rows.push(['held', (i.peak_held_bytes != null && i.peak_held_t_ns != null ? `peak ${esc(fmtBytes(i.peak_held_bytes))} (sampled, at ${esc(fmtDur(i.peak_held_t_ns))})` : 'peak not sampled') +
+        `; ${esc(fmtBytes(i.held_at_end_bytes))} never given back` + sourceOf(M, 'malloc_held_bytes')]);
+      if (!l) rows.push(['arenas', 'no snapshot (no malloc call after ste asked, and the image did not end with exit(): it exec\'d, called _exit or was killed)']);
+      else if (l.arenas) {
+        const heaps = sum(l.arenas, (a) => a.heaps), free = sum(l.arenas, (a) => a.free_bytes);
+        const main = l.arenas.find((a) => a.index === 0);
+        const others = l.arenas.filter((a) => a.index !== 0);
+        rows.push([`arenas (${l.at_exit ? 'at exit' : 'at ' + esc(fmtDur(l.t_ns))})`,
+          `${esc(fmtInt(l.arenas.length))} (main: ${esc(fmtBytes(main ? main.system_bytes : 0))} from sbrk; ${esc(plural(others.length, 'other'))}: ${esc(plural(heaps, 'heap'))}, ${esc(fmtBytes(sum(others, (a) => a.system_bytes)))} mmap'd), ${esc(fmtBytes(free))} free in them` +
+          (l.info_truncated ? ' (malloc_info truncated: some arenas missing)' : '') + sourceOf(M, 'malloc_arenas') +
+          '<table class="arenas"><thead><tr><th class="num">arena</th><th class="num">from the system</th><th class="num">at most</th><th class="num">free</th><th class="num">free chunks</th><th class="num">heaps</th></tr></thead><tbody>' +
+          l.arenas.map((a) => `<tr><td class="num">${a.index}</td><td class="num">${esc(fmtBytes(a.system_bytes))}</td><td class="num">${esc(fmtBytes(a.max_system_bytes))}</td><td class="num">${esc(fmtBytes(a.free_bytes))}</td><td class="num">${esc(fmtInt(a.free_chunks))}</td><td class="num">${a.heaps == null ? '' : esc(fmtInt(a.heaps))}</td></tr>`).join('') +
+          '</tbody></table>']);
+      } else rows.push(['arenas', `${esc(fmtBytes(l.arena_bytes))} from the system in all (no malloc_info snapshot)`]);
+      const g = i.largest_gap;
+      if (g && g.held_bytes != null) {
+        const gap = Math.max(0, g.resident_anon_bytes - g.held_bytes);
+        if (gap > 0) rows.push(['held vs resident', `at ${esc(fmtDur(g.t_ns))}, held ${esc(fmtBytes(g.held_bytes))}, resident anonymous ${esc(fmtBytes(g.resident_anon_bytes))}: <b>${esc(fmtBytes(gap))}</b> resident but not held (kept by malloc: ${esc(fmtBytes(l ? l.free_bytes : null))} free in the arenas at the last snapshot)`]);
+      }
+    }
+    const origin = i.origin === 'exec' ? 'started' : 'forked';
+    const threads = plural(i.threads, 'thread') + (i.overflow_threads > 0 ? `; ${fmtInt(i.overflow_threads)} beyond the shim's slots, their counts approximate` : '');
+    return `<details class="image" data-pid="${i.pid}" data-image="${i.image}"${open ? ' open' : ''}><summary>pid ${esc(i.pid)} <code>${esc(i.program)}</code> (${origin} at ${esc(fmtDur(i.t_ns))}, ${esc(threads)})</summary>` +
+      '<table class="kv"><tbody>' + rows.map(([k, v]) => `<tr><td>${esc(k)}</td><td>${v}</td></tr>`).join('') + '</tbody></table></details>';
+  }
+
+  // What the images held over time (stacked, the largest images and the rest), and their
+  // resident anonymous memory as a line.
+  function drawMallocHeld(M, s, m, images) {
+    const samples = (m.samples || []).filter((x) => x.held_bytes != null);
+    if (!samples.length) return;
+    const host0 = sectionPart(s, 'malloc-held', 'Held over time', `What each image held at the sampling rounds (chunk bytes handed out minus given back), stacked; the line is their resident anonymous memory. ${sourceOf(M, 'malloc_held_bytes')}`);
+    const T = [...new Set(samples.map((x) => x.t_ns))].sort((a, b) => a - b);
+    const at = new Map(T.map((t, k) => [t, k]));
+    const K = T.length;
+    // The last round holds for one more interval, not to the end of the run: the images may
+    // have ended.
+    const spans = T.map((t, k) => [t, k + 1 < K ? T[k + 1] : Math.min(Math.max(t, M.wall), t + (K > 1 ? t - T[k - 1] : 0))]);
+    const per = new Map();
+    const anon = new Float64Array(K), totals = new Float64Array(K);
+    for (const x of samples) {
+      const key = x.pid + '/' + x.image;
+      let v = per.get(key);
+      if (!v) per.set(key, (v = new Float64Array(K)));
+      const k = at.get(x.t_ns);
+      v[k] += x.held_bytes;
+      anon[k] += x.resident_anon_bytes;
+      totals[k] += x.held_bytes;
+    }
+    const prog = new Map(images.map((i) => [i.pid + '/' + i.image, basename(i.program)]));
+    const all = [...per.entries()].map(([key, values]) => ({ key, values, peak: values.reduce((a, b) => Math.max(a, b), 0) }))
+      .sort((a, b) => b.peak - a.peak);
+    const series = all.slice(0, TOP).map((x, rank) => ({ name: `${prog.get(x.key) || '?'} (pid ${x.key.split('/')[0]})`, color: color(rank), values: x.values, peak: x.peak }));
+    if (all.length > TOP) {
+      const values = new Float64Array(K);
+      for (const x of all.slice(TOP)) for (let k = 0; k < K; k++) values[k] += x.values[k];
+      series.push({ name: `${all.length - TOP} other images`, color: css('--other'), values, peak: values.reduce((a, b) => Math.max(a, b), 0) });
+    }
+    const { host, leg } = chartParts(host0);
+    const points = T.map((t, k) => [t, anon[k]]);
+    keepDrawn(() => {
+      stackedChart(host, {
+        label: 'malloc: held over time', height: narrow() ? 180 : 220, binary: true, spans, series, totals,
+        lines: [{ name: 'resident anonymous memory of these processes', cls: 'anonline', points, until: spans[K - 1][1] }],
+        yFmt: fmtBytes,
+        tip: (k) => `<b>${esc(fmtDur(T[k]))}</b> · held ${esc(fmtBytes(totals[k]))} · resident anonymous ${esc(fmtBytes(anon[k]))}` + seriesRows(series, k, fmtBytes),
+      });
+      leg.innerHTML = legend(series, (se) => 'peak ' + fmtBytes(se.peak), (n) => `and ${n} holding nothing`);
+      leg.firstChild.insertAdjacentHTML('beforeend', '<span><span class="sw line anon"></span>resident anonymous memory</span>');
+    });
+    status.malloc_held = { series: series.length, rounds: K, peak: totals.reduce((a, b) => Math.max(a, b), 0) };
+  }
+
+  // ---------------------------------------------------------------- memory at the peak
+
+  function drawPeak(M, s) {
+    const p = M.run.memory_at_peak, L = M.V.labels || {}, snap = p.snapshot;
+    const kinds = L.mapping_kinds || [];
+    const kindLabel = new Map(kinds);
+    const kindColor = new Map(kinds.map(([k], n) => [k, color(n)]));
+    const st = status.memory_at_peak = { snapshot: !!snap, over_budget: p.info.over_budget, snapshots: p.info.snapshots, page_flags: p.info.page_flags };
+    if (!snap) {
+      s.insertAdjacentHTML('beforeend', '<p class="empty">No snapshot (nothing was sampled, or every new high was over the maps budget).</p>');
+    } else {
+      const max = M.run.totals.max_pss_bytes;
+      const highest = max == null ? '' : max === snap.tree_pss_bytes ? ' (the highest round)'
+        : ` (${fmtPct(snap.tree_pss_bytes / Math.max(1, max))} of the highest round, ${fmtBytes(max)}: later highs were over the maps budget)`;
+      s.insertAdjacentHTML('beforeend', `<p class="timehead" data-t-ns="${snap.t_ns}" data-pss="${snap.tree_pss_bytes}">At <b>${esc(fmtDur(snap.t_ns))}</b>, tree PSS <b>${esc(fmtBytes(snap.tree_pss_bytes))}</b>${esc(highest)}. ${badge(false, 'the sampling round with the highest PSS that could be mapped; /proc/PID/smaps of its largest processes')}</p>`);
+      st.t_ns = snap.t_ns; st.tree_pss_bytes = snap.tree_pss_bytes; st.others = snap.others; st.others_pss_bytes = snap.others_pss_bytes;
+      st.processes = [];
+      const procs = snap.processes.map((pm, n) => {
+        const byKind = new Map(), paths = new Map();
+        for (const x of pm.mappings) {
+          addFigures(byKind, x.kind, x.figures);
+          if (x.kind === 'file' || x.kind === 'shmem') addFigures(paths, x.kind + '\u0000' + (x.path === '' ? '(anonymous shared)' : x.path), x.figures);
+        }
+        const rows = [...byKind.entries()].filter(([, f]) => f.rss_bytes > 0 || f.swap_bytes > 0)
+          .sort((a, b) => b[1].pss_bytes - a[1].pss_bytes || kinds.findIndex((k) => k[0] === a[0]) - kinds.findIndex((k) => k[0] === b[0]));
+        return { pm, n, rows, paths, name: (L.peak_programs && L.peak_programs[n]) || '?', pagesFrom: L.peak_pages_from && L.peak_pages_from[n] };
+      });
+      const top = Math.max(1, ...procs.map((x) => x.pm.totals.pss_bytes), snap.others_pss_bytes);
+      const host = sectionPart(s, 'peak-processes', 'What filled memory', 'The largest processes of that round, by what their memory held (PSS by kind of mapping, from smaps).');
+      let h = '<div class="recon">';
+      for (const x of procs) {
+        const t = x.pm.totals;
+        h += `<div class="mrow" data-pid="${x.pm.pid}" data-pss="${t.pss_bytes}"><div class="k"><b>pid ${esc(x.pm.pid)} (${esc(x.name)})</b><div class="d">RSS ${esc(fmtBytes(t.rss_bytes))}, swap ${esc(fmtBytes(t.swap_bytes))}</div></div>` +
+          `<div class="bar" role="img" aria-label="${esc(`pid ${x.pm.pid} PSS ${fmtBytes(t.pss_bytes)}`)}">` +
+          x.rows.map(([k, f]) => `<span style="background:${kindColor.get(k)};width:${(100 * f.pss_bytes / top).toFixed(2)}%" title="${esc((kindLabel.get(k) || k) + ' ' + fmtBytes(f.pss_bytes))}"></span>`).join('') + '</div>' +
+          `<div class="v"><span class="big">${esc(fmtBytes(t.pss_bytes))}</span><span class="exactv">${esc(fmtInt(t.pss_bytes))} bytes PSS</span></div>` +
+          `<div class="d">${x.rows.map(([k, f]) => `<span class="sw" style="background:${kindColor.get(k)}"></span>${esc(kindLabel.get(k) || k)} ${esc(fmtBytes(f.pss_bytes))}`).join(' · ')}</div></div>`;
+        st.processes.push({ pid: x.pm.pid, pss: t.pss_bytes, rss: t.rss_bytes, swap: t.swap_bytes, kinds: Object.fromEntries(x.rows.map(([k, f]) => [k, f.pss_bytes])) });
+      }
+      if (snap.others > 0) {
+        h += `<div class="mrow" data-others="${snap.others}"><div class="k"><b>${esc(plural(snap.others, 'other process', 'other processes'))}</b><div class="d">not mapped</div></div>` +
+          `<div class="bar"><span class="rest" style="width:${(100 * snap.others_pss_bytes / top).toFixed(2)}%"></span></div>` +
+          `<div class="v"><span class="big">${esc(fmtBytes(snap.others_pss_bytes))}</span><span class="exactv">PSS</span></div></div>`;
+      }
+      h += '</div>';
+      host.insertAdjacentHTML('beforeend', h);
+      for (const x of procs) host.insertAdjacentHTML('beforeend', peakProcess(x, kindLabel, kindColor));
+      st.flags = procs.filter((x) => x.pm.flags).length;
+    }
+    s.insertAdjacentHTML('beforeend', `<p class="lead" data-part="maps-info">Maps at peak: ${esc(L.peak_info || '')}.</p>`);
+  }
+
+  const FIGURE_KEYS = ['size_bytes', 'rss_bytes', 'pss_bytes', 'anon_bytes', 'file_bytes', 'dirty_bytes', 'shared_bytes', 'swap_bytes', 'swap_pss_bytes', 'thp_bytes', 'locked_bytes'];
+  function addFigures(map, key, f) {
+    let a = map.get(key);
+    if (!a) map.set(key, (a = Object.fromEntries(FIGURE_KEYS.map((k) => [k, 0]))));
+    for (const k of FIGURE_KEYS) a[k] += f[k] || 0;
+  }
+
+  const TOP_PATHS = 5;
+
+  // One process at the peak, as the text report details it: its memory by kind (files and
+  // shared memory by path), its pages by page-table state, flag and map count.
+  function peakProcess(x, kindLabel, kindColor) {
+    const pm = x.pm;
+    const cellB = (v) => `<td class="num" title="${esc(fmtInt(v))} bytes">${esc(fmtBytes(v))}</td>`;
+    let h = `<details class="peakproc" data-pid="${pm.pid}"${x.n === 0 ? ' open' : ''}><summary>pid ${esc(pm.pid)} (${esc(x.name)}): ${esc(plural(pm.mappings.length, 'mapping'))}, read in ${esc(fmtDur(pm.cost_ns))} of CPU</summary>`;
+    h += '<div class="table-wrap"><table class="kinds"><thead><tr><th>kind</th><th class="num">PSS</th><th class="num">RSS</th><th class="num">anon</th><th class="num">swap</th><th class="num">THP</th></tr></thead><tbody>';
+    for (const [k, f] of x.rows) {
+      h += `<tr data-kind="${esc(k)}" data-pss="${f.pss_bytes}"><td><span class="sw" style="background:${kindColor.get(k)}"></span>${esc(kindLabel.get(k) || k)}</td>${cellB(f.pss_bytes)}${cellB(f.rss_bytes)}${cellB(f.anon_bytes)}${cellB(f.swap_bytes)}${cellB(f.thp_bytes)}</tr>`;
+      if (k !== 'file' && k !== 'shmem') continue;
+      const named = [...x.paths.entries()].filter(([key, g]) => key.startsWith(k + '\u0000') && (g.rss_bytes > 0 || g.swap_bytes > 0))
+        .map(([key, g]) => [key.slice(k.length + 1), g]).sort((a, b) => b[1].pss_bytes - a[1].pss_bytes || (a[0] < b[0] ? -1 : 1));
+      for (const [path, g] of named.slice(0, TOP_PATHS)) h += `<tr class="subrow"><td class="mono dir">${esc(path)}</td>${cellB(g.pss_bytes)}${cellB(g.rss_bytes)}<td></td><td></td><td></td></tr>`;
+      if (named.length > TOP_PATHS) h += `<tr class="subrow"><td>${esc(fmtInt(named.length - TOP_PATHS))} more</td>${cellB(sum(named.slice(TOP_PATHS), (n) => n[1].pss_bytes))}<td></td><td></td><td></td><td></td></tr>`;
+    }
+    h += '</tbody></table></div>';
+    const notes = [`Pages from: ${esc(x.pagesFrom || 'n/a')}.`];
+    const p = pm.pte;
+    if (p) notes.push(`Pages (pagemap): ${fmtInt(p.present)} present, ${fmtInt(p.swapped)} swapped, ${fmtInt(p.exclusive)} exclusive, ${fmtInt(p.soft_dirty)} soft-dirty, ${fmtInt(p.file_or_shared)} file-backed or shared.`);
+    h += `<p class="lead">${notes.join(' ')}</p>`;
+    if (pm.flags && pm.flags.length) {
+      const top = Math.max(1, ...pm.flags.map((f) => f.pages));
+      h += '<h4>Resident pages by flag (kpageflags)</h4><div class="table-wrap"><table class="flags"><thead><tr><th>flag</th><th class="num">pages</th><th class="num">bytes</th><th class="barcell"></th></tr></thead><tbody>' +
+        pm.flags.map((f) => `<tr data-flag="${esc(f.name)}" data-pages="${f.pages}"><td><code>${esc(f.letter)}</code> ${esc(f.name)}</td><td class="num">${esc(fmtInt(f.pages))}</td><td class="num">${esc(fmtBytes(f.pages * pm.page_size_bytes))}</td><td class="barcell"><span style="width:${(100 * f.pages / top).toFixed(2)}%"></span></td></tr>`).join('') +
+        '</tbody></table></div>';
+    }
+    if (pm.map_counts && pm.map_counts.length) {
+      h += `<p class="lead">Resident pages by map count (kpagecount): ${esc(pm.map_counts.map((c) => `${c.map_count}× ${fmtInt(c.pages)}`).join(', '))}.</p>`;
+    }
+    return h + '</details>';
+  }
+
   // ---------------------------------------------------------------- generic rendering
 
   const MAX_GENERIC_ROWS = 2000;
@@ -1453,6 +1899,9 @@
     { id: 'cpu', title: 'CPU over time', lead: 'CPU used by the processes alive at each round, between rounds (/proc/PID/stat, 10 ms ticks); processes that start and end between two rounds do not show here but are in the exact totals.', draw: drawCpu },
     { id: 'timeline', title: 'Processes over time', lead: 'One row per process, nested under its parent, coloured by program; ticks are execs. Hover or tap a bar for its argv and figures.', draw: drawTimeline },
     { id: 'ledger', title: 'Process ledger', lead: 'Every process of the tree. Click a column to sort; times are from the launch.', draw: drawLedger },
+    { id: 'syscalls', title: 'System calls', keys: ['syscalls'], when: (M) => M.run.syscalls != null, draw: drawSyscalls },
+    { id: 'malloc', title: 'malloc', keys: ['malloc'], when: (M) => M.run.malloc != null, lead: 'Every call of the malloc families, per process image, counted by ste\'s shim (LD_PRELOAD); what each image held, its arenas and thresholds.', draw: drawMalloc },
+    { id: 'memory_at_peak', title: 'Memory at the peak', keys: ['memory_at_peak'], when: (M) => M.run.memory_at_peak != null, lead: 'What filled the tree\'s memory at its highest sampling round (--maps-at-peak): the largest processes\' mappings by kind, and their pages.', draw: drawPeak },
     { id: '*' },
     { id: 'sampling', title: 'Sampling and overhead', keys: ['sampler', 'overhead'], draw: drawGenericKeys(['sampler', 'overhead']) },
     { id: 'sources', title: 'Where each figure comes from', keys: ['sources'], lead: 'Exact figures were counted by the kernel; sampled ones were read at sampling rounds.', draw: drawSources },
