@@ -264,6 +264,23 @@ static __always_inline void count(u32 which)
 		__sync_fetch_and_add(v, 1);
 }
 
+// Adds one to the count under `key` in a hash of counts; 0 when the hash is full.
+static __always_inline int bump(void *map, void *key)
+{
+	u64 *n = bpf_map_lookup_elem(map, key);
+	if (!n) {
+		u64 one = 1;
+		if (!bpf_map_update_elem(map, key, &one, BPF_NOEXIST))
+			return 1;
+		// Another CPU added it meanwhile (or the hash is full).
+		n = bpf_map_lookup_elem(map, key);
+		if (!n)
+			return 0;
+	}
+	__sync_fetch_and_add(n, 1);
+	return 1;
+}
+
 static __always_inline void *scratch_buf(void)
 {
 	u32 cpu = bpf_get_smp_processor_id();
@@ -493,19 +510,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	}
 	if (failed) {
 		struct errno_key k = { .idx = idx, .err = -ret };
-		u64 *n = bpf_map_lookup_elem(&errnos, &k);
-		if (n) {
-			__sync_fetch_and_add(n, 1);
-		} else {
-			u64 one = 1;
-			if (bpf_map_update_elem(&errnos, &k, &one, BPF_NOEXIST)) {
-				n = bpf_map_lookup_elem(&errnos, &k);
-				if (n)
-					__sync_fetch_and_add(n, 1);
-				else
-					count(CNT_ERRNO_FULL);
-			}
-		}
+		if (!bump(&errnos, &k))
+			count(CNT_ERRNO_FULL);
 	}
 	if (cfg_per_thread) {
 		struct thread_calls *c =
@@ -650,18 +656,7 @@ int sdt_memory(struct pt_regs *ctx)
 	t->sized++;
 	t->bytes += size;
 	struct sdt_size_key k = { .kind = kind, .pad = 0, .size = size };
-	u64 *n = bpf_map_lookup_elem(&sdt_sizes, &k);
-	if (n) {
-		__sync_fetch_and_add(n, 1);
-	} else {
-		u64 one = 1;
-		if (bpf_map_update_elem(&sdt_sizes, &k, &one, BPF_NOEXIST)) {
-			n = bpf_map_lookup_elem(&sdt_sizes, &k);
-			if (n)
-				__sync_fetch_and_add(n, 1);
-			else
-				count(CNT_SDT_SIZES_FULL);
-		}
-	}
+	if (!bump(&sdt_sizes, &k))
+		count(CNT_SDT_SIZES_FULL);
 	return 0;
 }
