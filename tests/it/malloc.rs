@@ -520,3 +520,51 @@ fn sdt_probes_need_bpf() {
     );
     assert!(o.stderr().contains("SDT probes: ") && !o.stderr().contains("SDT probe hits"));
 }
+
+/// More distinct sizes than the kernel's table holds (4,096): the rest are counted as dropped,
+/// their hits and bytes still in the totals.
+#[test]
+fn sdt_sizes_beyond_the_table_are_counted_as_dropped() {
+    assert!(
+        is_root(),
+        "this test runs as root (CI does): uprobes need BPF"
+    );
+    let fx = sdt_fixture("-O1");
+    let k = 5000u64;
+    let o = ste(
+        Mode {
+            tracker: Tracker::Ebpf,
+            who: Who::Root,
+        },
+        &["--malloc"],
+        &[&fx, &k.to_string(), "0"],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let sdt = o
+        .run()
+        .malloc
+        .as_ref()
+        .and_then(|m| m.sdt.as_ref())
+        .expect("SDT counts");
+    let new = sdt
+        .probes
+        .iter()
+        .find(|p| p.name == "memory_arena_new")
+        .unwrap();
+    assert_eq!((new.hits, new.sized_hits), (k, k));
+    assert_eq!(new.size_sum_bytes, Some(4096 * k * (k + 1) / 2));
+    let listed: u64 = sdt
+        .probes
+        .iter()
+        .flat_map(|p| &p.sizes)
+        .map(|s| s.hits)
+        .sum();
+    // 5,000 arena sizes and 3 sbrk ones (fired after them): 4,096 kept.
+    assert_eq!(listed, 4096);
+    assert_eq!(sdt.sizes_dropped, k + 3 - 4096);
+    assert!(
+        o.stderr().contains("907 sizes not listed"),
+        "{}",
+        o.stderr()
+    );
+}
