@@ -115,10 +115,11 @@ pub enum Event {
     /// the recorder builds it from `SyscallsOf`.
     Syscalls { syscalls: Box<Syscalls> },
     /// glibc's `memory_*` SDT probes: what was attached (`text`, replacing the one of
-    /// `MallocStart`) and the tree's hits, read when the tree is done (`--malloc`, ebpf).
+    /// `MallocStart`) and the tree's hits, read when the tree is done (`--malloc`, ebpf);
+    /// `counts` is `None` when no site could be attached.
     MallocProbes {
         text: String,
-        counts: Box<crate::model::malloc::SdtCounts>,
+        counts: Option<Box<crate::model::malloc::SdtCounts>>,
     },
 }
 

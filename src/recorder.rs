@@ -346,7 +346,7 @@ impl Recorder {
             Event::MallocProbes { text, counts } => {
                 if let Some(m) = &mut self.run.malloc {
                     m.probes = text.clone();
-                    m.sdt = Some((**counts).clone());
+                    m.sdt = counts.as_deref().cloned();
                 }
             }
         }

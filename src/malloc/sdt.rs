@@ -322,7 +322,9 @@ impl Plan {
         self.objects
             .iter()
             .map(|o| {
-                let what = if o.found > 0 {
+                let what = if o.found == 0 && !o.not_attached.is_empty() {
+                    o.not_attached.join("; ")
+                } else if o.found > 0 {
                     format!("{} memory_* probe site{}", o.found, plural(o.found))
                 } else if o.role == "libc" {
                     "no memory_* probes (this distribution builds glibc without systemtap probes)"
@@ -347,7 +349,7 @@ impl Plan {
         }
         match bpf {
             Ok(()) => format!(
-                "{listing}; uprobes attached, counted by the ebpf tracker, which reports them when the tree is done (no report came: it did not run)"
+                "{listing}; uprobes attached, counted by the ebpf tracker, which reports them when the tree is done (no report came: the ebpf tracker did not run)"
             ),
             Err(why) => format!(
                 "{listing}; not attached: counting them needs uprobes through BPF, for the tree's tasks as the ebpf tracker marks them ({why})"

@@ -231,19 +231,21 @@ pub fn start(
         })),
         None => None,
     };
-    let sdt = match sdt.filter(|p| p.sites.iter().any(|s| s.attached)) {
-        Some(plan) => Some(SdtMaps {
+    // With sites to attach, the end of the run says what became of them, even of none.
+    let sdt = match sdt.filter(|p| !p.sites.is_empty()) {
+        Some(plan) if plan.sites.iter().any(|s| s.attached) => Some(SdtMaps {
             plan,
-            totals: PerCpuArray::try_from(take(&mut ebpf, "sdt_totals")?)
-                .map_err(|e| e.to_string())?,
-            sizes: BpfHashMap::try_from(take(&mut ebpf, "sdt_sizes")?)
-                .map_err(|e| e.to_string())?,
+            maps: Some((
+                PerCpuArray::try_from(take(&mut ebpf, "sdt_totals")?).map_err(|e| e.to_string())?,
+                BpfHashMap::try_from(take(&mut ebpf, "sdt_sizes")?).map_err(|e| e.to_string())?,
+            )),
         }),
+        Some(plan) => Some(SdtMaps { plan, maps: None }),
         None => None,
     };
     let done = Done::new().map_err(|e| format!("eventfd: {e}"))?;
     declare_sources(&sink, config);
-    if sdt.is_some() {
+    if sdt.as_ref().is_some_and(|s| s.maps.is_some()) {
         sink.emit(Event::Source {
             figure: "malloc_sdt_probes".into(),
             source: Source::exact(
@@ -513,35 +515,43 @@ struct Reader {
     state: State,
 }
 
-/// The SDT probe sites and the kernel's counts of their hits.
+/// The SDT probe sites and the kernel's counts of their hits (per kind, and sizes), when a
+/// site was attached.
 struct SdtMaps {
     plan: Plan,
-    totals: PerCpuArray<MapData, SdtTotal>,
-    sizes: BpfHashMap<MapData, SdtSizeKey, u64>,
+    maps: Option<(
+        PerCpuArray<MapData, SdtTotal>,
+        BpfHashMap<MapData, SdtSizeKey, u64>,
+    )>,
 }
 
 impl SdtMaps {
     /// What the tree's tasks hit, as an event; every task of the tree has ended, so the counts
     /// are final.
     fn event(&self, sizes_dropped: u64) -> Event {
+        let Some((totals, sizes)) = &self.maps else {
+            return Event::MallocProbes {
+                text: self.plan.text_after(),
+                counts: None,
+            };
+        };
         let totals: Vec<(u64, u64, u64)> = (0..self.plan.kinds.len() as u32)
             .map(|k| {
-                self.totals.get(&k, 0).map_or((0, 0, 0), |per_cpu| {
+                totals.get(&k, 0).map_or((0, 0, 0), |per_cpu| {
                     per_cpu.iter().fold((0, 0, 0), |(h, s, b), t| {
                         (h + t.hits, s + t.sized, b + t.bytes)
                     })
                 })
             })
             .collect();
-        let sizes: Vec<(u32, u64, u64)> = self
-            .sizes
+        let sizes: Vec<(u32, u64, u64)> = sizes
             .iter()
             .flatten()
             .map(|(k, n)| (k.kind, k.size, n))
             .collect();
         Event::MallocProbes {
             text: self.plan.text_after(),
-            counts: Box::new(self.plan.counts(&totals, &sizes, sizes_dropped)),
+            counts: Some(Box::new(self.plan.counts(&totals, &sizes, sizes_dropped))),
         }
     }
 }
