@@ -519,11 +519,11 @@ struct Reader {
 /// site was attached.
 struct SdtMaps {
     plan: Plan,
-    maps: Option<(
-        PerCpuArray<MapData, SdtTotal>,
-        BpfHashMap<MapData, SdtSizeKey, u64>,
-    )>,
+    maps: Option<(SdtTotals, SdtSizes)>,
 }
+
+type SdtTotals = PerCpuArray<MapData, SdtTotal>;
+type SdtSizes = BpfHashMap<MapData, SdtSizeKey, u64>;
 
 impl SdtMaps {
     /// What the tree's tasks hit, as an event; every task of the tree has ended, so the counts
