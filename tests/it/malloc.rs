@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
 use ste::model::Run;
-use ste::model::malloc::{AllocatorKind, ImageOrigin, MallocImage, UncoveredReason};
+use ste::model::malloc::{
+    AllocatorKind, ImageOrigin, MallocImage, SdtCounts, SdtProbeCount, UncoveredReason,
+};
 
 const MIB: u64 = 1 << 20;
 
@@ -339,6 +341,29 @@ pub(crate) fn sdt_fixture(opt: &str) -> String {
     c_program("sdt_fixture", &[opt])
 }
 
+/// `ste --malloc` as root under the ebpf tracker (uprobes need BPF).
+fn root_ebpf() -> Mode {
+    Mode {
+        tracker: Tracker::Ebpf,
+        who: Who::Root,
+    }
+}
+
+/// The run's SDT counts, which must be there.
+fn sdt_counts(o: &Outcome) -> &SdtCounts {
+    let m = o.run().malloc.as_ref().expect("--malloc figures");
+    m.sdt
+        .as_ref()
+        .unwrap_or_else(|| panic!("no SDT counts: {}", m.probes))
+}
+
+fn sdt_probe<'a>(sdt: &'a SdtCounts, name: &str) -> &'a SdtProbeCount {
+    sdt.probes
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("{name} in {:?}", sdt.probes))
+}
+
 /// Every site's argument forms, as `readelf -n` prints them.
 fn note_arguments(bin: &str) -> String {
     let out = Command::new("readelf").args(["-n", bin]).output().unwrap();
@@ -365,19 +390,13 @@ fn sdt_probes_are_counted_with_uprobes() {
         assert!(args.contains(size_form), "{opt}: {args}");
         let (k, m) = (5u64, 3u64);
         let o = ste(
-            Mode {
-                tracker: Tracker::Ebpf,
-                who: Who::Root,
-            },
+            root_ebpf(),
             &["--malloc"],
             &[&fx, &k.to_string(), &m.to_string(), "again"],
         );
-        assert_eq!(o.status(), 0, "{}", o.stderr());
+        assert_eq!(o.status(), 0, "{opt}: {}", o.stderr());
         let m_run = o.run().malloc.as_ref().expect("--malloc figures");
-        let sdt = m_run
-            .sdt
-            .as_ref()
-            .unwrap_or_else(|| panic!("{opt}: no SDT counts: {}", m_run.probes));
+        let sdt = sdt_counts(&o);
         let prog = sdt
             .objects
             .iter()
@@ -389,12 +408,7 @@ fn sdt_probes_are_counted_with_uprobes() {
             "{:?}",
             prog.not_attached
         );
-        let probe = |name: &str| {
-            sdt.probes
-                .iter()
-                .find(|p| p.name == name)
-                .unwrap_or_else(|| panic!("{name} in {:?}", sdt.probes))
-        };
+        let probe = |name: &str| sdt_probe(sdt, name);
         // Twice each: the fixture and the copy of it it execs.
         let new = probe("memory_arena_new");
         assert_eq!(new.hits, 2 * k, "{opt}");
@@ -464,29 +478,13 @@ fn sdt_hits_outside_the_tree_are_not_counted() {
             runs
         }
     });
-    let o = ste(
-        Mode {
-            tracker: Tracker::Ebpf,
-            who: Who::Root,
-        },
-        &["--malloc"],
-        &[&fx, "2", "1", "again"],
-    );
+    let o = ste(root_ebpf(), &["--malloc"], &[&fx, "2", "1", "again"]);
     stop.store(true, Ordering::Relaxed);
     let runs = outside.join().unwrap();
     assert!(runs > 0, "the fixture ran outside the tree meanwhile");
     assert_eq!(o.status(), 0, "{}", o.stderr());
-    let sdt = o
-        .run()
-        .malloc
-        .as_ref()
-        .and_then(|m| m.sdt.as_ref())
-        .expect("SDT counts");
-    let new = sdt
-        .probes
-        .iter()
-        .find(|p| p.name == "memory_arena_new")
-        .unwrap();
+    let sdt = sdt_counts(&o);
+    let new = sdt_probe(sdt, "memory_arena_new");
     assert_eq!(
         new.hits, 4,
         "only the tree's hits ({runs} runs outside): {:?}",
@@ -531,26 +529,10 @@ fn sdt_sizes_beyond_the_table_are_counted_as_dropped() {
     );
     let fx = sdt_fixture("-O1");
     let k = 5000u64;
-    let o = ste(
-        Mode {
-            tracker: Tracker::Ebpf,
-            who: Who::Root,
-        },
-        &["--malloc"],
-        &[&fx, &k.to_string(), "0"],
-    );
+    let o = ste(root_ebpf(), &["--malloc"], &[&fx, &k.to_string(), "0"]);
     assert_eq!(o.status(), 0, "{}", o.stderr());
-    let sdt = o
-        .run()
-        .malloc
-        .as_ref()
-        .and_then(|m| m.sdt.as_ref())
-        .expect("SDT counts");
-    let new = sdt
-        .probes
-        .iter()
-        .find(|p| p.name == "memory_arena_new")
-        .unwrap();
+    let sdt = sdt_counts(&o);
+    let new = sdt_probe(sdt, "memory_arena_new");
     assert_eq!((new.hits, new.sized_hits), (k, k));
     assert_eq!(new.size_sum_bytes, Some(4096 * k * (k + 1) / 2));
     let listed: u64 = sdt
