@@ -17,6 +17,12 @@
 // hash; per thread (per-process mode) to a second task storage, written as a record when the
 // thread exits or execs.
 //
+// malloc's SDT probes (attached only for --malloc, when the libc or the command's program has
+// glibc's `memory_*` probes): one uprobe program for every probe site, told by its attach cookie
+// which site it is (`sdt_sites`: the probe's kind and how to read its size argument, decoded
+// from the note's argument spec in user space). Hits of the tree's tasks are counted per kind
+// in a per-CPU array, sizes in a hash (a size that does not fit is counted, not lost).
+//
 // Kernel structures are declared here with only the fields used, and relocated by CO-RE
 // (preserve_access_index) against the running kernel's BTF. Built by bpf/build.sh; the object
 // is committed next to this file.
@@ -221,7 +227,8 @@ struct {
 #define CNT_NO_THREAD_CALLS 2 // calls not counted per thread (storage could not be created)
 #define CNT_BAD_NR 3 // calls with a number outside 0..511 (x32, or skipped by seccomp/ptrace)
 #define CNT_ERRNO_FULL 4 // failures not counted by errno (the errnos map was full)
-#define NCOUNTERS 5
+#define CNT_SDT_SIZES_FULL 5 // SDT probe sizes not kept by value (the sdt_sizes map was full)
+#define NCOUNTERS 6
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -255,6 +262,23 @@ static __always_inline void count(u32 which)
 	u64 *v = bpf_map_lookup_elem(&counters, &which);
 	if (v)
 		__sync_fetch_and_add(v, 1);
+}
+
+// Adds one to the count under `key` in a hash of counts; 0 when the hash is full.
+static __always_inline int bump(void *map, void *key)
+{
+	u64 *n = bpf_map_lookup_elem(map, key);
+	if (!n) {
+		u64 one = 1;
+		if (!bpf_map_update_elem(map, key, &one, BPF_NOEXIST))
+			return 1;
+		// Another CPU added it meanwhile (or the hash is full).
+		n = bpf_map_lookup_elem(map, key);
+		if (!n)
+			return 0;
+	}
+	__sync_fetch_and_add(n, 1);
+	return 1;
 }
 
 static __always_inline void *scratch_buf(void)
@@ -486,19 +510,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	}
 	if (failed) {
 		struct errno_key k = { .idx = idx, .err = -ret };
-		u64 *n = bpf_map_lookup_elem(&errnos, &k);
-		if (n) {
-			__sync_fetch_and_add(n, 1);
-		} else {
-			u64 one = 1;
-			if (bpf_map_update_elem(&errnos, &k, &one, BPF_NOEXIST)) {
-				n = bpf_map_lookup_elem(&errnos, &k);
-				if (n)
-					__sync_fetch_and_add(n, 1);
-				else
-					count(CNT_ERRNO_FULL);
-			}
-		}
+		if (!bump(&errnos, &k))
+			count(CNT_ERRNO_FULL);
 	}
 	if (cfg_per_thread) {
 		struct thread_calls *c =
@@ -515,5 +528,135 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		if (dt > c->max_ns[i])
 			c->max_ns[i] = dt;
 	}
+	return 0;
+}
+
+// ---- malloc's SDT probes ----------------------------------------------------------------------
+
+#define SDT_SITES 256 // probe sites (cookies 0..255)
+#define SDT_KINDS 64 // distinct probe names
+
+#define ARG_NONE 0 // no size argument, or one whose form is not decoded
+#define ARG_REG 1 // N@%reg: the register's value
+#define ARG_MEM 2 // N@disp(%reg): N bytes at reg + disp in the process's memory
+#define ARG_CONST 3 // N@$value
+
+// x86-64 `struct pt_regs` (the user registers at the probe) as 21 words: r15 r14 r13 r12 bp bx
+// r11 r10 r9 r8 ax cx dx si di orig_ax ip cs flags sp ss; `reg` indexes it.
+#define NREGS 21
+
+struct sdt_arg {
+	u32 form;
+	u32 reg;
+	// Bytes, negative when signed (the note's `-4@`).
+	s32 size;
+	u32 pad;
+	// ARG_MEM: the displacement; ARG_CONST: the value.
+	s64 disp;
+};
+
+struct sdt_site {
+	u32 kind;
+	u32 pad;
+	struct sdt_arg size;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SDT_SITES);
+	__type(key, u32);
+	__type(value, struct sdt_site);
+} sdt_sites SEC(".maps");
+
+struct sdt_total {
+	u64 hits;
+	// Hits whose size argument was read, and the sum of those sizes.
+	u64 sized;
+	u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SDT_KINDS);
+	__type(key, u32);
+	__type(value, struct sdt_total);
+} sdt_totals SEC(".maps");
+
+struct sdt_size_key {
+	u32 kind;
+	u32 pad;
+	u64 size;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct sdt_size_key);
+	__type(value, u64);
+} sdt_sizes SEC(".maps");
+
+// The value of an argument, truncated to its size and sign-extended; 0 if not readable.
+static __always_inline int sdt_value(struct sdt_arg *a, u64 *regs, u64 *out)
+{
+	s32 size = a->size;
+	u32 bytes = size < 0 ? -size : size;
+	if (bytes == 0 || bytes > 8)
+		return 0;
+	u64 v;
+	if (a->form == ARG_CONST) {
+		v = a->disp;
+	} else if (a->form == ARG_REG || a->form == ARG_MEM) {
+		u32 r = a->reg;
+		if (r >= NREGS)
+			return 0;
+		v = regs[r];
+		if (a->form == ARG_MEM) {
+			u64 m = 0;
+			barrier_var(bytes);
+			if (bytes > 8)
+				return 0;
+			if (bpf_probe_read_user(&m, bytes, (void *)(v + a->disp)))
+				return 0;
+			v = m;
+		}
+	} else {
+		return 0;
+	}
+	if (bytes < 8) {
+		u32 shift = 64 - bytes * 8;
+		if (size < 0)
+			v = (u64)(((s64)(v << shift)) >> shift);
+		else
+			v = (v << shift) >> shift;
+	}
+	*out = v;
+	return 1;
+}
+
+SEC("uprobe")
+int sdt_memory(struct pt_regs *ctx)
+{
+	if (!bpf_task_storage_get(&tasks, bpf_get_current_task_btf(), 0, 0))
+		return 0;
+	u32 cookie = bpf_get_attach_cookie(ctx);
+	struct sdt_site *site = bpf_map_lookup_elem(&sdt_sites, &cookie);
+	if (!site)
+		return 0;
+	u32 kind = site->kind;
+	struct sdt_total *t = bpf_map_lookup_elem(&sdt_totals, &kind);
+	if (!t)
+		return 0;
+	t->hits++;
+	u64 regs[NREGS];
+	if (bpf_probe_read_kernel(regs, sizeof(regs), ctx))
+		return 0;
+	u64 size;
+	if (!sdt_value(&site->size, regs, &size))
+		return 0;
+	t->sized++;
+	t->bytes += size;
+	struct sdt_size_key k = { .kind = kind, .pad = 0, .size = size };
+	if (!bump(&sdt_sizes, &k))
+		count(CNT_SDT_SIZES_FULL);
 	return 0;
 }

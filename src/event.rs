@@ -114,6 +114,13 @@ pub enum Event {
     /// The system calls of the whole tree, once it is over (`--syscalls`); `images` is empty:
     /// the recorder builds it from `SyscallsOf`.
     Syscalls { syscalls: Box<Syscalls> },
+    /// glibc's `memory_*` SDT probes: what was attached (`text`, replacing the one of
+    /// `MallocStart`) and the tree's hits, read when the tree is done (`--malloc`, ebpf);
+    /// `counts` is `None` when no site could be attached.
+    MallocProbes {
+        text: String,
+        counts: Option<Box<crate::model::malloc::SdtCounts>>,
+    },
 }
 
 #[cfg(test)]

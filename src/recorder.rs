@@ -343,6 +343,12 @@ impl Recorder {
                 }
             }
             Event::Syscalls { syscalls } => self.run.syscalls = Some((**syscalls).clone()),
+            Event::MallocProbes { text, counts } => {
+                if let Some(m) = &mut self.run.malloc {
+                    m.probes = text.clone();
+                    m.sdt = counts.as_deref().cloned();
+                }
+            }
         }
         Applied::Nothing
     }

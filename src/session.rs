@@ -60,14 +60,16 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     let env = malloc.as_ref().map(|m| m.env()).unwrap_or_default();
     let prepared = Prepared::new(&opts.command, creds, &env)?;
     let mut accounting = account::Session::prepare(&opts.accounting);
-    let preloaded = track::preload(opts.tracker, opts.syscalls);
+    let sdt = opts.malloc.then(|| crate::malloc::sdt::plan(&opts.command));
+    let preloaded = track::preload(opts.tracker, opts.syscalls, sdt.clone());
     let original_mask = signals::block();
     let clock = Clock::start();
     let mut child = prepared.fork(&original_mask)?;
     let (sink, rx) = Sink::new(clock);
     let sampler = Sampler::new(opts.pace, sink.clone());
     let peak_maps = crate::maps::peak::attach(opts.maps_at_peak, &sampler, &sink);
-    let malloc = crate::malloc::attach(malloc, &sampler, &sink);
+    let probes = sdt.map_or_else(String::new, |p| p.text_before(preloaded.bpf_status()));
+    let malloc = crate::malloc::attach(malloc, probes, &sampler, &sink);
     let started = match track::start(
         opts.tracker,
         opts.syscalls,

@@ -8,7 +8,7 @@
 //! with the `object` crate. The SDT note layout is systemtap's `sys/sdt.h`: three addresses
 //! (probe, `.stapsdt.base` at link time, semaphore), then provider, name and argument strings.
 
-use object::{Object, ObjectSection};
+use object::{Object, ObjectSection, ObjectSegment};
 use std::io::Read;
 use std::path::Path;
 
@@ -122,6 +122,10 @@ pub struct SdtProbe {
     pub semaphore: u64,
     /// The argument specification (`8@%rax -4@%ebx`).
     pub args: String,
+    /// Where the probe's instruction is in the file (what a uprobe is attached at): `pc`
+    /// through the loadable segment that holds it; `None` from the notes alone, or when no
+    /// segment holds it.
+    pub file_offset: Option<u64>,
 }
 
 const NT_STAPSDT: u32 = 3;
@@ -166,6 +170,7 @@ pub fn parse_sdt_notes(data: &[u8], actual_base: Option<u64>) -> Vec<SdtProbe> {
                     semaphore.wrapping_add(shift)
                 },
                 args,
+                file_offset: None,
             });
         }
         if next <= at {
@@ -187,7 +192,27 @@ pub fn sdt_probes(path: &Path) -> Result<Vec<SdtProbe>, String> {
     let bytes = notes
         .data()
         .map_err(|e| format!("{}: .note.stapsdt: {e}", path.display()))?;
-    Ok(parse_sdt_notes(bytes, base))
+    let segments: Vec<(u64, u64, u64)> = file
+        .segments()
+        .map(|seg| {
+            let (offset, size) = seg.file_range();
+            (seg.address(), size, offset)
+        })
+        .collect();
+    let mut probes = parse_sdt_notes(bytes, base);
+    for p in &mut probes {
+        p.file_offset = file_offset(&segments, p.pc);
+    }
+    Ok(probes)
+}
+
+/// The file offset of the address `pc`, given the loadable segments as (address, file size,
+/// file offset): what the kernel's uprobes take, as the dynamic loader maps the file.
+pub fn file_offset(segments: &[(u64, u64, u64)], pc: u64) -> Option<u64> {
+    segments
+        .iter()
+        .find(|&&(addr, size, _)| pc >= addr && pc - addr < size)
+        .map(|&(addr, _, offset)| pc - addr + offset)
 }
 
 #[cfg(test)]
@@ -217,6 +242,21 @@ mod tests {
         let moved = parse_sdt_notes(&hex(NOTES), Some(0x3004));
         assert_eq!(moved[0].pc, 0x2070);
         assert!(parse_sdt_notes(&[], None).is_empty());
+        assert_eq!(p[0].file_offset, None);
+    }
+
+    #[test]
+    fn file_offsets_follow_the_segments() {
+        // `readelf -l` of a PIE built here: text at 0x1000 from offset 0x1000, data at
+        // 0x3df0 from offset 0x2df0.
+        let segs = [
+            (0, 0x628, 0),
+            (0x1000, 0x1a5, 0x1000),
+            (0x3df0, 0x248, 0x2df0),
+        ];
+        assert_eq!(file_offset(&segs, 0x1070), Some(0x1070));
+        assert_eq!(file_offset(&segs, 0x3e00), Some(0x2e00));
+        assert_eq!(file_offset(&segs, 0x2000), None);
     }
 
     #[test]

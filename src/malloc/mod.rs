@@ -6,10 +6,11 @@
 //! ends.
 //!
 //! Owns the run directory (shim and segments; removed at the end) and the segment bookkeeping.
-//! Emits `Malloc*` events; never formats. glibc's SDT probes (`memory_*`) are only looked for:
-//! attaching them needs the eBPF loader (issue 4), and Debian's glibc has none anyway.
+//! Emits `Malloc*` events; never formats. glibc's SDT probes (`memory_*`) are `sdt`'s: found
+//! there, attached and counted by the ebpf tracker.
 
 pub mod info;
+pub mod sdt;
 pub mod segment;
 
 use crate::event::Event;
@@ -98,11 +99,17 @@ fn usable_dir(d: &Path) -> bool {
 }
 
 /// Starts the malloc source for a run: declares it and registers it with the sampler.
-pub fn attach(setup: Option<Setup>, sampler: &Sampler, sink: &Sink) -> Option<Arc<MallocSource>> {
+/// `probes`: what [`sdt::Plan::text_before`] says of the SDT probes.
+pub fn attach(
+    setup: Option<Setup>,
+    probes: String,
+    sampler: &Sampler,
+    sink: &Sink,
+) -> Option<Arc<MallocSource>> {
     let setup = setup?;
     sink.emit(Event::MallocStart {
         shim: setup.shim.display().to_string(),
-        probes: probes_text(),
+        probes,
     });
     for (figure, source) in [
         (
@@ -146,43 +153,6 @@ pub fn attach(setup: Option<Setup>, sampler: &Sampler, sink: &Sink) -> Option<Ar
     });
     sampler.observe(src.clone());
     Some(src)
-}
-
-/// What ste knows of glibc's `memory_*` SDT probes, for the report.
-fn probes_text() -> String {
-    let Some(libc) = own_libc() else {
-        return "glibc's SDT probes were not looked for (libc not found in ste's own maps)".into();
-    };
-    match elf::sdt_probes(&libc) {
-        Ok(p) => {
-            let memory = p.iter().filter(|p| p.name.starts_with("memory_")).count();
-            if memory == 0 {
-                format!(
-                    "{} has no memory_* SDT probes (this distribution builds glibc without systemtap probes): arena creation/reuse and arena lock contention are not observed",
-                    libc.display()
-                )
-            } else {
-                format!(
-                    "{} has {memory} memory_* SDT probes; attaching them needs ste's eBPF loader, not in this build: arena creation/reuse and arena lock contention are not observed",
-                    libc.display()
-                )
-            }
-        }
-        Err(e) => format!("glibc's SDT probes could not be read: {e}"),
-    }
-}
-
-/// The libc ste itself runs with (the one the command's programs load too, in practice).
-fn own_libc() -> Option<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .find(|p| {
-            Path::new(p)
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("libc.so"))
-        })
-        .map(PathBuf::from)
 }
 
 pub struct MallocSource {

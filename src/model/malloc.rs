@@ -26,6 +26,10 @@ pub struct MallocRun {
     /// CPU ste spent on it outside the sampler's rounds (exec checks, reading segments of
     /// ended processes); reading segments in the rounds is in the sampler's CPU.
     pub cpu_ns: u64,
+    /// glibc's `memory_*` SDT probes counted through uprobes (BPF, root) for the tree's tasks;
+    /// `None` when none was attached (see `probes` for why).
+    #[serde(default)]
+    pub sdt: Option<SdtCounts>,
 }
 
 /// One process image with the shim.
@@ -401,4 +405,49 @@ impl MallocRun {
         }
         out
     }
+}
+
+/// Hits of `memory_*` SDT probes (provider `libc`) by the tree's tasks, counted in the kernel
+/// by uprobes at every probe site found: exact.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct SdtCounts {
+    /// Each object searched, and what was attached in it.
+    pub objects: Vec<SdtObject>,
+    /// One entry per probe name with a site attached, in name order.
+    pub probes: Vec<SdtProbeCount>,
+    /// Hits whose size the kernel's table of sizes had no room for (their sizes are in
+    /// `size_sum_bytes`, not in `sizes`).
+    pub sizes_dropped: u64,
+}
+
+/// An object (the libc, the command's program) and its `memory_*` probe sites.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct SdtObject {
+    pub path: String,
+    /// Probe sites found in it, and those with a uprobe attached.
+    pub found: u32,
+    pub attached: u32,
+    /// Why sites were not attached, one line per site.
+    pub not_attached: Vec<String>,
+}
+
+/// One probe name's hits, over all its sites.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct SdtProbeCount {
+    /// The probe's name (`memory_arena_new`).
+    pub name: String,
+    pub hits: u64,
+    /// Which argument (from 1) is a size in bytes, for the probes that have one.
+    pub size_arg: Option<u32>,
+    /// Hits whose size argument was read (its form in the note decoded), and their sum.
+    pub sized_hits: u64,
+    pub size_sum_bytes: Option<u64>,
+    /// The sizes seen, with their hits, smallest first.
+    pub sizes: Vec<SdtSize>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SdtSize {
+    pub bytes: u64,
+    pub hits: u64,
 }

@@ -43,6 +43,7 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     writeln!(w, "  SDT probes: {}", m.probes)?;
+    super::malloc_sdt::render(m.sdt.as_ref(), w)?;
     writeln!(
         w,
         "  ste spent {} reading segments and checking execs outside its sampling rounds",

@@ -9,6 +9,7 @@ pub mod csv;
 pub mod html;
 pub mod json;
 pub mod malloc;
+pub mod malloc_sdt;
 pub mod maps;
 pub mod names;
 pub mod perfetto;

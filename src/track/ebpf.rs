@@ -1,6 +1,7 @@
 //! The ebpf tracker: sched_process_fork/exec/exit tracepoints, the tree filtered in the kernel,
-//! argv read in the kernel at exec, exit statuses and peak RSS read in the kernel at exit; and,
-//! with `--syscalls`, the tree's system calls counted in the kernel.
+//! argv read in the kernel at exec, exit statuses and peak RSS read in the kernel at exit;
+//! with `--syscalls`, the tree's system calls counted in the kernel; with `--malloc`, uprobes on
+//! glibc's `memory_*` SDT probe sites (`malloc::sdt` plans them), counted for the tree's tasks.
 //!
 //! Owns the BPF object (`bpf/ste.bpf.o`, built from `bpf/ste.bpf.c` by `bpf/build.sh` and
 //! embedded here, so building ste needs no clang), its loading with aya (pure Rust), the reader
@@ -19,6 +20,7 @@ use crate::kernel::bytes::{i32_at, u32_at, u64_at};
 use crate::kernel::caps;
 use crate::kernel::proc::parse_cmdline;
 use crate::launch::Child;
+use crate::malloc::sdt::{self, Plan};
 use crate::model::{CallCount, Source, Syscalls, Termination, Uncounted};
 use crate::sample::Sampler;
 use crate::sink::{Msg, Sink};
@@ -28,6 +30,7 @@ use crate::track::tree::Tree;
 use aya::Ebpf;
 use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, RingBuf};
 use aya::programs::BtfTracePoint;
+use aya::programs::uprobe::{UProbe, UProbeAttachLocation, UProbeAttachPoint, UProbeScope};
 use std::collections::HashSet;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
@@ -50,6 +53,7 @@ const CNT_DROPPED: u32 = 0;
 const CNT_UNTRACKED: u32 = 1;
 const CNT_BAD_NR: u32 = 3;
 const CNT_ERRNO_FULL: u32 = 4;
+const CNT_SDT_SIZES_FULL: u32 = 5;
 
 /// How often the reader checks the kernel's count of dropped records.
 const DROP_CHECK: Duration = Duration::from_millis(100);
@@ -72,8 +76,68 @@ struct ErrnoKey {
     err: i32,
 }
 
+/// `struct sdt_arg` and `struct sdt_site` of the BPF object (forms: `ARG_*` there).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct SdtArg {
+    form: u32,
+    reg: u32,
+    size: i32,
+    pad: u32,
+    disp: i64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct SdtSite {
+    kind: u32,
+    pad: u32,
+    size: SdtArg,
+}
+
+/// `struct sdt_total` and `struct sdt_size_key` of the BPF object.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct SdtTotal {
+    hits: u64,
+    sized: u64,
+    bytes: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct SdtSizeKey {
+    kind: u32,
+    pad: u32,
+    size: u64,
+}
+
+impl SdtArg {
+    fn of(arg: Option<sdt::Arg>) -> SdtArg {
+        let (form, reg, size, disp) = match arg {
+            None => (0, 0, 0, 0),
+            Some(sdt::Arg::Reg { reg, size }) => (1, reg, size, 0),
+            Some(sdt::Arg::Mem { reg, disp, size }) => (2, reg, size, disp),
+            Some(sdt::Arg::Const { value, size }) => (3, 0, size, value),
+        };
+        SdtArg {
+            form,
+            reg,
+            size,
+            pad: 0,
+            disp,
+        }
+    }
+}
+
 // SAFETY: plain repr(C) integers with no padding; any bit pattern is valid.
 unsafe impl aya::Pod for Total {}
+// SAFETY: plain repr(C) integers with no padding; any bit pattern is valid.
+unsafe impl aya::Pod for SdtSite {}
+// SAFETY: plain repr(C) integers with no padding; any bit pattern is valid.
+unsafe impl aya::Pod for SdtTotal {}
+// SAFETY: plain repr(C) integers with no padding; any bit pattern is valid.
+unsafe impl aya::Pod for SdtSizeKey {}
 // SAFETY: plain repr(C) integers with no padding; any bit pattern is valid.
 unsafe impl aya::Pod for ErrnoKey {}
 
@@ -89,10 +153,13 @@ pub struct Config {
 pub struct Loaded {
     ebpf: Ebpf,
     config: Config,
+    /// The SDT probe sites, each marked attached or not.
+    sdt: Option<Plan>,
 }
 
-/// Loads the object and attaches what `config` needs, or says why it cannot.
-pub fn load(config: Config) -> Result<Loaded, String> {
+/// Loads the object and attaches what `config` needs (and uprobes on the sites of `sdt`), or
+/// says why it cannot. An SDT site that cannot be attached is marked so, not an error.
+pub fn load(config: Config, mut sdt: Option<Plan>) -> Result<Loaded, String> {
     if !cfg!(target_arch = "x86_64") {
         return Err(format!(
             "the BPF object is built for x86_64, not {}",
@@ -108,8 +175,15 @@ pub fn load(config: Config) -> Result<Loaded, String> {
             ));
         }
     }
-    let ebpf = load_object(config).map_err(|e| explain(e.as_ref()))?;
-    Ok(Loaded { ebpf, config })
+    let mut ebpf = load_object(config).map_err(|e| explain(e.as_ref()))?;
+    if let Some(plan) = sdt.as_mut().filter(|p| !p.sites.is_empty())
+        && let Err(e) = attach_sdt(&mut ebpf, plan)
+    {
+        for o in plan.objects.iter_mut().filter(|o| o.found > 0) {
+            o.not_attached.push(format!("the uprobe program: {e}"));
+        }
+    }
+    Ok(Loaded { ebpf, config, sdt })
 }
 
 /// Registers the root, and starts the reader and the reaper. Returns the system-call source
@@ -120,7 +194,11 @@ pub fn start(
     sink: Sink,
     sampler: Arc<Sampler>,
 ) -> Result<Option<Arc<dyn syscalls::Source>>, String> {
-    let Loaded { mut ebpf, config } = loaded;
+    let Loaded {
+        mut ebpf,
+        config,
+        sdt,
+    } = loaded;
     let tasks_fd = match ebpf.map("tasks") {
         Some(Map::Unsupported(data)) => data.fd().as_fd().as_raw_fd(),
         _ => return Err("the BPF object has no task storage map `tasks`".into()),
@@ -153,8 +231,28 @@ pub fn start(
         })),
         None => None,
     };
+    // With sites to attach, the end of the run says what became of them, even of none.
+    let sdt = match sdt.filter(|p| !p.sites.is_empty()) {
+        Some(plan) if plan.sites.iter().any(|s| s.attached) => Some(SdtMaps {
+            plan,
+            maps: Some((
+                PerCpuArray::try_from(take(&mut ebpf, "sdt_totals")?).map_err(|e| e.to_string())?,
+                BpfHashMap::try_from(take(&mut ebpf, "sdt_sizes")?).map_err(|e| e.to_string())?,
+            )),
+        }),
+        Some(plan) => Some(SdtMaps { plan, maps: None }),
+        None => None,
+    };
     let done = Done::new().map_err(|e| format!("eventfd: {e}"))?;
     declare_sources(&sink, config);
+    if sdt.as_ref().is_some_and(|s| s.maps.is_some()) {
+        sink.emit(Event::Source {
+            figure: "malloc_sdt_probes".into(),
+            source: Source::exact(
+                "uprobes on libc:memory_* SDT probe sites (BPF), counted in the kernel for the tree's tasks",
+            ),
+        });
+    }
     let report = child.take_exec_report();
     let root = child.pid;
     let reader = Reader {
@@ -162,6 +260,7 @@ pub fn start(
         ring,
         counters,
         dropped: 0,
+        sdt,
         state: State {
             tree: Tree::new(root, sink.clone(), sampler),
             deferred_leaders: HashSet::new(),
@@ -236,6 +335,52 @@ fn load_object(config: Config) -> Result<Ebpf, Box<dyn std::error::Error>> {
             .map_err(|e| format!("attaching {name} to {tracepoint}: {}", chain(&e)))?;
     }
     Ok(ebpf)
+}
+
+/// Writes each site's spec to `sdt_sites` (the cookie indexes it), loads the uprobe program and
+/// attaches it at every site; a site that cannot be attached is marked with why.
+fn attach_sdt(ebpf: &mut Ebpf, plan: &mut Plan) -> Result<(), String> {
+    {
+        let map = ebpf
+            .map_mut("sdt_sites")
+            .ok_or("the BPF object has no map `sdt_sites`")?;
+        let mut sites: Array<&mut MapData, SdtSite> =
+            Array::try_from(map).map_err(|e| e.to_string())?;
+        for (i, s) in plan.sites.iter().enumerate() {
+            let spec = SdtSite {
+                kind: s.kind,
+                pad: 0,
+                size: SdtArg::of(s.size),
+            };
+            sites
+                .set(i as u32, spec, 0)
+                .map_err(|e| format!("sdt_sites: {e}"))?;
+        }
+    }
+    let prog: &mut UProbe = ebpf
+        .program_mut("sdt_memory")
+        .ok_or("the BPF object has no program `sdt_memory`")?
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| e.to_string())?;
+    prog.load()
+        .map_err(|e| format!("loading sdt_memory: {}", chain(&e)))?;
+    let Plan { objects, sites, .. } = plan;
+    for (i, site) in sites.iter_mut().enumerate() {
+        let object = &mut objects[site.object];
+        let point = UProbeAttachPoint {
+            location: UProbeAttachLocation::AbsoluteOffset(site.file_offset),
+            cookie: Some(i as u64),
+        };
+        match prog.attach(point, &object.path, UProbeScope::AllProcesses) {
+            Ok(_) => site.attached = true,
+            Err(e) => object.not_attached.push(format!(
+                "the site at file offset {:#x}: {}",
+                site.file_offset,
+                chain(&e)
+            )),
+        }
+    }
+    Ok(())
 }
 
 /// An error and its causes on one line.
@@ -365,7 +510,50 @@ struct Reader {
     counters: Array<MapData, u64>,
     /// Dropped records and untracked tasks already reported.
     dropped: u64,
+    /// The SDT probes' counts, when a uprobe was attached.
+    sdt: Option<SdtMaps>,
     state: State,
+}
+
+/// The SDT probe sites and the kernel's counts of their hits (per kind, and sizes), when a
+/// site was attached.
+struct SdtMaps {
+    plan: Plan,
+    maps: Option<(SdtTotals, SdtSizes)>,
+}
+
+type SdtTotals = PerCpuArray<MapData, SdtTotal>;
+type SdtSizes = BpfHashMap<MapData, SdtSizeKey, u64>;
+
+impl SdtMaps {
+    /// What the tree's tasks hit, as an event; every task of the tree has ended, so the counts
+    /// are final.
+    fn event(&self, sizes_dropped: u64) -> Event {
+        let Some((totals, sizes)) = &self.maps else {
+            return Event::MallocProbes {
+                text: self.plan.text_after(),
+                counts: None,
+            };
+        };
+        let totals: Vec<(u64, u64, u64)> = (0..self.plan.kinds.len() as u32)
+            .map(|k| {
+                totals.get(&k, 0).map_or((0, 0, 0), |per_cpu| {
+                    per_cpu.iter().fold((0, 0, 0), |(h, s, b), t| {
+                        (h + t.hits, s + t.sized, b + t.bytes)
+                    })
+                })
+            })
+            .collect();
+        let sizes: Vec<(u32, u64, u64)> = sizes
+            .iter()
+            .flatten()
+            .map(|(k, n)| (k.kind, k.size, n))
+            .collect();
+        Event::MallocProbes {
+            text: self.plan.text_after(),
+            counts: Some(Box::new(self.plan.counts(&totals, &sizes, sizes_dropped))),
+        }
+    }
 }
 
 struct State {
@@ -409,6 +597,10 @@ impl Reader {
                 break t;
             }
         };
+        if let Some(sdt) = &self.sdt {
+            let dropped = self.counters.get(&CNT_SDT_SIZES_FULL, 0).unwrap_or(0);
+            self.state.tree.sink.emit(sdt.event(dropped));
+        }
         self.state.tree.finish();
         self.state.tree.sink.send(Msg::TrackerDone {
             t_ns: end_ns,

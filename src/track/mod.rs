@@ -61,15 +61,34 @@ type StartResult = Result<Option<Arc<dyn syscalls::Source>>, String>;
 /// why it could not be).
 pub struct Preloaded(Option<Result<ebpf::Loaded, String>>);
 
-/// Loads the BPF object if the choice of tracker may fall on ebpf. Call it before forking:
-/// loading takes long enough to distort the command's wall time.
-pub fn preload(requested: Option<TrackerKind>, syscalls: Option<SyscallRequest>) -> Preloaded {
+/// Loads the BPF object if the choice of tracker may fall on ebpf, with uprobes on the SDT
+/// probe sites of `sdt` (`--malloc`). Call it before forking: loading takes long enough to
+/// distort the command's wall time, and the probes must be there before the command runs.
+pub fn preload(
+    requested: Option<TrackerKind>,
+    syscalls: Option<SyscallRequest>,
+    sdt: Option<crate::malloc::sdt::Plan>,
+) -> Preloaded {
     Preloaded(match requested {
-        None | Some(TrackerKind::Ebpf) => Some(ebpf::load(ebpf::Config {
-            syscalls: syscalls.map(|r| r.mode),
-        })),
+        None | Some(TrackerKind::Ebpf) => Some(ebpf::load(
+            ebpf::Config {
+                syscalls: syscalls.map(|r| r.mode),
+            },
+            sdt,
+        )),
         Some(_) => None,
     })
+}
+
+impl Preloaded {
+    /// Whether the BPF object is loaded, or why not.
+    pub fn bpf_status(&self) -> Result<(), String> {
+        match &self.0 {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err("another tracker was asked for (--tracker)".into()),
+        }
+    }
 }
 
 /// What starting a tracker needs.

@@ -578,6 +578,42 @@ struct MallocRun {
     execs: Vec<ExecCheck>,
     uncovered: Vec<Uncovered>,
     cpu_ns: u64,
+    sdt: Option<SdtCounts>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct SdtCounts {
+    objects: Vec<SdtObject>,
+    probes: Vec<SdtProbeCount>,
+    sizes_dropped: u64,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct SdtObject {
+    path: String,
+    found: u32,
+    attached: u32,
+    not_attached: Vec<String>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct SdtProbeCount {
+    name: String,
+    hits: u64,
+    size_arg: Option<u32>,
+    sized_hits: u64,
+    size_sum_bytes: Option<u64>,
+    sizes: Vec<SdtSize>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct SdtSize {
+    bytes: u64,
+    hits: u64,
 }
 
 #[derive(Deserialize, Serialize)]
@@ -827,11 +863,7 @@ matrix!(the_json_follows_the_schema, |mode: Mode| {
     let o = command_as(mode.who, &bins().ste)
         .current_dir(&bins().dir)
         .args(tracker_args(mode))
-        .args([
-            "--interval",
-            "5ms",
-            "--json",
-        ])
+        .args(["--interval", "5ms", "--json"])
         .arg(&json)
         .args(["--", "/bin/sh", "-c", &script])
         .output()
@@ -955,13 +987,41 @@ fn the_optional_parts_follow_the_schema() {
         assert_eq!(peak.info.page_flags, who == Who::Root, "{err}");
         let malloc = run.malloc.as_ref().expect("malloc");
         assert!(
-            malloc.images.iter().any(|i| i.calls.malloc > 0 && i.last.is_some()),
+            malloc
+                .images
+                .iter()
+                .any(|i| i.calls.malloc > 0 && i.last.is_some()),
             "{err}"
         );
         let sys = run.syscalls.as_ref().expect("syscalls");
         assert!(sys.per_process && !sys.images.is_empty() && !sys.calls.is_empty());
-        assert_eq!(sys.method.contains("ptrace"), who == Who::Nobody, "{}", sys.method);
+        assert_eq!(
+            sys.method.contains("ptrace"),
+            who == Who::Nobody,
+            "{}",
+            sys.method
+        );
     }
+}
+
+/// The SDT probe counts of `--malloc` (as root, uprobes through BPF) follow the schema, filled.
+#[test]
+fn the_sdt_counts_follow_the_schema() {
+    let fx = crate::malloc::sdt_fixture("-O1");
+    let json = scratch("sdt.json");
+    let o = std::process::Command::new(&bins().ste)
+        .args(["--tracker", "ebpf", "--malloc", "--json"])
+        .arg(&json)
+        .args(["--", &fx, "2", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let run = conforms(&std::fs::read(&json).unwrap());
+    let sdt = run.malloc.as_ref().and_then(|m| m.sdt.as_ref());
+    let sdt = sdt.expect("SDT counts as root");
+    assert!(sdt.objects.iter().any(|o| o.attached > 0));
+    assert!(sdt.probes.iter().any(|p| !p.sizes.is_empty()), "{err}");
 }
 
 #[test]

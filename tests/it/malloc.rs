@@ -2,7 +2,8 @@
 //! (exact counts and bytes, one arena per thread, an mmapped block and glibc's dynamic
 //! threshold, a heap freed but still resident), a shell that execs children, and the programs
 //! the shim cannot reach (cleared environment, static, setuid, own allocator), which must be
-//! reported rather than shown empty. Also the SDT note parser on a binary built with sys/sdt.h.
+//! reported rather than shown empty. Also the SDT note parser on a binary built with sys/sdt.h,
+//! and the uprobes ste attaches to such a binary's `libc:memory_*` probes (as root).
 
 use crate::harness::*;
 use crate::matrix;
@@ -10,7 +11,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
 use ste::model::Run;
-use ste::model::malloc::{AllocatorKind, ImageOrigin, MallocImage, UncoveredReason};
+use ste::model::malloc::{
+    AllocatorKind, ImageOrigin, MallocImage, SdtCounts, SdtProbeCount, UncoveredReason,
+};
 
 const MIB: u64 = 1 << 20;
 
@@ -330,4 +333,220 @@ fn sdt_probes_of_a_test_binary() {
             "{text}"
         );
     }
+}
+
+/// The SDT fixture (`tests/it/c/sdt_fixture.c`), built with sys/sdt.h at `opt` (-O1 gives
+/// register arguments, -O0 stack ones: `-8@-64(%rbp)`).
+pub(crate) fn sdt_fixture(opt: &str) -> String {
+    c_program("sdt_fixture", &[opt])
+}
+
+/// `ste --malloc` as root under the ebpf tracker (uprobes need BPF).
+fn root_ebpf() -> Mode {
+    Mode {
+        tracker: Tracker::Ebpf,
+        who: Who::Root,
+    }
+}
+
+/// The run's SDT counts, which must be there.
+fn sdt_counts(o: &Outcome) -> &SdtCounts {
+    let m = o.run().malloc.as_ref().expect("--malloc figures");
+    m.sdt
+        .as_ref()
+        .unwrap_or_else(|| panic!("no SDT counts: {}", m.probes))
+}
+
+fn sdt_probe<'a>(sdt: &'a SdtCounts, name: &str) -> &'a SdtProbeCount {
+    sdt.probes
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("{name} in {:?}", sdt.probes))
+}
+
+/// Every site's argument forms, as `readelf -n` prints them.
+fn note_arguments(bin: &str) -> String {
+    let out = Command::new("readelf").args(["-n", bin]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("Arguments:"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// As root, uprobes on the fixture's `libc:memory_*` probes count every hit of the tree,
+/// the child it execs included (the uprobes are on the file), with the sizes read from
+/// registers (-O1) or the stack (-O0).
+#[test]
+fn sdt_probes_are_counted_with_uprobes() {
+    assert!(
+        is_root(),
+        "this test runs as root (CI does): uprobes need BPF"
+    );
+    for (opt, size_form) in [("-O1", "-8@%r"), ("-O0", "-8@-")] {
+        let fx = sdt_fixture(opt);
+        // The feature is there: the notes exist, with the argument form this run tests.
+        let args = note_arguments(&fx);
+        assert!(args.contains(size_form), "{opt}: {args}");
+        let (k, m) = (5u64, 3u64);
+        let o = ste(
+            root_ebpf(),
+            &["--malloc"],
+            &[&fx, &k.to_string(), &m.to_string(), "again"],
+        );
+        assert_eq!(o.status(), 0, "{opt}: {}", o.stderr());
+        let m_run = o.run().malloc.as_ref().expect("--malloc figures");
+        let sdt = sdt_counts(&o);
+        let prog = sdt
+            .objects
+            .iter()
+            .find(|o| o.path == fx)
+            .expect("the fixture searched");
+        assert_eq!(
+            (prog.found, prog.attached),
+            (3, 3),
+            "{:?}",
+            prog.not_attached
+        );
+        let probe = |name: &str| sdt_probe(sdt, name);
+        // Twice each: the fixture and the copy of it it execs.
+        let new = probe("memory_arena_new");
+        assert_eq!(new.hits, 2 * k, "{opt}");
+        assert_eq!(new.sized_hits, 2 * k, "{opt}");
+        assert_eq!(
+            new.size_sum_bytes,
+            Some(2 * 4096 * k * (k + 1) / 2),
+            "{opt}"
+        );
+        let sizes: Vec<(u64, u64)> = new.sizes.iter().map(|s| (s.bytes, s.hits)).collect();
+        assert_eq!(sizes, (1..=k).map(|i| (i * 4096, 2)).collect::<Vec<_>>());
+        let wait = probe("memory_arena_reuse_wait");
+        assert_eq!((wait.hits, wait.size_sum_bytes), (2 * m, None), "{opt}");
+        let sbrk = probe("memory_sbrk_more");
+        assert_eq!(
+            (sbrk.hits, sbrk.size_sum_bytes),
+            (6, Some(6 * 4096)),
+            "{opt}"
+        );
+        assert_eq!(sdt.sizes_dropped, 0);
+        let err = o.stderr();
+        assert!(
+            err.contains(
+                "SDT probe hits: arena_new 10 (sizes 4,096 ×2, 8,192 ×2, 12,288 ×2, 16,384 ×2, 20,480 ×2; 122,880 bytes in all), arena_reuse_wait 6, sbrk_more 6 (sizes 4,096 ×6; 24,576 bytes in all) [uprobes on libc:memory_* probes, exact]"
+            ),
+            "{err}"
+        );
+        assert!(
+            m_run
+                .probes
+                .contains("uprobes on 3 libc:memory_* probe sites")
+                && m_run
+                    .probes
+                    .contains(&format!("program {fx}: 3 of 3 sites")),
+            "{}",
+            m_run.probes
+        );
+    }
+}
+
+/// Hits outside the tree are not counted: the same fixture run in a loop beside ste (its
+/// uprobes are on the file, so they fire for those runs too, and the kernel filters them out).
+#[test]
+fn sdt_hits_outside_the_tree_are_not_counted() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    assert!(
+        is_root(),
+        "this test runs as root (CI does): uprobes need BPF"
+    );
+    let fx = sdt_fixture("-O1");
+    let stop = Arc::new(AtomicBool::new(false));
+    let outside = std::thread::spawn({
+        let (fx, stop) = (fx.clone(), Arc::clone(&stop));
+        move || {
+            let mut runs = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                assert!(
+                    Command::new(&fx)
+                        .args(["7", "7"])
+                        .status()
+                        .unwrap()
+                        .success()
+                );
+                runs += 1;
+            }
+            runs
+        }
+    });
+    let o = ste(root_ebpf(), &["--malloc"], &[&fx, "2", "1", "again"]);
+    stop.store(true, Ordering::Relaxed);
+    let runs = outside.join().unwrap();
+    assert!(runs > 0, "the fixture ran outside the tree meanwhile");
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let sdt = sdt_counts(&o);
+    let new = sdt_probe(sdt, "memory_arena_new");
+    assert_eq!(
+        new.hits, 4,
+        "only the tree's hits ({runs} runs outside): {:?}",
+        sdt.probes
+    );
+}
+
+/// As nobody, BPF cannot load: the report says the probes were found but not attached, and why.
+#[test]
+fn sdt_probes_need_bpf() {
+    let fx = sdt_fixture("-O1");
+    let o = ste(
+        Mode {
+            tracker: Tracker::Ebpf,
+            who: Who::Nobody,
+        },
+        &["--malloc"],
+        &[&fx, "1", "1"],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let m = o.run().malloc.as_ref().expect("--malloc figures");
+    assert_eq!(m.sdt, None);
+    assert!(
+        m.probes
+            .contains(&format!("program {fx}: 3 memory_* probe sites"))
+            && m.probes
+                .contains("not attached: counting them needs uprobes through BPF")
+            && m.probes.contains(NO_BPF),
+        "{}",
+        m.probes
+    );
+    assert!(o.stderr().contains("SDT probes: ") && !o.stderr().contains("SDT probe hits"));
+}
+
+/// More distinct sizes than the kernel's table holds (4,096): the rest are counted as dropped,
+/// their hits and bytes still in the totals.
+#[test]
+fn sdt_sizes_beyond_the_table_are_counted_as_dropped() {
+    assert!(
+        is_root(),
+        "this test runs as root (CI does): uprobes need BPF"
+    );
+    let fx = sdt_fixture("-O1");
+    let k = 5000u64;
+    let o = ste(root_ebpf(), &["--malloc"], &[&fx, &k.to_string(), "0"]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let sdt = sdt_counts(&o);
+    let new = sdt_probe(sdt, "memory_arena_new");
+    assert_eq!((new.hits, new.sized_hits), (k, k));
+    assert_eq!(new.size_sum_bytes, Some(4096 * k * (k + 1) / 2));
+    let listed: u64 = sdt
+        .probes
+        .iter()
+        .flat_map(|p| &p.sizes)
+        .map(|s| s.hits)
+        .sum();
+    // 5,000 arena sizes and 3 sbrk ones (fired after them): 4,096 kept.
+    assert_eq!(listed, 4096);
+    assert_eq!(sdt.sizes_dropped, k + 3 - 4096);
+    assert!(
+        o.stderr().contains("907 sizes not listed"),
+        "{}",
+        o.stderr()
+    );
 }
