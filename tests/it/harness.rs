@@ -227,6 +227,29 @@ pub fn tracker_args(mode: Mode) -> Vec<&'static str> {
     }
 }
 
+/// `ste [sub...] [--tracker T] --json JSON [extra] -- command...` as `mode.who`, in the shared
+/// directory, without colour and with stdin closed.
+pub fn ste_command(
+    mode: Mode,
+    sub: &[&str],
+    json: &Path,
+    extra: &[&str],
+    command: &[&str],
+) -> Command {
+    let mut c = command_as(mode.who, &bins().ste);
+    c.current_dir(&bins().dir)
+        .args(sub)
+        .args(tracker_args(mode))
+        .arg("--json")
+        .arg(json)
+        .args(extra)
+        .arg("--")
+        .args(command)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    c
+}
+
 /// As [`ste`], letting the caller adjust the `Command` (stdin, environment).
 pub fn ste_with(
     mode: Mode,
@@ -235,16 +258,7 @@ pub fn ste_with(
     adjust: impl FnOnce(&mut Command),
 ) -> Outcome {
     let json = scratch("run.json");
-    let mut c = command_as(mode.who, &bins().ste);
-    c.current_dir(&bins().dir)
-        .args(tracker_args(mode))
-        .arg("--json")
-        .arg(&json)
-        .args(extra)
-        .arg("--")
-        .args(command)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null());
+    let mut c = ste_command(mode, &[], &json, extra, command);
     adjust(&mut c);
     let output = c.output().expect("cannot run ste");
     let run = std::fs::read(&json)

@@ -22,20 +22,10 @@ struct Recorded {
 fn record(mode: Mode, extra: &[&str], command: &[&str]) -> Recorded {
     let rec = scratch("run.ste");
     let json = scratch("live.json");
-    let mut c = command_as(mode.who, &bins().ste);
-    c.current_dir(&bins().dir)
-        .arg("record")
-        .arg("-o")
-        .arg(&rec)
-        .args(tracker_args(mode))
-        .arg("--json")
-        .arg(&json)
-        .args(extra)
-        .arg("--")
-        .args(command)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null());
-    let output = c.output().expect("cannot run ste record");
+    let rec_arg = rec.to_str().expect("a UTF-8 scratch path");
+    let output = ste_command(mode, &["record", "-o", rec_arg], &json, extra, command)
+        .output()
+        .expect("cannot run ste record");
     let bytes = std::fs::read(&json).unwrap_or_default();
     let run = serde_json::from_slice(&bytes).ok();
     Recorded {
