@@ -503,6 +503,24 @@ fn declare_sources(sink: &Sink, config: Config) {
     }
 }
 
+/// Counter `i` (`CNT_*`) of the kernel's `counters` array. The map is ste's own, so a read
+/// fails only on a kernel or ste bug; then ste says so rather than take a loss counter for 0
+/// silently.
+fn read_counter(counters: &Array<MapData, u64>, i: u32) -> u64 {
+    counters.get(&i, 0).unwrap_or_else(|e| {
+        unreadable(&format!("counter {i}"), "taken as 0", &e);
+        0
+    })
+}
+
+/// Says on stderr that a BPF map could not be read, and what that did to the figures.
+fn unreadable(what: &str, so: &str, e: &dyn std::error::Error) {
+    eprintln!(
+        "ste: cannot read {what} from the BPF maps ({}): {so}",
+        chain(e)
+    );
+}
+
 /// The ring-buffer reader: owns the loaded object (dropping it detaches the programs).
 struct Reader {
     _ebpf: Ebpf,
@@ -598,7 +616,7 @@ impl Reader {
             }
         };
         if let Some(sdt) = &self.sdt {
-            let dropped = self.counters.get(&CNT_SDT_SIZES_FULL, 0).unwrap_or(0);
+            let dropped = read_counter(&self.counters, CNT_SDT_SIZES_FULL);
             self.state.tree.sink.emit(sdt.event(dropped));
         }
         self.state.tree.finish();
@@ -617,8 +635,8 @@ impl Reader {
     /// Reports records the kernel could not queue and new tasks it could not mark (so did not
     /// follow), and rebuilds the tree from /proc.
     fn check_drops(&mut self) {
-        let count = |i: u32| self.counters.get(&i, 0).unwrap_or(0);
-        let now = count(CNT_DROPPED) + count(CNT_UNTRACKED);
+        let now =
+            read_counter(&self.counters, CNT_DROPPED) + read_counter(&self.counters, CNT_UNTRACKED);
         if now <= self.dropped {
             return;
         }
@@ -856,8 +874,12 @@ impl syscalls::Source for BpfSyscalls {
         let maps = self.maps.lock().expect("syscall maps lock");
         let mut counts = Counts::new();
         for idx in 0..NIDX {
-            let Ok(per_cpu) = maps.totals.get(&idx, 0) else {
-                continue;
+            let per_cpu = match maps.totals.get(&idx, 0) {
+                Ok(v) => v,
+                Err(e) => {
+                    unreadable(&format!("system-call totals #{idx}"), "left out", &e);
+                    continue;
+                }
             };
             let mut t = Total::default();
             for v in per_cpu.iter() {
@@ -872,14 +894,20 @@ impl syscalls::Source for BpfSyscalls {
             }
         }
         let mut errnos = Errnos::new();
-        for (k, n) in maps.errnos.iter().flatten() {
+        for item in maps.errnos.iter() {
+            let (k, n) = match item {
+                Ok(kv) => kv,
+                Err(e) => {
+                    unreadable("an entry of the errno counts", "left out", &e);
+                    continue;
+                }
+            };
             let c = call_count(k.idx, 0, 0, 0, 0, false);
             errnos.insert((c.compat, c.nr, k.err), n);
         }
-        let counter = |i: u32| maps.counters.get(&i, 0).unwrap_or(0);
         let uncounted = Uncounted {
-            bad_numbers: counter(CNT_BAD_NR),
-            errno_unclassified: counter(CNT_ERRNO_FULL),
+            bad_numbers: read_counter(&maps.counters, CNT_BAD_NR),
+            errno_unclassified: read_counter(&maps.counters, CNT_ERRNO_FULL),
             per_process_missing: 0,
         };
         syscalls::summarize("ebpf", self.mode, &counts, &errnos, uncounted)
