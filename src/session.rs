@@ -65,7 +65,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     let original_mask = signals::block();
     let clock = Clock::start();
     let mut child = prepared.fork(&original_mask)?;
-    let (sink, rx) = Sink::new(clock);
+    let (sink, rx) = Sink::new(clock.clone());
     let sampler = Sampler::new(opts.pace, sink.clone());
     let peak_maps = crate::maps::peak::attach(opts.maps_at_peak, &sampler, &sink);
     let probes = sdt.map_or_else(String::new, |p| p.text_before(preloaded.bpf_status()));
@@ -105,11 +105,14 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     }
     declare_sources(&sink);
     sampler.declare_source();
-    sampler.spawn().context("cannot start the sampler thread")?;
     signals::spawn(sink.clone()).context("cannot start the signal thread")?;
     accounting.start(&sink, child.pid, started.kind.name());
     let root = child.pid;
+    // Time zero is the release: what ste did since the fork is its own set-up, not the
+    // command's time. The sampler starts after it, so its samples run forward from zero.
+    clock.restart();
     child.release()?;
+    sampler.spawn().context("cannot start the sampler thread")?;
 
     let mut rec = Recorder::new();
     if let Some(r) = &recording {

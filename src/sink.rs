@@ -5,6 +5,8 @@
 //! `Sink`; only the session holds the receiving end.
 
 use crate::event::{Event, Stamped};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 /// `CLOCK_MONOTONIC` in nanoseconds.
@@ -27,26 +29,36 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Time zero of a run.
-#[derive(Clone, Copy, Debug)]
+/// Time zero of a run: the moment the command is released to exec (see [`Clock::restart`]).
+/// Shared by every copy, so a source that took its copy before the release still stamps
+/// against the same zero.
+#[derive(Clone, Debug)]
 pub struct Clock {
-    t0_monotonic_ns: u64,
+    t0_monotonic_ns: Arc<AtomicU64>,
 }
 
 impl Clock {
     pub fn start() -> Self {
         Clock {
-            t0_monotonic_ns: monotonic_ns(),
+            t0_monotonic_ns: Arc::new(AtomicU64::new(monotonic_ns())),
         }
     }
 
+    /// Moves time zero to now. The session calls it as it releases the command, so ste's own
+    /// set-up between the fork and the release (loading BPF, a cgroup, taskstats) is not
+    /// counted as the command's wall time. Stamps taken before it saturate to 0.
+    pub fn restart(&self) {
+        self.t0_monotonic_ns
+            .store(monotonic_ns(), Ordering::Release);
+    }
+
     pub fn now_ns(&self) -> u64 {
-        monotonic_ns().saturating_sub(self.t0_monotonic_ns)
+        self.from_monotonic(monotonic_ns())
     }
 
     /// Converts a kernel `CLOCK_MONOTONIC` timestamp to run time (0 if it predates launch).
     pub fn from_monotonic(&self, ns: u64) -> u64 {
-        ns.saturating_sub(self.t0_monotonic_ns)
+        ns.saturating_sub(self.t0_monotonic_ns.load(Ordering::Acquire))
     }
 }
 
@@ -90,7 +102,7 @@ impl Sink {
     }
 
     pub fn clock(&self) -> Clock {
-        self.clock
+        self.clock.clone()
     }
 
     /// Emits an event stamped now.

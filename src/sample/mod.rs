@@ -71,6 +71,9 @@ struct Cached {
     /// change that, so it is not retried until then: failing is cheap, and retrying every
     /// round would spin the sampler at its fastest pace for nothing.
     unreadable: bool,
+    /// The root before its first exec: still a copy of ste waiting to exec the command, so
+    /// its memory is ste's, not the command's. Not read until it execs.
+    before_exec: bool,
 }
 
 struct State {
@@ -204,6 +207,18 @@ impl Sampler {
         self.nudge(&mut st);
     }
 
+    /// The command's root process, forked by ste and not yet exec'd: counted from its exec.
+    pub fn root_started(&self, tgid: i32) {
+        let mut st = self.state.lock().expect("sampler lock");
+        st.live.insert(
+            tgid,
+            Cached {
+                before_exec: true,
+                ..Cached::default()
+            },
+        );
+    }
+
     /// A process exec'd: its memory changed completely.
     pub fn process_exec(&self, tgid: i32) {
         for o in self.observers() {
@@ -212,6 +227,7 @@ impl Sampler {
         let mut st = self.state.lock().expect("sampler lock");
         if let Some(c) = st.live.get_mut(&tgid) {
             c.unreadable = false;
+            c.before_exec = false;
         }
         self.nudge(&mut st);
     }
@@ -313,7 +329,7 @@ impl Sampler {
             let now = self.sink.clock().now_ns();
             self.refill(&mut st, now);
             let wait = self.wait_before_round(&st, now);
-            let readable = st.live.values().any(|c| !c.unreadable);
+            let readable = st.live.values().any(|c| !c.unreadable && !c.before_exec);
             if wait == 0 && readable {
                 st.nudged = false;
                 drop(st);
@@ -379,12 +395,12 @@ impl Sampler {
             let pids: Vec<i32> = st
                 .live
                 .iter()
-                .filter(|(_, c)| !c.unreadable)
+                .filter(|(_, c)| !c.unreadable && !c.before_exec)
                 .map(|(p, _)| *p)
                 .collect();
             (
                 pids,
-                (st.live.len() - st.live.iter().filter(|(_, c)| !c.unreadable).count()) as u32,
+                st.live.values().filter(|c| c.unreadable).count() as u32,
             )
         };
         let t = self.sink.clock().now_ns();

@@ -213,7 +213,7 @@ impl Tracer {
                 exiting: 0,
             },
         );
-        t.sampler.process_started(root);
+        t.sampler.root_started(root);
         t
     }
 

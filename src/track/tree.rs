@@ -38,7 +38,7 @@ impl Tree {
         };
         tree.tasks.insert(root, HashSet::from([root]));
         tree.owner.insert(root, root);
-        tree.sampler.process_started(root);
+        tree.sampler.root_started(root);
         tree
     }
 
