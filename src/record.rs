@@ -164,7 +164,12 @@ impl Recording {
         let me = Arc::clone(&shared);
         let flusher = std::thread::Builder::new()
             .name("ste-record".into())
-            .spawn(move || me.flush_loop())?;
+            .spawn(move || {
+                // Writes to a file opened before it started; a failure to drop has no report
+                // to go to, and reducing one's own capabilities does not fail (capset(2)).
+                let _ = crate::privilege::limit(crate::privilege::Role::Helper);
+                me.flush_loop()
+            })?;
         Ok(Recording {
             shared,
             flusher: Some(flusher),

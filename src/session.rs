@@ -11,6 +11,7 @@ use crate::export::Exports;
 use crate::launch::{self, Credentials, Prepared};
 use crate::model::{Run, Source, join_escaped, signal_name};
 use crate::options::RunOptions;
+use crate::privilege::{self, Role};
 use crate::record::Recording;
 use crate::recorder::{Applied, Recorder};
 use crate::report::text;
@@ -112,7 +113,12 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     // command's time. The sampler starts after it, so its samples run forward from zero.
     clock.restart();
     child.release()?;
-    sampler.spawn().context("cannot start the sampler thread")?;
+    sampler
+        .spawn(Role::Sampler {
+            page_flags: opts.maps_at_peak.is_some(),
+        })
+        .context("cannot start the sampler thread")?;
+    limit_session(&sink, &accounting, opts);
 
     let mut rec = Recorder::new();
     if let Some(r) = &recording {
@@ -218,6 +224,32 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         });
     }
     Ok(run.exit.ste_status())
+}
+
+/// Drops what the session thread no longer needs, now that every thread that needs more has
+/// started, and says what ste kept (only when it had capabilities to drop).
+fn limit_session(sink: &Sink, accounting: &account::Session, opts: &RunOptions) {
+    let (cgroup, restores_delays) = accounting.privileged_end();
+    let role = Role::Session {
+        cgroup,
+        restores_delays,
+    };
+    match privilege::limit(role) {
+        Ok(Some(_)) => sink.emit(Event::Note {
+            text: privilege::summary(
+                role,
+                Role::Sampler {
+                    page_flags: opts.maps_at_peak.is_some(),
+                },
+            ),
+        }),
+        Ok(None) => {}
+        Err(e) => sink.emit(Event::Note {
+            text: format!(
+                "ste could not drop the capabilities its session thread does not need: {e}"
+            ),
+        }),
+    }
 }
 
 fn declare_sources(sink: &Sink) {

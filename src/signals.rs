@@ -36,6 +36,7 @@ pub fn spawn(sink: Sink) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("ste-signals".into())
         .spawn(move || {
+            crate::privilege::limit_or_say(crate::privilege::Role::Helper, &sink);
             let set = set();
             loop {
                 // SAFETY: a zeroed siginfo_t is a valid output buffer.

@@ -42,7 +42,10 @@ impl Listener {
         let thread_wake = wake.try_clone()?;
         let handle = std::thread::Builder::new()
             .name("ste-accounts".into())
-            .spawn(move || run(taskstats, group, &sink, &thread_wake))?;
+            .spawn(move || {
+                crate::privilege::limit_or_say(crate::privilege::Role::Helper, &sink);
+                run(taskstats, group, &sink, &thread_wake)
+            })?;
         Ok(Listener {
             wake,
             handle: Some(handle),

@@ -260,6 +260,15 @@ impl Session {
     }
 
     /// Whether `--kill-lingering` asks ste to end the lingering descendants.
+    /// What the end of the run needs of root: removing the cgroup, switching delay accounting
+    /// back off.
+    pub fn privileged_end(&self) -> (bool, bool) {
+        (
+            self.group.is_some(),
+            self.delays.as_ref().is_some_and(|d| d.switched()),
+        )
+    }
+
     pub fn kills_lingering(&self) -> bool {
         self.opts.kill_lingering
     }

@@ -191,11 +191,15 @@ impl Sampler {
     }
 
     /// Starts the sampling thread.
-    pub fn spawn(self: &Arc<Self>) -> std::io::Result<()> {
+    /// Starts the sampling thread, which keeps only the capabilities `role` keeps.
+    pub fn spawn(self: &Arc<Self>, role: crate::privilege::Role) -> std::io::Result<()> {
         let me = Arc::clone(self);
         let handle = std::thread::Builder::new()
             .name("ste-sampler".into())
-            .spawn(move || me.run())?;
+            .spawn(move || {
+                crate::privilege::limit_or_say(role, &me.sink);
+                me.run()
+            })?;
         *self.thread.lock().expect("sampler thread lock") = Some(handle);
         Ok(())
     }

@@ -272,7 +272,13 @@ pub fn start(
     let reader_done = Arc::clone(&done);
     std::thread::Builder::new()
         .name("ste-ebpf".into())
-        .spawn(move || reader.run(&reader_done))
+        .spawn(move || {
+            crate::privilege::limit_or_say(
+                crate::privilege::Role::Tracker,
+                &reader.state.tree.sink,
+            );
+            reader.run(&reader_done)
+        })
         .map_err(|e| format!("cannot start the ebpf reader: {e}"))?;
     reaper::spawn(root, report, sink, done)?;
     Ok(source.map(|s| s as Arc<dyn syscalls::Source>))

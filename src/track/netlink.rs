@@ -53,7 +53,10 @@ pub fn start(child: &mut Child, sink: Sink, sampler: Arc<Sampler>) -> Result<(),
     let reader_done = Arc::clone(&done);
     std::thread::Builder::new()
         .name("ste-netlink".into())
-        .spawn(move || reader.run(&reader_done))
+        .spawn(move || {
+            crate::privilege::limit_or_say(crate::privilege::Role::Tracker, &reader.tree.sink);
+            reader.run(&reader_done)
+        })
         .map_err(|e| format!("cannot start the netlink reader: {e}"))?;
     reaper::spawn(root, report, sink, done)?;
     Ok(())

@@ -67,6 +67,7 @@ pub fn start(
     let spawned = std::thread::Builder::new()
         .name("ste-ptrace".into())
         .spawn(move || {
+            crate::privilege::limit_or_say(crate::privilege::Role::Tracker, &sink);
             // SAFETY: seizing a process ste forked; the request takes integer arguments.
             let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, options as libc::c_long) };
             if rc != 0 {

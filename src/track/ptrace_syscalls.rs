@@ -66,8 +66,10 @@ pub struct SyscallStops {
 /// What a syscall stop was.
 enum Stop {
     Entry(Entry),
-    /// The return value, and whether it is an error.
-    Exit(i64, bool),
+    /// The return value, whether it is an error, and whether the task returns through the
+    /// compat ABI (after an execve of a 32-bit program, the call it returns from is the new
+    /// image's: the kernel reports it with the compat number).
+    Exit(i64, bool, bool),
     Other,
 }
 
@@ -93,10 +95,10 @@ impl SyscallStops {
             Some(Stop::Entry(e)) => {
                 self.entered.insert(tid, e);
             }
-            Some(Stop::Exit(rval, is_error)) => {
+            Some(Stop::Exit(rval, is_error, compat)) => {
                 if let Some(e) = self.entered.remove(&tid) {
                     self.count(tid, e, rval, is_error);
-                } else if let Some(e) = entry_from_registers(tid) {
+                } else if let Some(e) = entry_from_registers(tid, compat) {
                     // The root's execve: it entered before its first stop (the exec event).
                     self.count(tid, e, rval, is_error);
                 }
@@ -204,7 +206,7 @@ fn query(tid: i32) -> Option<Stop> {
         libc::PTRACE_SYSCALL_INFO_EXIT => {
             // SAFETY: op EXIT says the `exit` member is the one written.
             let exit = unsafe { info.u.exit };
-            Stop::Exit(exit.sval, exit.is_error != 0)
+            Stop::Exit(exit.sval, exit.is_error != 0, compat)
         }
         _ => Stop::Other,
     })
@@ -213,7 +215,7 @@ fn query(tid: i32) -> Option<Stop> {
 /// The call `tid` is returning from, read from its registers, for an exit stop whose entry
 /// came before ste's first stop of it. Its time is unknown.
 #[cfg(target_arch = "x86_64")]
-fn entry_from_registers(tid: i32) -> Option<Entry> {
+fn entry_from_registers(tid: i32, compat: bool) -> Option<Entry> {
     // offsetof(struct user_regs_struct, orig_rax)
     const ORIG_RAX: usize = 15 * 8;
     // SAFETY: PTRACE_PEEKUSER reads one word of the stopped tracee's user area.
@@ -227,12 +229,12 @@ fn entry_from_registers(tid: i32) -> Option<Entry> {
     }
     Some(Entry {
         nr: (nr as u64).min(MAX_NR) as u32,
-        compat: false,
+        compat,
         t_ns: 0,
     })
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn entry_from_registers(_tid: i32) -> Option<Entry> {
+fn entry_from_registers(_tid: i32, _compat: bool) -> Option<Entry> {
     None
 }

@@ -54,7 +54,10 @@ impl Done {
 pub fn spawn(root: i32, report: ExecReport, sink: Sink, done: Arc<Done>) -> Result<(), String> {
     std::thread::Builder::new()
         .name("ste-reaper".into())
-        .spawn(move || reap(root, report, &sink, &done))
+        .spawn(move || {
+            crate::privilege::limit_or_say(crate::privilege::Role::Helper, &sink);
+            reap(root, report, &sink, &done)
+        })
         .map(|_| ())
         .map_err(|e| format!("cannot start the reaper thread: {e}"))
 }

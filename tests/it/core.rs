@@ -603,6 +603,98 @@ fn under_sudo_the_command_runs_as_the_invoking_user() {
     assert_eq!(String::from_utf8_lossy(&o.stdout), "0\n");
 }
 
+#[test]
+fn as_root_ste_keeps_only_the_capabilities_it_needs_once_the_command_runs() {
+    if !is_root() {
+        return;
+    }
+    // CAP_DAC_OVERRIDE 1, CAP_KILL 5, CAP_SYS_PTRACE 19 (include/uapi/linux/capability.h).
+    const SESSION: u64 = 1 << 1 | 1 << 5;
+    const PTRACE: u64 = 1 << 19;
+    for tracker in ["ebpf", "ptrace", "netlink"] {
+        // The command runs as nobody (as under sudo) and reads, from /proc, the capabilities
+        // of each thread of its parent, ste, while it runs.
+        let json = scratch("caps.json");
+        let script = "for t in /proc/$PPID/task/*; do echo $(cat $t/comm) $(grep CapEff $t/status | cut -f2); done; exec sleep 0.3";
+        let mut c = command_as(Who::Root, &bins().ste);
+        c.current_dir(&bins().dir)
+            .args(["--tracker", tracker, "--json"])
+            .arg(&json)
+            .args(["--", "sh", "-c", script])
+            .env("SUDO_UID", "65534")
+            .env("SUDO_GID", "65534")
+            .env("SUDO_USER", "nobody")
+            .env("NO_COLOR", "1");
+        let o = c.output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{tracker}: {err}");
+        let threads: Vec<(String, u64)> = out
+            .lines()
+            .map(|l| {
+                let (name, mask) = l.rsplit_once(' ').unwrap();
+                (name.to_string(), u64::from_str_radix(mask, 16).unwrap())
+            })
+            .collect();
+        // The assertion must be able to fail: ste really had full capabilities to drop.
+        assert!(threads.len() >= 4, "{tracker}: {out}");
+        for (name, mask) in &threads {
+            let want = match name.as_str() {
+                "ste" => SESSION,
+                "ste-ebpf" | "ste-ptrace" | "ste-netlink" | "ste-sampler" => PTRACE,
+                _ => 0,
+            };
+            assert_eq!(
+                *mask, want,
+                "{tracker}: thread {name} keeps {mask:#x}: {out}"
+            );
+        }
+        assert!(err.contains("ste kept only these capabilities"), "{err}");
+        // What the kept capabilities are for still works on nobody's processes: the sampler
+        // read their PSS, the tracker their peaks.
+        let run: ste::model::Run = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert!(
+            run.totals.max_pss_bytes.is_some_and(|b| b > 0),
+            "{tracker}: {err}"
+        );
+        // netlink reads VmHWM at sampling rounds, which short-lived processes may miss; the
+        // root lives through several rounds.
+        let peaks: Vec<_> = run.processes.iter().map(|p| p.peak_rss_bytes).collect();
+        let root = run.processes.iter().min_by_key(|p| p.start_ns);
+        assert!(
+            root.and_then(|p| p.peak_rss_bytes).is_some_and(|b| b > 0),
+            "{tracker}: {peaks:?}"
+        );
+        if tracker != "netlink" {
+            assert!(
+                peaks.iter().all(|p| p.is_some_and(|b| b > 0)),
+                "{tracker}: {peaks:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn as_root_with_capabilities_dropped_signals_still_reach_a_command_run_as_the_invoking_user() {
+    if !is_root() {
+        return;
+    }
+    let mut c = command_as(Who::Root, &bins().ste);
+    c.current_dir(&bins().dir)
+        .args(["-o", "/dev/null", "--", "sleep", "30"])
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534")
+        .env("SUDO_USER", "nobody");
+    let mut child = c.spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: signalling the ste process this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let started = std::time::Instant::now();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
 /// Runs `shell_command` on a pseudo-terminal of 120 columns (util-linux `script`) and returns
 /// what the terminal showed.
 fn on_a_terminal(shell_command: &str, no_color: bool) -> String {
@@ -629,7 +721,9 @@ fn colour_and_width_follow_the_terminal() {
         shown.contains("\x1b[1;32mEXEC:\x1b[0m [/bin/true]"),
         "{shown:?}"
     );
-    let plain = on_a_terminal(&format!("{ste} /bin/true"), true);
+    // A command that lives through sampling rounds, so there is a chart: /bin/true may end
+    // before the first round (the root is sampled from its exec on).
+    let plain = on_a_terminal(&format!("{ste} sleep 0.2"), true);
     assert!(
         !plain.contains('\x1b'),
         "NO_COLOR must disable colour: {plain:?}"
@@ -640,7 +734,7 @@ fn colour_and_width_follow_the_terminal() {
     // Not on a terminal: 80 columns, no colour.
     let o = std::process::Command::new(&bins().ste)
         .env_remove("NO_COLOR")
-        .arg("/bin/true")
+        .args(["sleep", "0.2"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&o.stderr);

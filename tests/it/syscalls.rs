@@ -425,3 +425,63 @@ fn committed_bpf_object_matches_its_source() {
     }
     assert!(checked > 0, "no BPF object found in bpf/");
 }
+
+/// Builds the i386 fixture (tests/it/asm/getppid_i386.s) and checks that this kernel runs it
+/// (IA32 emulation), so the test below cannot pass by testing nothing.
+fn i386_fixture() -> std::path::PathBuf {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/asm/getppid_i386.s");
+    let obj = scratch("getppid_i386.o");
+    let bin = scratch("getppid_i386");
+    let ok = |c: &mut Command| c.status().is_ok_and(|s| s.success());
+    assert!(
+        ok(Command::new("as").args(["--32", "-o"]).arg(&obj).arg(&src)),
+        "`as --32` (binutils) is needed"
+    );
+    assert!(ok(Command::new("ld")
+        .args(["-m", "elf_i386", "-static", "-o"])
+        .arg(&bin)
+        .arg(&obj)));
+    set_mode(&bin, 0o755);
+    let st = Command::new(&bin).status().unwrap();
+    assert_eq!(
+        st.code(),
+        Some(7),
+        "the kernel must run i386 programs (IA32 emulation)"
+    );
+    bin
+}
+
+#[test]
+fn compat_i386_calls_are_counted_under_their_own_abi() {
+    if !is_root() {
+        return;
+    }
+    let bin = i386_fixture();
+    let bin = bin.to_str().unwrap();
+    for (mode, flags, method) in [
+        (EBPF, &["--syscalls=count"][..], "ebpf"),
+        (EBPF, &["--syscalls"][..], "ebpf"),
+        (PTRACE, &["--syscalls", "--allow-ptrace"][..], "ptrace"),
+    ] {
+        let o = ste(mode, flags, &[bin]);
+        assert_eq!(o.status(), 7, "{}", o.stderr());
+        let run = o.run();
+        let s = syscalls(run);
+        assert_eq!(s.method, method);
+        assert_eq!(s.compat_arch.as_deref(), Some("i386"));
+        let rows: Vec<_> = s
+            .calls
+            .iter()
+            .map(|r| (r.name.clone().unwrap_or_default(), r.compat, r.calls))
+            .collect();
+        // The loop's calls, and the execve that loaded the program: it returns into the
+        // 32-bit image, where the kernel reports it under the compat number (11). exit never
+        // returns, so it is not counted (as strace).
+        assert_eq!(
+            rows,
+            vec![("getppid".into(), true, 1000), ("execve".into(), true, 1)],
+            "{flags:?} {method}"
+        );
+        assert!(o.stderr().contains("getppid (i386)"), "{}", o.stderr());
+    }
+}
