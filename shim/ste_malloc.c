@@ -382,6 +382,8 @@ static void snapshot(int at_exit) {
     s->at_exit = at_exit;
     s->answered = request;
     s->cost_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    __atomic_fetch_add(&seg->snapshots, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&seg->snapshots_cost_ns, s->cost_ns, __ATOMIC_RELAXED);
     __atomic_fetch_add(&s->seq, 1, __ATOMIC_RELEASE);
     leave();
     __atomic_store_n(&snap_lock, 0, __ATOMIC_RELEASE);
@@ -555,10 +557,24 @@ __attribute__((constructor)) static void init(void) {
     leave();
 }
 
+/* The share of an image's time its snapshots may take (ste paces its requests to the same
+ * share): mallinfo2() walks every free chunk, so on a large fragmented heap one snapshot costs
+ * milliseconds to a second. */
+#define SNAPSHOT_BUDGET 0.01
+
 __attribute__((destructor)) static void fini(void) {
     if (!seg)
         return;
-    snapshot(1);
+    /* The snapshot at exit would cost about what the last one did; skip it when that would take
+     * the image's snapshots over budget (the report then shows the last one taken, with its
+     * time, and says the one at exit was skipped). An image never snapshotted gets one. */
+    uint64_t spent = __atomic_load_n(&seg->snapshots_cost_ns, __ATOMIC_RELAXED);
+    uint64_t life = now_ns(CLOCK_MONOTONIC) - seg->created_ns;
+    if (__atomic_load_n(&seg->snapshots, __ATOMIC_RELAXED) > 0 &&
+        (double)(spent + seg->snap.cost_ns) > SNAPSHOT_BUDGET * (double)life)
+        seg->exit_snapshot_skipped = 1;
+    else
+        snapshot(1);
     __atomic_store_n(&seg->exited, 1, __ATOMIC_RELEASE);
 }
 

@@ -97,7 +97,10 @@ struct ste_segment {
     uint64_t slots_high; /* slots[0..slots_high) may be in use */
     uint64_t threads;    /* threads that made a call */
     uint64_t overflow_threads; /* threads that found no free slot: they share `overflow` */
-    uint64_t reserved[7];
+    uint64_t snapshots;        /* snapshots taken (ste's requests and the one at exit) */
+    uint64_t snapshots_cost_ns; /* the thread CPU they cost the program, in all */
+    uint64_t exit_snapshot_skipped; /* 1: the destructor skipped its snapshot (budget) */
+    uint64_t reserved[4];
     struct ste_counters retired;
     /* Threads beyond STE_SLOTS share this one without atomics: its counts are approximate
      * (ste says so when overflow_threads > 0). */

@@ -41,6 +41,13 @@ const SHIM_STATUS: &str = env!("STE_MALLOC_SHIM_STATUS");
 /// 1–8 µs for mallinfo2: KERNEL-NOTES).
 const FULL_EVERY_NS: u64 = 1_000_000_000;
 
+/// The share of a program's time its snapshots may take. A snapshot runs in the program's own
+/// thread, and mallinfo2() walks every free chunk of every arena: ~5 µs on a small heap, but
+/// milliseconds on a fragmented one (perl emptying a hash of a million strings: 740,000 free
+/// chunks). So each program's next request waits until its last snapshot's measured cost is
+/// within this share of the time since.
+const SNAPSHOT_BUDGET: f64 = 0.01;
+
 /// The run directory, with the shim written out. Create it before the command is prepared.
 pub struct Setup {
     dir: PathBuf,
@@ -169,8 +176,36 @@ struct State {
     /// Processes that ended: their segments are read and removed at the next round.
     ended: Vec<i32>,
     last_full_ns: u64,
+    /// Snapshot pacing of each attached image, by (pid, image number).
+    pacing: HashMap<(i32, u32), Pacing>,
     /// CPU spent outside the sampler's rounds (exec checks, harvests).
     cpu_ns: u64,
+}
+
+/// When an image may be asked for its next snapshot.
+#[derive(Default)]
+struct Pacing {
+    /// The last request whose answer was accounted.
+    answered: u64,
+    /// The last request made. No other is made until it is answered: a request made while
+    /// the program is in a long snapshot would make it take another one right after.
+    requested: u64,
+    /// Run time before which no new request is made.
+    not_before_ns: u64,
+}
+
+impl Pacing {
+    /// Accounts the answer (request number, when taken, cost), if new, and says whether a
+    /// request may be made at `t_ns`.
+    fn may_request(&mut self, t_ns: u64, answer: Option<(u64, u64, u64)>) -> bool {
+        if let Some((answered, taken_ns, cost_ns)) = answer
+            && answered != self.answered
+        {
+            self.answered = answered;
+            self.not_before_ns = taken_ns + (cost_ns as f64 / SNAPSHOT_BUDGET) as u64;
+        }
+        self.answered >= self.requested && t_ns >= self.not_before_ns
+    }
 }
 
 impl MallocSource {
@@ -214,6 +249,7 @@ impl MallocSource {
             if st.attached.get(&pid).is_some_and(|(m, _)| *m == n) {
                 st.attached.remove(&pid);
             }
+            st.pacing.remove(&(pid, n));
         }
     }
 
@@ -236,7 +272,10 @@ impl RoundObserver for MallocSource {
         let mut st = self.state.lock().expect("malloc lock");
         self.refresh(&mut st, pid);
         let full = t_ns.saturating_sub(st.last_full_ns) >= FULL_EVERY_NS;
-        let Some((n, seg)) = st.attached.get(&pid) else {
+        let State {
+            attached, pacing, ..
+        } = &mut *st;
+        let Some((n, seg)) = attached.get(&pid) else {
             return;
         };
         let counts = seg.counts();
@@ -252,8 +291,16 @@ impl RoundObserver for MallocSource {
             resident_anon_bytes: rollup.anon_bytes,
             calls: counts.calls(),
         };
-        seg.request(full);
-        if full {
+        let clock = self.sink.clock();
+        let answer = snap
+            .as_ref()
+            .map(|s| (s.answered, clock.from_monotonic(s.t_ns), s.cost_ns));
+        let pace = pacing.entry((pid, *n)).or_default();
+        let requested = pace.may_request(t_ns, answer);
+        if requested {
+            pace.requested = seg.request(full);
+        }
+        if requested && full {
             st.last_full_ns = t_ns;
         }
         drop(st);
@@ -431,6 +478,9 @@ fn image_of(seg: &Segment, pid: i32, n: u32, sink: &Sink) -> MallocImage {
         },
         exited: h.exited,
         last,
+        snapshots: h.snapshots,
+        snapshots_cost_ns: h.snapshots_cost_ns,
+        exit_snapshot_skipped: h.exit_snapshot_skipped,
         peak_held_bytes: None,
         peak_held_t_ns: None,
         largest_gap: None,
@@ -440,6 +490,22 @@ fn image_of(seg: &Segment, pid: i32, n: u32, sink: &Sink) -> MallocImage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snapshots_are_paced_by_their_cost_and_never_overlap() {
+        let mut p = Pacing::default();
+        assert!(p.may_request(0, None));
+        p.requested = 1;
+        // Not answered yet (the program is still taking it, or idle): no second request.
+        assert!(!p.may_request(1_000_000_000, None));
+        // Answered at 10 ms for 5 ms of the program's CPU: the next waits 500 ms after it.
+        assert!(!p.may_request(20_000_000, Some((1, 10_000_000, 5_000_000))));
+        assert!(!p.may_request(509_000_000, Some((1, 10_000_000, 5_000_000))));
+        assert!(p.may_request(510_000_000, Some((1, 10_000_000, 5_000_000))));
+        // A cheap one (5 µs) is asked for again half a millisecond later.
+        p.requested = 2;
+        assert!(p.may_request(600_500_000, Some((2, 600_000_000, 5_000))));
+    }
 
     #[test]
     fn the_shim_was_built() {

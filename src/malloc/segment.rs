@@ -91,7 +91,10 @@ struct Layout {
     slots_high: u64,
     threads: u64,
     overflow_threads: u64,
-    reserved: [u64; 7],
+    snapshots: u64,
+    snapshots_cost_ns: u64,
+    exit_snapshot_skipped: u64,
+    reserved: [u64; 4],
     retired: Counters,
     overflow: Counters,
     slots: [Counters; SLOTS],
@@ -158,6 +161,11 @@ pub struct Header {
     pub exited: bool,
     pub threads: u64,
     pub overflow_threads: u64,
+    /// Snapshots taken in the image, and the thread CPU they cost it in all.
+    pub snapshots: u64,
+    pub snapshots_cost_ns: u64,
+    /// The destructor skipped its snapshot: it would have taken them over budget.
+    pub exit_snapshot_skipped: bool,
 }
 
 /// The shim's last snapshot.
@@ -281,6 +289,9 @@ impl Segment {
             exited: w(offset_of!(Layout, exited)) != 0,
             threads: w(offset_of!(Layout, threads)),
             overflow_threads: w(offset_of!(Layout, overflow_threads)),
+            snapshots: w(offset_of!(Layout, snapshots)),
+            snapshots_cost_ns: w(offset_of!(Layout, snapshots_cost_ns)),
+            exit_snapshot_skipped: w(offset_of!(Layout, exit_snapshot_skipped)) != 0,
         }
     }
 
@@ -377,7 +388,8 @@ impl Segment {
 
     /// Asks for a snapshot on the program's next malloc (a malloc_info one too when `full`):
     /// bumps the request and raises every live thread's flag.
-    pub fn request(&self, full: bool) {
+    /// Returns the request's number, which the snapshot answering it carries.
+    pub fn request(&self, full: bool) -> u64 {
         let n = self
             .atomic(offset_of!(Layout, request))
             .fetch_add(1, Ordering::AcqRel)
@@ -395,6 +407,7 @@ impl Segment {
         }
         self.atomic(offset_of!(Layout, overflow) + poll)
             .store(1, Ordering::Relaxed);
+        n
     }
 }
 

@@ -62,6 +62,16 @@ pub struct MallocImage {
     pub exited: bool,
     /// The last state the shim reported (mallinfo2, and malloc_info's arenas).
     pub last: Option<MallocState>,
+    /// Snapshots (mallinfo2, malloc_info) taken in the image's own threads, and the thread CPU
+    /// they cost it in all, exact. Paced to 1 % of the image's time by their measured cost.
+    #[serde(default)]
+    pub snapshots: u64,
+    #[serde(default)]
+    pub snapshots_cost_ns: u64,
+    /// The snapshot at exit was skipped: the last one's cost would have taken the image's
+    /// snapshots over that budget. `last` is then the latest one taken before.
+    #[serde(default)]
+    pub exit_snapshot_skipped: bool,
     /// The most the image held in any sample, and when (filled at the end from the samples).
     pub peak_held_bytes: Option<u64>,
     pub peak_held_t_ns: Option<u64>,

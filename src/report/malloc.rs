@@ -164,6 +164,19 @@ fn render_image(i: &MallocImage, w: &mut dyn Write) -> io::Result<()> {
         i.held_at_end_bytes
             .map_or_else(|| "n/a".to_string(), bytes_human)
     )?;
+    if i.snapshots > 0 || i.exit_snapshot_skipped {
+        writeln!(
+            w,
+            "    snapshots: {} taken in the program's own threads, {} of its CPU (paced to about 1% of its time){}",
+            group_thousands(i.snapshots),
+            duration_human(i.snapshots_cost_ns),
+            if i.exit_snapshot_skipped {
+                "; the one at exit was skipped to stay within that"
+            } else {
+                ""
+            }
+        )?;
+    }
     let Some(last) = &i.last else {
         return writeln!(
             w,

@@ -635,6 +635,9 @@ struct MallocImage {
     thresholds: Thresholds,
     exited: bool,
     last: Option<MallocState>,
+    snapshots: u64,
+    snapshots_cost_ns: u64,
+    exit_snapshot_skipped: bool,
     peak_held_bytes: Option<u64>,
     peak_held_t_ns: Option<u64>,
     largest_gap: Option<MallocSample>,
@@ -1054,7 +1057,8 @@ fn the_mirror_catches_a_missing_an_unknown_or_a_retyped_field() {
     let o = std::process::Command::new(&bins().ste)
         .arg("--json")
         .arg(&json)
-        .args(["--", "/bin/sh", "-c", "/bin/true"])
+        // Long enough for a sampling round: the root is sampled from its exec on.
+        .args(["--", "/bin/sh", "-c", "/bin/true; sleep 0.2"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0));

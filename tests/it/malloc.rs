@@ -550,3 +550,60 @@ fn sdt_sizes_beyond_the_table_are_counted_as_dropped() {
         o.stderr()
     );
 }
+
+#[test]
+fn snapshots_on_a_fragmented_heap_are_paced_and_the_one_at_exit_skipped() {
+    // 512 MiB in 1,000-byte blocks, every other one freed: a quarter of a million free chunks
+    // that every mallinfo2() walks (tens of ms here). The sampler asks at every round; the
+    // pacing keeps the program's cost to about one such snapshot, and the destructor skips the
+    // one at exit, which would have cost as much again.
+    let fx = fixture_c();
+    // Rounds every 50 ms, so some come after the heap is fragmented and before the exit; a
+    // short hold, so the life stays well under 100 times two snapshots even on a loaded
+    // machine or a fast one (the rule for skipping the one at exit).
+    let o = ste(
+        root_ptrace(),
+        &["--malloc", "--interval", "50ms"],
+        &[&fx, "scatter", "512", "600"],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let i = only_image(o.run(), &fx, &o.stderr());
+    let last = i.last.as_ref().expect("snapshots were taken");
+    assert!(
+        i.snapshots >= 1 && i.snapshots_cost_ns >= last.cost_ns,
+        "{i:?}"
+    );
+    assert!(
+        i.exit_snapshot_skipped,
+        "{} snapshots, {} ns, last {} ns at {} ns, wall {} ns",
+        i.snapshots,
+        i.snapshots_cost_ns,
+        last.cost_ns,
+        last.t_ns,
+        o.run().totals.wall_ns
+    );
+    assert!(!last.at_exit);
+    // Paced, the snapshots cost about 1 % of the program's life, plus at most one snapshot
+    // beyond (the next one's cost is only known once it is taken), plus the last one's own.
+    // Unpaced, each of the hold's rounds (every 50 ms) would have paid a walk of the whole
+    // heap: tens of percent.
+    let p = o
+        .run()
+        .processes
+        .iter()
+        .find(|p| p.pid == i.pid)
+        .expect("the fixture's process");
+    let life = p.end_ns.expect("it ended") - p.start_ns;
+    assert!(
+        i.snapshots_cost_ns <= life / 100 + 2 * last.cost_ns.max(1_000_000),
+        "{} ns for {} snapshots over a life of {life} ns, the last {} ns",
+        i.snapshots_cost_ns,
+        i.snapshots,
+        last.cost_ns
+    );
+    assert!(
+        o.stderr().contains("the one at exit was skipped"),
+        "{}",
+        o.stderr()
+    );
+}

@@ -14,6 +14,10 @@
  *   fragment MIB HOLD   MIB MiB in blocks of 1,000 bytes, held HOLD ms; then frees all but
  *                       every 64th: the heap stays resident though the program holds 1/64 of
  *                       it; holds that HOLD ms
+ *   scatter MIB HOLD    MIB MiB in blocks of 1,000 bytes, then frees every other one: half a
+ *                       MiB-count thousand free chunks that cannot merge, which every
+ *                       mallinfo2() walks; then for HOLD ms one malloc + free per ms (so the
+ *                       shim answers ste's snapshot requests), then exit()
  *   exec PROGRAM ARGS   exec PROGRAM (e.g. `env -i ...`), after one malloc of 100 bytes
  */
 #define _GNU_SOURCE
@@ -33,7 +37,7 @@ static void die(const char *why) {
 
 static long num(char **argv, int i) {
     if (!argv[i])
-        die("usage: malloc_fixture count|families|arenas|large|fragment|exec ARGS");
+        die("usage: malloc_fixture count|families|arenas|large|fragment|scatter|exec ARGS");
     return strtol(argv[i], NULL, 10);
 }
 
@@ -131,6 +135,24 @@ int main(int argc, char **argv) {
             if (i % 64 != 63)
                 free(v[i]);
         sleep_ms(hold);
+    } else if (!strcmp(what, "scatter")) {
+        long n = num(argv, 2) * 1024, hold = num(argv, 3);
+        void **v = pointers(n);
+        for (long i = 0; i < n; i++) {
+            v[i] = malloc(1000);
+            if (!v[i])
+                die("malloc");
+            memset(v[i], 1, 1000);
+        }
+        for (long i = 0; i < n; i += 2)
+            free(v[i]);
+        for (long t = 0; t < hold; t++) {
+            void *p = malloc(16);
+            if (!p)
+                die("malloc");
+            free(p);
+            sleep_ms(1);
+        }
     } else if (!strcmp(what, "exec")) {
         void *p = malloc(100);
         memset(p, 0, 100);
