@@ -347,33 +347,44 @@ fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32)>, String>
     Ok(out)
 }
 
-/// Loads the object and attaches what `config` needs. Detaches on drop.
-fn load_object(config: Config) -> Result<Bpf, String> {
-    let obj = Object::parse(&OBJECT.0).map_err(|e| e.to_string())?;
+/// The ring buffer's size. Its pages are allocated and zeroed when it is created, which is
+/// most of the loading time: 4 MiB takes about 1 ms here (16 MiB took 6 ms), and holds the
+/// records of 25,000 short processes (fork, exec, exit: about 150 bytes) should the reader fall
+/// that far behind; a record that does not fit is counted, and the tree rebuilt from /proc.
+const RING_BYTES: u32 = 4 << 20;
+
+/// What the kernel's BTF tells the loader: the offsets to set and the tracepoints' ids.
+struct FromBtf {
+    layout: Vec<(&'static str, u32)>,
+    tracepoint_ids: Vec<u32>,
+}
+
+/// Reads the kernel's BTF (mapped where the kernel allows it) for `layout` and the ids of
+/// `tracepoints`.
+fn from_btf(syscalls: bool, tracepoints: &[&str]) -> Result<FromBtf, String> {
     let path = std::env::var_os("STE_KERNEL_BTF").unwrap_or_else(|| VMLINUX.into());
     let shown = std::path::Path::new(&path).display().to_string();
-    let blob = std::fs::read(&path).map_err(|e| {
+    let blob = btf::read(std::path::Path::new(&path)).map_err(|e| {
         format!("cannot read the kernel's BTF ({shown}, CONFIG_DEBUG_INFO_BTF): {e}")
     })?;
     let kernel =
         Btf::parse(&blob).map_err(|e| format!("cannot read the kernel's BTF ({shown}): {e}"))?;
-    let layout = layout(&kernel, config.syscalls.is_some())
-        .map_err(|e| format!("the kernel's BTF ({shown}): {e}"))?;
-    let cpus = sys::possible_cpus().map_err(|e| format!("possible CPUs: {e}"))?;
+    let layout =
+        layout(&kernel, syscalls).map_err(|e| format!("the kernel's BTF ({shown}): {e}"))?;
+    let tracepoint_ids = crate::kernel::bpf::loader::tracepoint_ids(&kernel, tracepoints)
+        .map_err(|e| format!("loading the tracepoint programs: {e}"))?;
+    Ok(FromBtf {
+        layout,
+        tracepoint_ids,
+    })
+}
+
+/// Loads the object and attaches what `config` needs. Detaches on drop.
+fn load_object(config: Config) -> Result<Bpf, String> {
+    let obj = Object::parse(&OBJECT.0).map_err(|e| e.to_string())?;
     let timed: u32 = config.syscalls.is_some_and(Mode::timed).into();
     let per_thread: u32 = config.syscalls.is_some_and(Mode::per_process).into();
     let sigreturn = syscalls::native_nr("rt_sigreturn").unwrap_or(u32::MAX);
-    let mut loader = Loader::new(obj);
-    for (name, value) in &layout {
-        loader.set_global(name, value).map_err(|e| e.to_string())?;
-    }
-    loader
-        .set_global("cfg_timed", &timed)
-        .and_then(|l| l.set_global("cfg_per_thread", &per_thread))
-        .and_then(|l| l.set_global("cfg_sigreturn_nr", &sigreturn))
-        .map_err(|e| e.to_string())?
-        .max_entries("scratch", cpus);
-    let mut ebpf = loader.create_maps().map_err(|e| e.to_string())?;
     let mut programs = vec!["handle_fork", "handle_exec", "handle_exit"];
     if config.syscalls.is_some() {
         programs.push("sys_exit");
@@ -381,8 +392,38 @@ fn load_object(config: Config) -> Result<Bpf, String> {
     if timed == 1 {
         programs.push("sys_enter");
     }
-    ebpf.attach_tp_btf(&programs, &kernel)
+    let tracepoints = programs
+        .iter()
+        .map(|p| {
+            obj.tp_btf_target(p)
+                .ok_or(format!("the BPF object has no tp_btf program `{p}`"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let cpus = sys::possible_cpus().map_err(|e| format!("possible CPUs: {e}"))?;
+    let mut loader = Loader::new(obj.clone());
+    loader
+        .max_entries("scratch", cpus)
+        .max_entries("events", RING_BYTES);
+    // The kernel's BTF is read while the maps are created (the ring buffer's pages take the
+    // longest); the helper thread is joined before anything else, so ste still forks the
+    // command from a single-threaded process.
+    let (btf, maps) = std::thread::scope(|s| {
+        let btf = s.spawn(|| from_btf(config.syscalls.is_some(), &tracepoints));
+        let maps = loader.create_maps();
+        (btf.join(), maps)
+    });
+    let btf = btf.map_err(|_| "the BTF reading thread panicked".to_string())??;
+    let mut ebpf = maps.map_err(|e| e.to_string())?;
+    for (name, value) in &btf.layout {
+        ebpf.set_global(name, value).map_err(|e| e.to_string())?;
+    }
+    ebpf.set_global("cfg_timed", &timed)
+        .and_then(|l| l.set_global("cfg_per_thread", &per_thread))
+        .and_then(|l| l.set_global("cfg_sigreturn_nr", &sigreturn))
         .map_err(|e| e.to_string())?;
+    for (name, id) in programs.iter().zip(btf.tracepoint_ids) {
+        ebpf.attach_tp_btf(name, id).map_err(|e| e.to_string())?;
+    }
     Ok(ebpf)
 }
 

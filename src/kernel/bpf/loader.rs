@@ -31,48 +31,18 @@ fn err<T>(msg: impl Into<String>) -> Result<T, Error> {
     Err(Error(msg.into()))
 }
 
-/// The object, with its `.rodata` and map sizes set, before anything is created.
+/// The object, with its map sizes set, before anything is created.
 pub struct Loader {
     obj: Object,
-    rodata: Option<Vec<u8>>,
     max_entries: Vec<(&'static str, u32)>,
 }
 
 impl Loader {
     pub fn new(obj: Object) -> Loader {
         Loader {
-            rodata: obj.rodata.clone(),
             obj,
             max_entries: Vec::new(),
         }
-    }
-
-    /// Sets the `const volatile` global `name` (in `.rodata`) to `value`.
-    pub fn set_global<T: Pod>(&mut self, name: &str, value: &T) -> Result<&mut Self, Error> {
-        let g = self
-            .obj
-            .globals
-            .iter()
-            .find(|g| g.name == name)
-            .ok_or_else(|| Error(format!("the BPF object has no global `{name}` in .rodata")))?;
-        let size = std::mem::size_of::<T>();
-        if g.size != size {
-            return err(format!(
-                "the BPF object's global `{name}` has {} bytes, not {size}",
-                g.size
-            ));
-        }
-        let rodata = self
-            .rodata
-            .as_mut()
-            .ok_or_else(|| Error("no .rodata".into()))?;
-        let dst = rodata
-            .get_mut(g.offset..g.offset + size)
-            .ok_or_else(|| Error(format!("the global `{name}` is outside .rodata")))?;
-        // SAFETY: `T: Pod` has no padding: its size_of bytes are initialized.
-        let src = unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size) };
-        dst.copy_from_slice(src);
-        Ok(self)
     }
 
     /// Creates map `name` with `n` entries instead of its definition's.
@@ -81,7 +51,7 @@ impl Loader {
         self
     }
 
-    /// Creates the maps and the frozen `.rodata` map.
+    /// Creates the maps.
     pub fn create_maps(self) -> Result<Loaded, Error> {
         let obj = &self.obj;
         // Task storage needs BTF for its key (an int) and value (any type of its size).
@@ -121,17 +91,68 @@ impl Loader {
                 .map_err(|e| Error(format!("creating map `{}`: {e}", spec.name)))?;
             maps.push(Map::new(spec.name.clone(), def, fd));
         }
-        let rodata = match &self.rodata {
-            Some(bytes) => Some(rodata_map(bytes)?),
-            None => None,
-        };
         Ok(Loaded {
+            rodata_bytes: self.obj.rodata.clone(),
             obj: self.obj,
             maps,
-            rodata,
+            rodata: None,
             progs: Vec::new(),
             links: Vec::new(),
         })
+    }
+}
+
+/// The ids of the kernel's tracepoints (the `btf_trace_<name>` typedefs: a `tp_btf` program's
+/// attach target), looked up in one pass.
+pub fn tracepoint_ids(kernel: &Btf, tracepoints: &[&str]) -> Result<Vec<u32>, Error> {
+    let names: Vec<String> = tracepoints
+        .iter()
+        .map(|t| format!("btf_trace_{t}"))
+        .collect();
+    let wanted: Vec<(u32, &str)> = names.iter().map(|n| (btf::TYPEDEF, n.as_str())).collect();
+    let ids = kernel.find_many(&wanted);
+    tracepoints
+        .iter()
+        .zip(ids)
+        .map(|(tp, id)| {
+            id.ok_or_else(|| {
+                Error(format!(
+                    "the kernel's BTF has no tracepoint `{tp}` (btf_trace_{tp})"
+                ))
+            })
+        })
+        .collect()
+}
+
+impl Loaded {
+    /// Sets the `const volatile` global `name` (in `.rodata`) to `value`.
+    pub fn set_global<T: Pod>(&mut self, name: &str, value: &T) -> Result<&mut Self, Error> {
+        let obj = &self.obj;
+        let g =
+            obj.globals.iter().find(|g| g.name == name).ok_or_else(|| {
+                Error(format!("the BPF object has no global `{name}` in .rodata"))
+            })?;
+        let size = std::mem::size_of::<T>();
+        if g.size != size {
+            return err(format!(
+                "the BPF object's global `{name}` has {} bytes, not {size}",
+                g.size
+            ));
+        }
+        if self.rodata.is_some() {
+            return err(format!("`{name}` set after a program was loaded"));
+        }
+        let rodata = self
+            .rodata_bytes
+            .as_mut()
+            .ok_or_else(|| Error("no .rodata".into()))?;
+        let dst = rodata
+            .get_mut(g.offset..g.offset + size)
+            .ok_or_else(|| Error(format!("the global `{name}` is outside .rodata")))?;
+        // SAFETY: `T: Pod` has no padding: its size_of bytes are initialized.
+        let src = unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size) };
+        dst.copy_from_slice(src);
+        Ok(self)
     }
 }
 
@@ -159,6 +180,8 @@ pub struct ProgId(usize);
 pub struct Loaded {
     obj: Object,
     maps: Vec<Map>,
+    /// `.rodata` as set, until the first program is loaded; then the frozen map holding it.
+    rodata_bytes: Option<Vec<u8>>,
     rodata: Option<OwnedFd>,
     progs: Vec<OwnedFd>,
     /// Attachments (raw tracepoints, links, their perf events): closing them detaches.
@@ -217,8 +240,14 @@ impl Loaded {
         Ok(insns)
     }
 
-    /// Loads program `name` (`attach_btf_id`: a `tp_btf` program's tracepoint).
+    /// Loads program `name` (`attach_btf_id`: a `tp_btf` program's tracepoint). The first
+    /// load freezes `.rodata`.
     fn load(&mut self, name: &str, attach_btf_id: u32) -> Result<ProgId, Error> {
+        if self.rodata.is_none()
+            && let Some(bytes) = &self.rodata_bytes
+        {
+            self.rodata = Some(rodata_map(bytes)?);
+        }
         let insns = self.relocated(name)?;
         let section = self.obj.program(name).map(|p| p.section.as_str());
         let (prog_type, expected_attach_type, _) = section
@@ -237,31 +266,13 @@ impl Loaded {
         Ok(ProgId(self.progs.len() - 1))
     }
 
-    /// Loads and attaches `tp_btf` programs, their tracepoints looked up in the kernel's BTF
-    /// in one pass.
-    pub fn attach_tp_btf(&mut self, names: &[&str], kernel: &Btf) -> Result<(), Error> {
-        let mut targets = Vec::with_capacity(names.len());
-        for name in names {
-            let section = self.obj.program(name).map(|p| p.section.as_str());
-            match section.and_then(section_type) {
-                Some((_, _, Some(tp))) => targets.push(format!("btf_trace_{tp}")),
-                _ => return err(format!("program `{name}` is not a tp_btf program")),
-            }
-        }
-        let wanted: Vec<(u32, &str)> = targets.iter().map(|t| (btf::TYPEDEF, t.as_str())).collect();
-        let ids = kernel.find_many(&wanted);
-        for ((name, target), id) in names.iter().zip(&targets).zip(ids) {
-            let tp = &target["btf_trace_".len()..];
-            let id = id.ok_or_else(|| {
-                Error(format!(
-                    "loading {name}: the kernel's BTF has no tracepoint `{tp}` ({target})"
-                ))
-            })?;
-            let prog = self.load(name, id)?;
-            let link = sys::raw_tracepoint_open(self.progs[prog.0].as_fd())
-                .map_err(|e| Error(format!("attaching {name} to {tp}: {e}")))?;
-            self.links.push(link);
-        }
+    /// Loads and attaches a `tp_btf` program; `id`: its tracepoint's ([`tracepoint_ids`]).
+    pub fn attach_tp_btf(&mut self, name: &str, id: u32) -> Result<(), Error> {
+        let tp = self.obj.tp_btf_target(name).unwrap_or_default().to_string();
+        let prog = self.load(name, id)?;
+        let link = sys::raw_tracepoint_open(self.progs[prog.0].as_fd())
+            .map_err(|e| Error(format!("attaching {name} to {tp}: {e}")))?;
+        self.links.push(link);
         Ok(())
     }
 
@@ -312,6 +323,7 @@ mod tests {
         let fake = || std::fs::File::open("/dev/null").unwrap().into();
         let loaded = Loaded {
             obj: obj.clone(),
+            rodata_bytes: None,
             maps: obj
                 .maps
                 .iter()

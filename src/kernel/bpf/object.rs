@@ -296,6 +296,11 @@ impl Object {
     pub fn program(&self, name: &str) -> Option<&Program> {
         self.programs.iter().find(|p| p.name == name)
     }
+
+    /// The tracepoint a `tp_btf` program attaches to (its section's `tp_btf/<name>`).
+    pub fn tp_btf_target(&self, name: &str) -> Option<&str> {
+        self.program(name)?.section.strip_prefix("tp_btf/")
+    }
 }
 
 #[cfg(test)]
