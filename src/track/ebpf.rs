@@ -192,7 +192,8 @@ pub fn load(config: Config, mut sdt: Option<Plan>) -> Result<Loaded, String> {
             ));
         }
     }
-    let mut ebpf = load_object(config).map_err(|e| explain(&e))?;
+    let with_sdt = sdt.as_ref().is_some_and(|p| !p.sites.is_empty());
+    let mut ebpf = load_object(config, with_sdt).map_err(|e| explain(&e))?;
     if let Some(plan) = sdt.as_mut().filter(|p| !p.sites.is_empty())
         && let Err(e) = attach_sdt(&mut ebpf, plan)
     {
@@ -283,7 +284,7 @@ pub fn start(
 fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32)>, String> {
     let names = ["task_struct", "signal_struct", "mm_struct", "thread_info"];
     let wanted: Vec<(u32, &str)> = names.iter().map(|n| (btf::STRUCT, *n)).collect();
-    let ids = btf.find_many(&wanted);
+    let ids = btf.find_many(&wanted).map_err(|e| e.to_string())?;
     let id = |i: usize| ids[i].ok_or_else(|| format!("it has no `struct {}`", names[i]));
     let (task, signal, mm) = (id(0)?, id(1)?, id(2)?);
     // The offset of `path` in `ty`, whose field must have `size` bytes.
@@ -379,8 +380,9 @@ fn from_btf(syscalls: bool, tracepoints: &[&str]) -> Result<FromBtf, String> {
     })
 }
 
-/// Loads the object and attaches what `config` needs. Detaches on drop.
-fn load_object(config: Config) -> Result<Bpf, String> {
+/// Loads the object and attaches what `config` needs (and creates what the uprobe program
+/// needs, `with_sdt`). Detaches on drop.
+fn load_object(config: Config, with_sdt: bool) -> Result<Bpf, String> {
     let obj = Object::parse(&OBJECT.0).map_err(|e| e.to_string())?;
     let timed: u32 = config.syscalls.is_some_and(Mode::timed).into();
     let per_thread: u32 = config.syscalls.is_some_and(Mode::per_process).into();
@@ -399,21 +401,17 @@ fn load_object(config: Config) -> Result<Bpf, String> {
                 .ok_or(format!("the BPF object has no tp_btf program `{p}`"))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let btf = from_btf(config.syscalls.is_some(), &tracepoints)?;
     let cpus = sys::possible_cpus().map_err(|e| format!("possible CPUs: {e}"))?;
     let mut loader = Loader::new(obj.clone());
     loader
         .max_entries("scratch", cpus)
         .max_entries("events", RING_BYTES);
-    // The kernel's BTF is read while the maps are created (the ring buffer's pages take the
-    // longest); the helper thread is joined before anything else, so ste still forks the
-    // command from a single-threaded process.
-    let (btf, maps) = std::thread::scope(|s| {
-        let btf = s.spawn(|| from_btf(config.syscalls.is_some(), &tracepoints));
-        let maps = loader.create_maps();
-        (btf.join(), maps)
-    });
-    let btf = btf.map_err(|_| "the BTF reading thread panicked".to_string())??;
-    let mut ebpf = maps.map_err(|e| e.to_string())?;
+    let mut maps_for = programs.clone();
+    if with_sdt {
+        maps_for.push("sdt_memory");
+    }
+    let mut ebpf = loader.create_maps(&maps_for).map_err(|e| e.to_string())?;
     for (name, value) in &btf.layout {
         ebpf.set_global(name, value).map_err(|e| e.to_string())?;
     }

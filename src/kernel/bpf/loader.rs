@@ -51,12 +51,24 @@ impl Loader {
         self
     }
 
-    /// Creates the maps.
-    pub fn create_maps(self) -> Result<Loaded, Error> {
+    /// Creates the maps that `programs` use (the others cost kernel memory and time for
+    /// nothing: a per-CPU array's values, a hash's preallocated entries).
+    pub fn create_maps(self, programs: &[&str]) -> Result<Loaded, Error> {
         let obj = &self.obj;
+        let mut used = vec![false; obj.maps.len()];
+        for name in programs {
+            let p = obj
+                .program(name)
+                .ok_or_else(|| Error(format!("the BPF object has no program `{name}`")))?;
+            for r in &p.relocs {
+                if let Target::Map(i) = r.target {
+                    used[i] = true;
+                }
+            }
+        }
         // Task storage needs BTF for its key (an int) and value (any type of its size).
         let storage: Vec<usize> = (0..obj.maps.len())
-            .filter(|&i| obj.maps[i].def.map_type == sys::MAP_TASK_STORAGE)
+            .filter(|&i| used[i] && obj.maps[i].def.map_type == sys::MAP_TASK_STORAGE)
             .collect();
         let mut value_ids = vec![0u32; obj.maps.len()];
         let mut btf_fd = None;
@@ -75,6 +87,10 @@ impl Loader {
         }
         let mut maps = Vec::with_capacity(obj.maps.len());
         for (i, spec) in obj.maps.iter().enumerate() {
+            if !used[i] {
+                maps.push(None);
+                continue;
+            }
             let mut def = spec.def.clone();
             if let Some(&(_, n)) = self.max_entries.iter().find(|(m, _)| *m == spec.name) {
                 def.max_entries = n;
@@ -89,7 +105,7 @@ impl Loader {
                 });
             let fd = sys::map_create(&spec.name, &def, btf)
                 .map_err(|e| Error(format!("creating map `{}`: {e}", spec.name)))?;
-            maps.push(Map::new(spec.name.clone(), def, fd));
+            maps.push(Some(Map::new(spec.name.clone(), def, fd)));
         }
         Ok(Loaded {
             rodata_bytes: self.obj.rodata.clone(),
@@ -110,7 +126,9 @@ pub fn tracepoint_ids(kernel: &Btf, tracepoints: &[&str]) -> Result<Vec<u32>, Er
         .map(|t| format!("btf_trace_{t}"))
         .collect();
     let wanted: Vec<(u32, &str)> = names.iter().map(|n| (btf::TYPEDEF, n.as_str())).collect();
-    let ids = kernel.find_many(&wanted);
+    let ids = kernel
+        .find_many(&wanted)
+        .map_err(|e| Error(format!("the kernel's BTF: {e}")))?;
     tracepoints
         .iter()
         .zip(ids)
@@ -179,7 +197,8 @@ pub struct ProgId(usize);
 /// The maps created; programs loaded and attached on demand.
 pub struct Loaded {
     obj: Object,
-    maps: Vec<Map>,
+    /// By index in the object's maps; `None` when no program to load uses it.
+    maps: Vec<Option<Map>>,
     /// `.rodata` as set, until the first program is loaded; then the frozen map holding it.
     rodata_bytes: Option<Vec<u8>>,
     rodata: Option<OwnedFd>,
@@ -202,11 +221,17 @@ fn section_type(section: &str) -> Option<(u32, u32, Option<&str>)> {
 impl Loaded {
     /// A handle on map `name`.
     pub fn map(&self, name: &str) -> Result<Map, Error> {
-        let map = self
+        let i = self
+            .obj
             .maps
             .iter()
-            .find(|m| m.name == name)
+            .position(|m| m.name == name)
             .ok_or_else(|| Error(format!("the BPF object has no map `{name}`")))?;
+        let map = self.maps[i].as_ref().ok_or_else(|| {
+            Error(format!(
+                "map `{name}` was not created: no program it was loaded for uses it"
+            ))
+        })?;
         map.try_clone()
             .map_err(|e| Error(format!("map `{name}`: {e}")))
     }
@@ -221,7 +246,15 @@ impl Loaded {
         for r in &p.relocs {
             let at = r.insn * 8;
             let (src, fd, second_imm) = match r.target {
-                Target::Map(i) => (sys::PSEUDO_MAP_FD, self.maps[i].as_fd().as_raw_fd(), 0),
+                Target::Map(i) => {
+                    let map = self.maps[i].as_ref().ok_or_else(|| {
+                        Error(format!(
+                            "`{name}` uses map `{}`, created only for the programs named when loading",
+                            self.obj.maps[i].name
+                        ))
+                    })?;
+                    (sys::PSEUDO_MAP_FD, map.as_fd().as_raw_fd(), 0)
+                }
                 Target::Rodata(off) => {
                     let fd = self
                         .rodata
@@ -327,7 +360,7 @@ mod tests {
             maps: obj
                 .maps
                 .iter()
-                .map(|m| Map::new(m.name.clone(), m.def.clone(), fake()))
+                .map(|m| Some(Map::new(m.name.clone(), m.def.clone(), fake())))
                 .collect(),
             rodata: Some(fake()),
             progs: Vec::new(),
@@ -342,7 +375,7 @@ mod tests {
             match r.target {
                 Target::Map(i) => {
                     assert_eq!(insn[1] >> 4, sys::PSEUDO_MAP_FD);
-                    assert_eq!(imm, loaded.maps[i].as_fd().as_raw_fd());
+                    assert_eq!(imm, loaded.maps[i].as_ref().unwrap().as_fd().as_raw_fd());
                 }
                 Target::Rodata(off) => {
                     assert_eq!(insn[1] >> 4, sys::PSEUDO_MAP_VALUE);
