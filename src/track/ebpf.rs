@@ -52,8 +52,9 @@ use std::time::{Duration, Instant};
 struct Aligned<T: ?Sized>(T);
 static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!("../../bpf/ste.bpf.o"));
 
-/// The kernel's BTF, unless `STE_KERNEL_BTF` names another file (a kernel built without
-/// /sys/kernel/btf, with its BTF from elsewhere).
+/// The kernel's BTF, unless `STE_KERNEL_BTF` names another file: a diagnostic knob (the tests
+/// check that a corrupt or foreign blob is refused clearly); any other file than the running
+/// kernel's BTF is wrong, as the tracepoints' ids are the kernel's own.
 const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
 
 /// Record kinds and layouts: `bpf/ste.bpf.c`.
@@ -430,7 +431,7 @@ fn load_object(config: Config, with_sdt: bool) -> Result<Bpf, String> {
 fn attach_sdt(ebpf: &mut Bpf, plan: &mut Plan) -> Result<(), String> {
     let sites: Array<SdtSite> = ebpf
         .map("sdt_sites")
-        .and_then(|m| Array::new(m).map_err(|e| crate::kernel::bpf::loader::Error(e.to_string())))
+        .and_then(|m| Array::new(m).map_err(|e| crate::kernel::bpf::Error(e.to_string())))
         .map_err(|e| e.to_string())?;
     for (i, s) in plan.sites.iter().enumerate() {
         let spec = SdtSite {

@@ -19,8 +19,8 @@
 //!
 //! Must not touch the bpf(2) system call (`sys`) or the BPF object's ELF (`object`).
 
+use super::{Error, err};
 use std::cell::{Cell, RefCell};
-use std::fmt;
 use std::ops::Deref;
 use std::os::fd::AsRawFd;
 
@@ -47,22 +47,6 @@ pub const FLOAT: u32 = 16;
 pub const DECL_TAG: u32 = 17;
 pub const TYPE_TAG: u32 = 18;
 pub const ENUM64: u32 = 19;
-
-/// Why a blob or a lookup failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error(pub String);
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Error {}
-
-fn err<T>(msg: impl Into<String>) -> Result<T, Error> {
-    Err(Error(msg.into()))
-}
 
 /// A BTF file's bytes: mapped, or read when the file cannot be mapped.
 pub enum Blob {
@@ -233,7 +217,7 @@ impl<'a> Btf<'a> {
     }
 
     /// The number of types (ids 1..=len), walking them all.
-    pub fn len(&self) -> Result<usize, Error> {
+    pub fn count(&self) -> Result<usize, Error> {
         self.start(u32::MAX)?;
         Ok(self.starts.borrow().len())
     }
@@ -536,7 +520,7 @@ mod tests {
             (STRUCT, "inner"),
         ]);
         assert_eq!(ids.unwrap(), vec![Some(9), Some(10), None, Some(5)]);
-        assert_eq!(btf.len().unwrap(), 10);
+        assert_eq!(btf.count().unwrap(), 10);
         let task = 9;
         // Through the anonymous union.
         assert_eq!(btf.offset_of(task, "signal").unwrap().0, 16);
@@ -587,7 +571,7 @@ mod tests {
         bad[12..16].copy_from_slice(&(tl - 4).to_le_bytes());
         let btf = Btf::parse(&bad).unwrap();
         assert!(btf.find(STRUCT, "task").is_ok());
-        let e = btf.len().unwrap_err().0;
+        let e = btf.count().unwrap_err().0;
         assert!(e.contains("truncated"), "{e}");
     }
 
@@ -600,7 +584,7 @@ mod tests {
         // Mapped or read, the bytes are the file's.
         assert_eq!(&blob[..], &std::fs::read(path).unwrap()[..]);
         let btf = Btf::parse(&blob).unwrap();
-        assert!(btf.len().unwrap() > 10_000, "{:?} types", btf.len());
+        assert!(btf.count().unwrap() > 10_000, "{:?} types", btf.count());
         let task = btf.find(STRUCT, "task_struct").unwrap();
         let (pid, pid_ty) = btf.offset_of(task, "pid").unwrap();
         let (tgid, _) = btf.offset_of(task, "tgid").unwrap();

@@ -11,25 +11,9 @@ use super::btf::{self, Btf};
 use super::maps::{Map, Pod};
 use super::object::{Object, Target};
 use super::sys::{self, MapBtf, MapDef};
-use std::fmt;
+use super::{Error, err};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
-
-/// Why loading failed: what was being done, and the kernel's error (with the verifier's log).
-#[derive(Debug)]
-pub struct Error(pub String);
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Error {}
-
-fn err<T>(msg: impl Into<String>) -> Result<T, Error> {
-    Err(Error(msg.into()))
-}
 
 /// The object, with its map sizes set, before anything is created.
 pub struct Loader {

@@ -19,3 +19,22 @@ pub mod maps;
 pub mod object;
 pub mod ringbuf;
 pub mod sys;
+
+use std::fmt;
+
+/// Why the kernel's BTF could not be used or the object could not be loaded, in words for the
+/// user (what was being done, and the kernel's answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error(pub String);
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, Error> {
+    Err(Error(msg.into()))
+}

@@ -32,8 +32,8 @@ fn err<T>(msg: impl Into<String>) -> Result<T, Error> {
     Err(Error(msg.into()))
 }
 
-impl From<btf::Error> for Error {
-    fn from(e: btf::Error) -> Error {
+impl From<super::Error> for Error {
+    fn from(e: super::Error) -> Error {
         Error(format!("its BTF: {e}"))
     }
 }
