@@ -11,10 +11,11 @@
 //! aya). Reaping is the shared reaper's (`track::reaper`); the live tree is `track::tree`'s.
 //!
 //! The programs attach as `tp_btf` (BTF-typed raw tracepoints, the target being the
-//! `btf_trace_<tracepoint>` typedef of the kernel's BTF) rather than as raw tracepoints: the
-//! same cost per call (both are called directly from the tracepoint, no perf buffer), and
-//! their arguments are typed kernel pointers, which the task-storage helpers and
-//! `bpf_get_current_task_btf` require. Uprobes attach through perf events linked with
+//! `btf_trace_<tracepoint>` typedef of the kernel's BTF, found by the same walk of the BTF as
+//! the offsets) rather than as raw tracepoints: the kernel calls both the same way (no perf
+//! buffer; not measured apart here), and only tp_btf arguments are typed task pointers, which
+//! the task-storage filter (`bpf_task_storage_get`) requires; with raw tracepoints the filter
+//! would need a lookup by pid instead. Uprobes attach through perf events linked with
 //! `BPF_LINK_CREATE` and a cookie (one per SDT site, which the program reads to know its site).
 //!
 //! The root is registered before it is released: the kernel map of tracked tasks (task-local
@@ -306,13 +307,12 @@ fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32)>, String>
         .resolve(stat_ty)
         .and_then(|t| btf.get(t))
         .map_err(|e| e.to_string())?;
-    let (counter, n) = btf
+    let (counter, _) = btf
         .array(&stat)
         .filter(|&(_, n)| n >= 4)
         .ok_or("`mm_struct.rss_stat` is not an array of at least 4 counters")?;
     let counter_size = btf.size_of(counter).map_err(|e| e.to_string())?;
-    let _ = n;
-    let mut out = vec![
+    let out = vec![
         ("off_task_pid", field(task, "pid", 4)?),
         ("off_task_tgid", field(task, "tgid", 4)?),
         ("off_task_exit_code", field(task, "exit_code", 4)?),
@@ -345,7 +345,6 @@ fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32)>, String>
             ));
         }
     }
-    out.shrink_to_fit();
     Ok(out)
 }
 
