@@ -428,10 +428,8 @@ fn load_object(config: Config, with_sdt: bool) -> Result<Bpf, String> {
 /// Writes each site's spec to `sdt_sites` (the cookie indexes it), loads the uprobe program and
 /// attaches it at every site; a site that cannot be attached is marked with why.
 fn attach_sdt(ebpf: &mut Bpf, plan: &mut Plan) -> Result<(), String> {
-    let sites: Array<SdtSite> = ebpf
-        .map("sdt_sites")
-        .and_then(|m| Array::new(m).map_err(|e| crate::kernel::bpf::Error(e.to_string())))
-        .map_err(|e| e.to_string())?;
+    let map = ebpf.map("sdt_sites").map_err(|e| e.to_string())?;
+    let sites: Array<SdtSite> = Array::new(map).map_err(|e| e.to_string())?;
     for (i, s) in plan.sites.iter().enumerate() {
         let spec = SdtSite {
             kind: s.kind,
