@@ -7,7 +7,7 @@
 # Needs clang 14 (Debian 12's), llvm (llvm-strip) and libbpf-dev (bpf_helpers.h); `.ci/run`
 # installs them. `cargo build` does not run this: the objects are committed, so building ste
 # needs no clang. The build is reproducible: relative source paths, no DWARF in the output (the
-# loader needs only the BTF sections, which CO-RE uses), nothing from the build machine.
+# loader needs only the .BTF section, where the maps are defined), nothing from the build machine.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here}

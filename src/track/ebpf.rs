@@ -4,9 +4,19 @@
 //! glibc's `memory_*` SDT probe sites (`malloc::sdt` plans them), counted for the tree's tasks.
 //!
 //! Owns the BPF object (`bpf/ste.bpf.o`, built from `bpf/ste.bpf.c` by `bpf/build.sh` and
-//! embedded here, so building ste needs no clang), its loading with aya (pure Rust), the reader
-//! thread that turns ring-buffer records into Events, and the system-call maps. Reaping is the
-//! shared reaper's (`track::reaper`); the live tree is `track::tree`'s.
+//! embedded here, so building ste needs no clang), what it is loaded with (the kernel-structure
+//! offsets it reads at, taken from the kernel's BTF; its configuration; which programs are
+//! attached), the reader thread that turns ring-buffer records into Events, and the system-call
+//! maps. The loading itself is `kernel::bpf`'s (ste's own loader: its header says why not
+//! aya). Reaping is the shared reaper's (`track::reaper`); the live tree is `track::tree`'s.
+//!
+//! The programs attach as `tp_btf` (BTF-typed raw tracepoints, the target being the
+//! `btf_trace_<tracepoint>` typedef of the kernel's BTF, found by the same walk of the BTF as
+//! the offsets) rather than as raw tracepoints: the kernel calls both the same way (no perf
+//! buffer; not measured apart here), and only tp_btf arguments are typed task pointers, which
+//! the task-storage filter (`bpf_task_storage_get`) requires; with raw tracepoints the filter
+//! would need a lookup by pid instead. Uprobes attach through perf events linked with
+//! `BPF_LINK_CREATE` and a cookie (one per SDT site, which the program reads to know its site).
 //!
 //! The root is registered before it is released: the kernel map of tracked tasks (task-local
 //! storage) gets the root's entry through a pidfd, marked "launching" so that ste's own launch
@@ -16,6 +26,12 @@
 //! counted in the kernel; the reader reports them as lost and rebuilds the tree from /proc.
 
 use crate::event::Event;
+use crate::kernel::bpf::btf::{self, Btf};
+use crate::kernel::bpf::loader::{Loaded as Bpf, Loader};
+use crate::kernel::bpf::maps::{Array, Hash, PerCpuArray, Pod};
+use crate::kernel::bpf::object::Object;
+use crate::kernel::bpf::ringbuf::RingBuf;
+use crate::kernel::bpf::sys;
 use crate::kernel::bytes::{i32_at, u32_at, u64_at};
 use crate::kernel::caps;
 use crate::kernel::proc::parse_cmdline;
@@ -27,17 +43,20 @@ use crate::sink::{Msg, Sink};
 use crate::syscalls::{self, Counts, Errnos, Mode};
 use crate::track::reaper::{self, Done};
 use crate::track::tree::Tree;
-use aya::Ebpf;
-use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, RingBuf};
-use aya::programs::BtfTracePoint;
-use aya::programs::uprobe::{UProbe, UProbeAttachLocation, UProbeAttachPoint, UProbeScope};
 use std::collections::HashSet;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The object, aligned for the ELF parser.
-static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/ste.bpf.o");
+#[repr(C, align(8))]
+struct Aligned<T: ?Sized>(T);
+static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!("../../bpf/ste.bpf.o"));
+
+/// The kernel's BTF, unless `STE_KERNEL_BTF` names another file: a diagnostic knob (the tests
+/// check that a corrupt or foreign blob is refused clearly); any other file than the running
+/// kernel's BTF is wrong, as the tracepoints' ids are the kernel's own.
+const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
 
 /// Record kinds and layouts: `bpf/ste.bpf.c`.
 const EV_FORK: u32 = 1;
@@ -131,15 +150,15 @@ impl SdtArg {
 }
 
 // SAFETY: plain repr(C) integers with no padding; any bit pattern is valid.
-unsafe impl aya::Pod for Total {}
+unsafe impl Pod for Total {}
 // SAFETY: plain repr(C) integers with no padding; any bit pattern is valid.
-unsafe impl aya::Pod for SdtSite {}
+unsafe impl Pod for SdtSite {}
 // SAFETY: plain repr(C) integers with no padding; any bit pattern is valid.
-unsafe impl aya::Pod for SdtTotal {}
+unsafe impl Pod for SdtTotal {}
 // SAFETY: plain repr(C) integers with no padding; any bit pattern is valid.
-unsafe impl aya::Pod for SdtSizeKey {}
+unsafe impl Pod for SdtSizeKey {}
 // SAFETY: plain repr(C) integers with no padding; any bit pattern is valid.
-unsafe impl aya::Pod for ErrnoKey {}
+unsafe impl Pod for ErrnoKey {}
 
 /// What the tracker is asked to do besides following the tree.
 #[derive(Debug, Clone, Copy)]
@@ -148,10 +167,10 @@ pub struct Config {
 }
 
 /// The object loaded and its programs attached, before the command is forked: loading (the
-/// kernel's BTF is parsed for CO-RE) takes a while, which must not count as the command's time.
-/// Nothing is followed until [`start`] registers the root.
+/// verifier checks each program) takes a few milliseconds, which must not count as the
+/// command's time. Nothing is followed until [`start`] registers the root.
 pub struct Loaded {
-    ebpf: Ebpf,
+    ebpf: Bpf,
     config: Config,
     /// The SDT probe sites, each marked attached or not.
     sdt: Option<Plan>,
@@ -175,7 +194,8 @@ pub fn load(config: Config, mut sdt: Option<Plan>) -> Result<Loaded, String> {
             ));
         }
     }
-    let mut ebpf = load_object(config).map_err(|e| explain(e.as_ref()))?;
+    let with_sdt = sdt.as_ref().is_some_and(|p| !p.sites.is_empty());
+    let mut ebpf = load_object(config, with_sdt).map_err(|e| explain(&e))?;
     if let Some(plan) = sdt.as_mut().filter(|p| !p.sites.is_empty())
         && let Err(e) = attach_sdt(&mut ebpf, plan)
     {
@@ -194,39 +214,21 @@ pub fn start(
     sink: Sink,
     sampler: Arc<Sampler>,
 ) -> Result<Option<Arc<dyn syscalls::Source>>, String> {
-    let Loaded {
-        mut ebpf,
-        config,
-        sdt,
-    } = loaded;
-    let tasks_fd = match ebpf.map("tasks") {
-        Some(Map::Unsupported(data)) => data.fd().as_fd().as_raw_fd(),
-        _ => return Err("the BPF object has no task storage map `tasks`".into()),
-    };
-    register_root(tasks_fd, child.pid)
+    let Loaded { ebpf, config, sdt } = loaded;
+    let tasks = ebpf.map("tasks").map_err(|e| e.to_string())?;
+    register_root(&tasks, child.pid)
         .map_err(|e| format!("cannot register the command with BPF: {e}"))?;
-    let ring = RingBuf::try_from(take(&mut ebpf, "events")?).map_err(|e| e.to_string())?;
-    let counters_map = take(&mut ebpf, "counters")?;
-    // A second handle on the counters, for the system-call summary.
-    let counters_view = match &counters_map {
-        Map::Array(data) => data
-            .fd()
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| e.to_string())
-            .and_then(|fd| MapData::from_fd(fd).map_err(|e| e.to_string()))?,
-        _ => return Err("the BPF map `counters` is not an array".into()),
-    };
-    let counters: Array<MapData, u64> = Array::try_from(counters_map).map_err(|e| e.to_string())?;
+    let map = |name: &str| ebpf.map(name).map_err(|e| e.to_string());
+    let ring = RingBuf::new(map("events")?).map_err(|e| e.to_string())?;
+    let counters: Array<u64> = Array::new(map("counters")?).map_err(|e| e.to_string())?;
     let source = match config.syscalls {
         Some(mode) => Some(Arc::new(BpfSyscalls {
             mode,
             maps: Mutex::new(SyscallMaps {
-                totals: PerCpuArray::try_from(take(&mut ebpf, "totals")?)
-                    .map_err(|e| e.to_string())?,
-                errnos: BpfHashMap::try_from(take(&mut ebpf, "errnos")?)
-                    .map_err(|e| e.to_string())?,
-                counters: Array::try_from(Map::Array(counters_view)).map_err(|e| e.to_string())?,
+                totals: PerCpuArray::new(map("totals")?).map_err(|e| e.to_string())?,
+                errnos: Hash::new(map("errnos")?).map_err(|e| e.to_string())?,
+                // A second handle on the counters, for the system-call summary.
+                counters: Array::new(map("counters")?).map_err(|e| e.to_string())?,
             }),
         })),
         None => None,
@@ -236,8 +238,8 @@ pub fn start(
         Some(plan) if plan.sites.iter().any(|s| s.attached) => Some(SdtMaps {
             plan,
             maps: Some((
-                PerCpuArray::try_from(take(&mut ebpf, "sdt_totals")?).map_err(|e| e.to_string())?,
-                BpfHashMap::try_from(take(&mut ebpf, "sdt_sizes")?).map_err(|e| e.to_string())?,
+                PerCpuArray::new(map("sdt_totals")?).map_err(|e| e.to_string())?,
+                Hash::new(map("sdt_sizes")?).map_err(|e| e.to_string())?,
             )),
         }),
         Some(plan) => Some(SdtMaps { plan, maps: None }),
@@ -284,128 +286,183 @@ pub fn start(
     Ok(source.map(|s| s as Arc<dyn syscalls::Source>))
 }
 
-fn take(ebpf: &mut Ebpf, name: &str) -> Result<Map, String> {
-    ebpf.take_map(name)
-        .ok_or_else(|| format!("the BPF object has no map `{name}`"))
+/// The kernel-structure offsets the BPF object reads at (`off_*` and `size_*` in
+/// `bpf/ste.bpf.c`), from the kernel's BTF; with `syscalls`, also the check that
+/// `thread_info.status`, which the system-call programs read directly, is where they read it.
+fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32)>, String> {
+    let names = ["task_struct", "signal_struct", "mm_struct", "thread_info"];
+    let wanted: Vec<(u32, &str)> = names.iter().map(|n| (btf::STRUCT, *n)).collect();
+    let ids = btf.find_many(&wanted).map_err(|e| e.to_string())?;
+    let id = |i: usize| ids[i].ok_or_else(|| format!("it has no `struct {}`", names[i]));
+    let (task, signal, mm) = (id(0)?, id(1)?, id(2)?);
+    // The offset of `path` in `ty`, whose field must have `size` bytes.
+    let field = |ty: u32, path: &str, size: u64| -> Result<u32, String> {
+        let (off, t) = btf.offset_of(ty, path).map_err(|e| e.to_string())?;
+        let have = btf.size_of(t).map_err(|e| e.to_string())?;
+        if have != size {
+            return Err(format!(
+                "`{}.{path}` has {have} bytes, not {size}",
+                btf.type_name(ty)
+            ));
+        }
+        u32::try_from(off).map_err(|_| format!("`{path}` is too far in"))
+    };
+    // mm_struct.rss_stat: an array of percpu_counter, indexed by MM_FILEPAGES etc. (< 4).
+    let (rss_stat, stat_ty) = btf.offset_of(mm, "rss_stat").map_err(|e| e.to_string())?;
+    let stat = btf
+        .resolve(stat_ty)
+        .and_then(|t| btf.get(t))
+        .map_err(|e| e.to_string())?;
+    let (counter, _) = btf
+        .array(&stat)
+        .filter(|&(_, n)| n >= 4)
+        .ok_or("`mm_struct.rss_stat` is not an array of at least 4 counters")?;
+    let counter_size = btf.size_of(counter).map_err(|e| e.to_string())?;
+    let out = vec![
+        ("off_task_pid", field(task, "pid", 4)?),
+        ("off_task_tgid", field(task, "tgid", 4)?),
+        ("off_task_exit_code", field(task, "exit_code", 4)?),
+        ("off_task_mm", field(task, "mm", 8)?),
+        ("off_task_signal", field(task, "signal", 8)?),
+        ("off_task_group_leader", field(task, "group_leader", 8)?),
+        ("off_signal_live", field(signal, "live.counter", 4)?),
+        (
+            "off_signal_group_exit_code",
+            field(signal, "group_exit_code", 4)?,
+        ),
+        ("off_signal_flags", field(signal, "flags", 4)?),
+        ("off_mm_hiwater_rss", field(mm, "hiwater_rss", 8)?),
+        ("off_mm_arg_start", field(mm, "arg_start", 8)?),
+        ("off_mm_arg_end", field(mm, "arg_end", 8)?),
+        ("off_mm_rss_stat", rss_stat as u32),
+        ("size_percpu_counter", counter_size as u32),
+        ("off_percpu_counter_count", field(counter, "count", 8)?),
+    ];
+    if syscalls {
+        // thread_info first in task_struct (CONFIG_THREAD_INFO_IN_TASK), status at 16: the
+        // layout bpf/ste.bpf.c declares, read directly on every system call.
+        let thread_info = id(3)?;
+        let at = field(task, "thread_info", btf.size_of(thread_info).unwrap_or(0))?;
+        let status = field(thread_info, "status", 4)?;
+        if (at, status) != (0, 16) {
+            return Err(format!(
+                "`task_struct.thread_info.status` is at byte {} of task_struct, not 16 as ste's system-call programs read it",
+                u64::from(at) + u64::from(status)
+            ));
+        }
+    }
+    Ok(out)
 }
 
-/// Loads the object and attaches what `config` needs. Detaches on drop.
-fn load_object(config: Config) -> Result<Ebpf, Box<dyn std::error::Error>> {
-    // aya's loader parses the kernel's BTF (6 MB here) for CO-RE in `EbpfLoader::new`, and
-    // keeps it to itself; attaching the tp_btf programs needs a second copy. Both parses run at
-    // once; the helper thread is joined before anything else, so ste still forks the command
-    // from a single-threaded process.
-    let (btf, mut loader) = std::thread::scope(|s| {
-        let mine = s.spawn(aya::Btf::from_sys_fs);
-        let loader = aya::EbpfLoader::new();
-        (mine.join(), loader)
-    });
-    let btf = btf
-        .map_err(|_| "the BTF parsing thread panicked".to_string())?
-        .map_err(|e| {
-            format!(
-                "cannot read the kernel's BTF (/sys/kernel/btf/vmlinux, CONFIG_DEBUG_INFO_BTF): {e}"
-            )
-        })?;
-    let cpus = aya::util::nr_cpus().map_err(|(what, e)| format!("{what}: {e}"))? as u32;
+/// The ring buffer's size. Its pages are allocated and zeroed when it is created, which is
+/// most of the loading time: 4 MiB takes about 1 ms here (16 MiB took 6 ms), and holds the
+/// records of 25,000 short processes (fork, exec, exit: about 150 bytes) should the reader fall
+/// that far behind; a record that does not fit is counted, and the tree rebuilt from /proc.
+const RING_BYTES: u32 = 4 << 20;
+
+/// What the kernel's BTF tells the loader: the offsets to set and the tracepoints' ids.
+struct FromBtf {
+    layout: Vec<(&'static str, u32)>,
+    tracepoint_ids: Vec<u32>,
+}
+
+/// Reads the kernel's BTF (mapped where the kernel allows it) for `layout` and the ids of
+/// `tracepoints`.
+fn from_btf(syscalls: bool, tracepoints: &[&str]) -> Result<FromBtf, String> {
+    let path = std::env::var_os("STE_KERNEL_BTF").unwrap_or_else(|| VMLINUX.into());
+    let shown = std::path::Path::new(&path).display().to_string();
+    let blob = btf::read(std::path::Path::new(&path)).map_err(|e| {
+        format!("cannot read the kernel's BTF ({shown}, CONFIG_DEBUG_INFO_BTF): {e}")
+    })?;
+    let kernel =
+        Btf::parse(&blob).map_err(|e| format!("cannot read the kernel's BTF ({shown}): {e}"))?;
+    let layout =
+        layout(&kernel, syscalls).map_err(|e| format!("the kernel's BTF ({shown}): {e}"))?;
+    let tracepoint_ids = crate::kernel::bpf::loader::tracepoint_ids(&kernel, tracepoints)
+        .map_err(|e| format!("loading the tracepoint programs: {e}"))?;
+    Ok(FromBtf {
+        layout,
+        tracepoint_ids,
+    })
+}
+
+/// Loads the object and attaches what `config` needs (and creates what the uprobe program
+/// needs, `with_sdt`). Detaches on drop.
+fn load_object(config: Config, with_sdt: bool) -> Result<Bpf, String> {
+    let obj = Object::parse(&OBJECT.0).map_err(|e| e.to_string())?;
     let timed: u32 = config.syscalls.is_some_and(Mode::timed).into();
     let per_thread: u32 = config.syscalls.is_some_and(Mode::per_process).into();
     let sigreturn = syscalls::native_nr("rt_sigreturn").unwrap_or(u32::MAX);
-    let mut ebpf = loader
-        // Task storage maps: aya creates them but has no Rust type for them.
-        .allow_unsupported_maps()
-        .override_global("cfg_timed", &timed, true)
-        .override_global("cfg_per_thread", &per_thread, true)
-        .override_global("cfg_sigreturn_nr", &sigreturn, true)
-        .map_max_entries("scratch", cpus)
-        .load(OBJECT)?;
-    let mut programs = vec![
-        ("handle_fork", "sched_process_fork"),
-        ("handle_exec", "sched_process_exec"),
-        ("handle_exit", "sched_process_exit"),
-    ];
+    let mut programs = vec!["handle_fork", "handle_exec", "handle_exit"];
     if config.syscalls.is_some() {
-        programs.push(("sys_exit", "sys_exit"));
+        programs.push("sys_exit");
     }
     if timed == 1 {
-        programs.push(("sys_enter", "sys_enter"));
+        programs.push("sys_enter");
     }
-    for (name, tracepoint) in programs {
-        let prog: &mut BtfTracePoint = ebpf
-            .program_mut(name)
-            .ok_or_else(|| format!("the BPF object has no program `{name}`"))?
-            .try_into()?;
-        prog.load(tracepoint, &btf)
-            .map_err(|e| format!("loading {name}: {}", chain(&e)))?;
-        prog.attach()
-            .map_err(|e| format!("attaching {name} to {tracepoint}: {}", chain(&e)))?;
+    let tracepoints = programs
+        .iter()
+        .map(|p| {
+            obj.tp_btf_target(p)
+                .ok_or(format!("the BPF object has no tp_btf program `{p}`"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let btf = from_btf(config.syscalls.is_some(), &tracepoints)?;
+    let cpus = sys::possible_cpus().map_err(|e| format!("possible CPUs: {e}"))?;
+    let mut loader = Loader::new(obj.clone());
+    loader
+        .max_entries("scratch", cpus)
+        .max_entries("events", RING_BYTES);
+    let mut maps_for = programs.clone();
+    if with_sdt {
+        maps_for.push("sdt_memory");
+    }
+    let mut ebpf = loader.create_maps(&maps_for).map_err(|e| e.to_string())?;
+    for (name, value) in &btf.layout {
+        ebpf.set_global(name, value).map_err(|e| e.to_string())?;
+    }
+    ebpf.set_global("cfg_timed", &timed)
+        .and_then(|l| l.set_global("cfg_per_thread", &per_thread))
+        .and_then(|l| l.set_global("cfg_sigreturn_nr", &sigreturn))
+        .map_err(|e| e.to_string())?;
+    for (name, id) in programs.iter().zip(btf.tracepoint_ids) {
+        ebpf.attach_tp_btf(name, id).map_err(|e| e.to_string())?;
     }
     Ok(ebpf)
 }
 
 /// Writes each site's spec to `sdt_sites` (the cookie indexes it), loads the uprobe program and
 /// attaches it at every site; a site that cannot be attached is marked with why.
-fn attach_sdt(ebpf: &mut Ebpf, plan: &mut Plan) -> Result<(), String> {
-    {
-        let map = ebpf
-            .map_mut("sdt_sites")
-            .ok_or("the BPF object has no map `sdt_sites`")?;
-        let mut sites: Array<&mut MapData, SdtSite> =
-            Array::try_from(map).map_err(|e| e.to_string())?;
-        for (i, s) in plan.sites.iter().enumerate() {
-            let spec = SdtSite {
-                kind: s.kind,
-                pad: 0,
-                size: SdtArg::of(s.size),
-            };
-            sites
-                .set(i as u32, spec, 0)
-                .map_err(|e| format!("sdt_sites: {e}"))?;
-        }
+fn attach_sdt(ebpf: &mut Bpf, plan: &mut Plan) -> Result<(), String> {
+    let map = ebpf.map("sdt_sites").map_err(|e| e.to_string())?;
+    let sites: Array<SdtSite> = Array::new(map).map_err(|e| e.to_string())?;
+    for (i, s) in plan.sites.iter().enumerate() {
+        let spec = SdtSite {
+            kind: s.kind,
+            pad: 0,
+            size: SdtArg::of(s.size),
+        };
+        sites
+            .set(i as u32, &spec)
+            .map_err(|e| format!("sdt_sites: {e}"))?;
     }
-    let prog: &mut UProbe = ebpf
-        .program_mut("sdt_memory")
-        .ok_or("the BPF object has no program `sdt_memory`")?
-        .try_into()
-        .map_err(|e: aya::programs::ProgramError| e.to_string())?;
-    prog.load()
-        .map_err(|e| format!("loading sdt_memory: {}", chain(&e)))?;
+    let prog = ebpf.load_uprobe("sdt_memory").map_err(|e| e.to_string())?;
     let Plan { objects, sites, .. } = plan;
     for (i, site) in sites.iter_mut().enumerate() {
         let object = &mut objects[site.object];
-        let point = UProbeAttachPoint {
-            location: UProbeAttachLocation::AbsoluteOffset(site.file_offset),
-            cookie: Some(i as u64),
-        };
-        match prog.attach(point, &object.path, UProbeScope::AllProcesses) {
-            Ok(_) => site.attached = true,
+        match ebpf.attach_uprobe(prog, &object.path, site.file_offset, i as u64) {
+            Ok(()) => site.attached = true,
             Err(e) => object.not_attached.push(format!(
-                "the site at file offset {:#x}: {}",
-                site.file_offset,
-                chain(&e)
+                "the site at file offset {:#x}: {e}",
+                site.file_offset
             )),
         }
     }
     Ok(())
 }
 
-/// An error and its causes on one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let s = c.to_string();
-        if !out.contains(&s) {
-            out += &format!(": {s}");
-        }
-        cur = c.source();
-    }
-    out
-}
-
 /// Why BPF did not load, in words a user can act on.
-fn explain(e: &dyn std::error::Error) -> String {
-    let text = chain(e);
+fn explain(text: &str) -> String {
     let denied = text.contains("Operation not permitted") || text.contains("Permission denied");
     if denied {
         format!(
@@ -413,7 +470,7 @@ fn explain(e: &dyn std::error::Error) -> String {
             unprivileged_knob()
         )
     } else {
-        text
+        text.to_string()
     }
 }
 
@@ -424,11 +481,8 @@ fn unprivileged_knob() -> String {
         .unwrap_or_default()
 }
 
-/// The `bpf(2)` command (include/uapi/linux/bpf.h, `enum bpf_cmd`).
-const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-
 /// Gives the root its `struct task_state` (launching until its exec) through a pidfd.
-fn register_root(tasks_fd: i32, pid: i32) -> std::io::Result<()> {
+fn register_root(tasks: &crate::kernel::bpf::maps::Map, pid: i32) -> std::io::Result<()> {
     // SAFETY: pidfd_open with integer arguments; returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
@@ -436,40 +490,16 @@ fn register_root(tasks_fd: i32, pid: i32) -> std::io::Result<()> {
     }
     // SAFETY: a fresh descriptor that nothing else owns.
     let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    let key: i32 = pidfd.as_raw_fd();
     // enter_ns: u64, flags: u32, enter_nr: u32
     let mut value = [0u8; 16];
     value[8..12].copy_from_slice(&TASK_LAUNCHING.to_ne_bytes());
-    // The BPF_MAP_*_ELEM part of `union bpf_attr` (include/uapi/linux/bpf.h).
-    #[repr(C)]
-    struct ElemAttr {
-        map_fd: u32,
-        pad: u32,
-        key: u64,
-        value: u64,
-        flags: u64,
-    }
-    let attr = ElemAttr {
-        map_fd: tasks_fd as u32,
-        pad: 0,
-        key: &key as *const i32 as u64,
-        value: value.as_ptr() as u64,
-        flags: 0, // BPF_ANY
-    };
-    // SAFETY: BPF_MAP_UPDATE_ELEM reads `attr` and the key and value it points to, all alive
-    // for the call; a task-storage map takes a pidfd as its key.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_MAP_UPDATE_ELEM,
-            &attr as *const ElemAttr,
-            std::mem::size_of::<ElemAttr>(),
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    // A task-storage map takes a pidfd as its key.
+    sys::map_update(
+        tasks.as_fd(),
+        &pidfd.as_raw_fd().to_ne_bytes(),
+        &value,
+        0, // BPF_ANY
+    )
 }
 
 fn declare_sources(sink: &Sink, config: Config) {
@@ -512,8 +542,8 @@ fn declare_sources(sink: &Sink, config: Config) {
 /// Counter `i` (`CNT_*`) of the kernel's `counters` array. The map is ste's own, so a read
 /// fails only on a kernel or ste bug; then ste says so rather than take a loss counter for 0
 /// silently.
-fn read_counter(counters: &Array<MapData, u64>, i: u32) -> u64 {
-    counters.get(&i, 0).unwrap_or_else(|e| {
+fn read_counter(counters: &Array<u64>, i: u32) -> u64 {
+    counters.get(i).unwrap_or_else(|e| {
         unreadable(&format!("counter {i}"), "taken as 0", &e);
         0
     })
@@ -521,17 +551,14 @@ fn read_counter(counters: &Array<MapData, u64>, i: u32) -> u64 {
 
 /// Says on stderr that a BPF map could not be read, and what that did to the figures.
 fn unreadable(what: &str, so: &str, e: &dyn std::error::Error) {
-    eprintln!(
-        "ste: cannot read {what} from the BPF maps ({}): {so}",
-        chain(e)
-    );
+    eprintln!("ste: cannot read {what} from the BPF maps ({e}): {so}");
 }
 
 /// The ring-buffer reader: owns the loaded object (dropping it detaches the programs).
 struct Reader {
-    _ebpf: Ebpf,
-    ring: RingBuf<MapData>,
-    counters: Array<MapData, u64>,
+    _ebpf: Bpf,
+    ring: RingBuf,
+    counters: Array<u64>,
     /// Dropped records and untracked tasks already reported.
     dropped: u64,
     /// The SDT probes' counts, when a uprobe was attached.
@@ -546,8 +573,8 @@ struct SdtMaps {
     maps: Option<(SdtTotals, SdtSizes)>,
 }
 
-type SdtTotals = PerCpuArray<MapData, SdtTotal>;
-type SdtSizes = BpfHashMap<MapData, SdtSizeKey, u64>;
+type SdtTotals = PerCpuArray<SdtTotal>;
+type SdtSizes = Hash<SdtSizeKey, u64>;
 
 impl SdtMaps {
     /// What the tree's tasks hit, as an event; every task of the tree has ended, so the counts
@@ -561,7 +588,7 @@ impl SdtMaps {
         };
         let totals: Vec<(u64, u64, u64)> = (0..self.plan.kinds.len() as u32)
             .map(|k| {
-                totals.get(&k, 0).map_or((0, 0, 0), |per_cpu| {
+                totals.get(k).map_or((0, 0, 0), |per_cpu| {
                     per_cpu.iter().fold((0, 0, 0), |(h, s, b), t| {
                         (h + t.hits, s + t.sized, b + t.bytes)
                     })
@@ -633,9 +660,8 @@ impl Reader {
     }
 
     fn drain(&mut self) {
-        while let Some(item) = self.ring.next() {
-            self.state.handle(&item);
-        }
+        let state = &mut self.state;
+        self.ring.drain(|record| state.handle(record));
     }
 
     /// Reports records the kernel could not queue and new tasks it could not mark (so did not
@@ -870,9 +896,9 @@ struct BpfSyscalls {
 }
 
 struct SyscallMaps {
-    totals: PerCpuArray<MapData, Total>,
-    errnos: BpfHashMap<MapData, ErrnoKey, u64>,
-    counters: Array<MapData, u64>,
+    totals: PerCpuArray<Total>,
+    errnos: Hash<ErrnoKey, u64>,
+    counters: Array<u64>,
 }
 
 impl syscalls::Source for BpfSyscalls {
@@ -880,7 +906,7 @@ impl syscalls::Source for BpfSyscalls {
         let maps = self.maps.lock().expect("syscall maps lock");
         let mut counts = Counts::new();
         for idx in 0..NIDX {
-            let per_cpu = match maps.totals.get(&idx, 0) {
+            let per_cpu = match maps.totals.get(idx) {
                 Ok(v) => v,
                 Err(e) => {
                     unreadable(&format!("system-call totals #{idx}"), "left out", &e);

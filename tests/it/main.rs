@@ -1,6 +1,7 @@
 //! ste's integration tests: the real binary on workloads with known answers.
 
 mod accounting;
+mod bpf_loader;
 mod core;
 mod harness;
 mod json;

@@ -1,0 +1,377 @@
+//! Loading a parsed BPF object ([`Object`]) into the kernel: its maps created (task-storage
+//! maps with the small BTF they need, written here), its `.rodata` set by the caller and
+//! frozen read-only (so the verifier knows the configuration as constants and prunes what it
+//! switches off), its programs relocated and loaded, and attached: `tp_btf` programs with
+//! `BPF_RAW_TRACEPOINT_OPEN` (their tracepoint is the `btf_trace_<name>` typedef the kernel's
+//! BTF names), uprobe programs on uprobe perf events through `BPF_LINK_CREATE` with a cookie.
+//! Everything is detached and freed when the [`Loaded`] is dropped (descriptors closed).
+//! Must not know ste's programs and maps by name (`track::ebpf` does).
+
+use super::btf::{self, Btf};
+use super::maps::{Map, Pod};
+use super::object::{Object, Target};
+use super::sys::{self, MapBtf, MapDef};
+use super::{Error, err};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
+
+/// The object, with its map sizes set, before anything is created.
+pub struct Loader {
+    obj: Object,
+    max_entries: Vec<(&'static str, u32)>,
+}
+
+impl Loader {
+    pub fn new(obj: Object) -> Loader {
+        Loader {
+            obj,
+            max_entries: Vec::new(),
+        }
+    }
+
+    /// Creates map `name` with `n` entries instead of its definition's.
+    pub fn max_entries(&mut self, name: &'static str, n: u32) -> &mut Self {
+        self.max_entries.push((name, n));
+        self
+    }
+
+    /// Creates the maps that `programs` use (the others cost kernel memory and time for
+    /// nothing: a per-CPU array's values, a hash's preallocated entries).
+    pub fn create_maps(self, programs: &[&str]) -> Result<Loaded, Error> {
+        let obj = &self.obj;
+        let mut used = vec![false; obj.maps.len()];
+        for name in programs {
+            let p = obj
+                .program(name)
+                .ok_or_else(|| Error(format!("the BPF object has no program `{name}`")))?;
+            for r in &p.relocs {
+                if let Target::Map(i) = r.target {
+                    used[i] = true;
+                }
+            }
+        }
+        // Task storage needs BTF for its key (an int) and value (any type of its size).
+        let storage: Vec<usize> = (0..obj.maps.len())
+            .filter(|&i| used[i] && obj.maps[i].def.map_type == sys::MAP_TASK_STORAGE)
+            .collect();
+        let mut value_ids = vec![0u32; obj.maps.len()];
+        let mut btf_fd = None;
+        let mut int = 0;
+        if !storage.is_empty() {
+            let mut w = btf::Writer::new();
+            int = w.int("int", 4, true);
+            let byte = w.int("unsigned char", 1, false);
+            for &i in &storage {
+                value_ids[i] = w.array(byte, int, obj.maps[i].def.value_size);
+            }
+            btf_fd = Some(
+                sys::btf_load(&w.finish())
+                    .map_err(|e| Error(format!("loading the task-storage maps' BTF: {e}")))?,
+            );
+        }
+        let mut maps = Vec::with_capacity(obj.maps.len());
+        for (i, spec) in obj.maps.iter().enumerate() {
+            if !used[i] {
+                maps.push(None);
+                continue;
+            }
+            let mut def = spec.def.clone();
+            if let Some(&(_, n)) = self.max_entries.iter().find(|(m, _)| *m == spec.name) {
+                def.max_entries = n;
+            }
+            let btf = btf_fd
+                .as_ref()
+                .filter(|_| value_ids[i] != 0)
+                .map(|fd| MapBtf {
+                    fd: fd.as_fd(),
+                    key: int,
+                    value: value_ids[i],
+                });
+            let fd = sys::map_create(&spec.name, &def, btf)
+                .map_err(|e| Error(format!("creating map `{}`: {e}", spec.name)))?;
+            maps.push(Some(Map::new(spec.name.clone(), def, fd)));
+        }
+        Ok(Loaded {
+            rodata_bytes: self.obj.rodata.clone(),
+            obj: self.obj,
+            maps,
+            rodata: None,
+            progs: Vec::new(),
+            links: Vec::new(),
+        })
+    }
+}
+
+/// The ids of the kernel's tracepoints (the `btf_trace_<name>` typedefs: a `tp_btf` program's
+/// attach target), looked up in one pass.
+pub fn tracepoint_ids(kernel: &Btf, tracepoints: &[&str]) -> Result<Vec<u32>, Error> {
+    let names: Vec<String> = tracepoints
+        .iter()
+        .map(|t| format!("btf_trace_{t}"))
+        .collect();
+    let wanted: Vec<(u32, &str)> = names.iter().map(|n| (btf::TYPEDEF, n.as_str())).collect();
+    let ids = kernel
+        .find_many(&wanted)
+        .map_err(|e| Error(format!("the kernel's BTF: {e}")))?;
+    tracepoints
+        .iter()
+        .zip(ids)
+        .map(|(tp, id)| {
+            id.ok_or_else(|| {
+                Error(format!(
+                    "the kernel's BTF has no tracepoint `{tp}` (btf_trace_{tp})"
+                ))
+            })
+        })
+        .collect()
+}
+
+impl Loaded {
+    /// Sets the `const volatile` global `name` (in `.rodata`) to `value`.
+    pub fn set_global<T: Pod>(&mut self, name: &str, value: &T) -> Result<&mut Self, Error> {
+        let obj = &self.obj;
+        let g =
+            obj.globals.iter().find(|g| g.name == name).ok_or_else(|| {
+                Error(format!("the BPF object has no global `{name}` in .rodata"))
+            })?;
+        let size = std::mem::size_of::<T>();
+        if g.size != size {
+            return err(format!(
+                "the BPF object's global `{name}` has {} bytes, not {size}",
+                g.size
+            ));
+        }
+        if self.rodata.is_some() {
+            return err(format!("`{name}` set after a program was loaded"));
+        }
+        let rodata = self
+            .rodata_bytes
+            .as_mut()
+            .ok_or_else(|| Error("no .rodata".into()))?;
+        let dst = rodata
+            .get_mut(g.offset..g.offset + size)
+            .ok_or_else(|| Error(format!("the global `{name}` is outside .rodata")))?;
+        // SAFETY: `T: Pod` has no padding: its size_of bytes are initialized.
+        let src = unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size) };
+        dst.copy_from_slice(src);
+        Ok(self)
+    }
+}
+
+/// The `.rodata` map: one value holding the section, read-only for programs, frozen.
+fn rodata_map(bytes: &[u8]) -> Result<OwnedFd, Error> {
+    let def = MapDef {
+        map_type: sys::MAP_ARRAY,
+        key_size: 4,
+        value_size: bytes.len() as u32,
+        max_entries: 1,
+        flags: sys::F_RDONLY_PROG,
+    };
+    let e = |what: &str, e: std::io::Error| Error(format!("{what} the .rodata map: {e}"));
+    let fd = sys::map_create(".rodata", &def, None).map_err(|x| e("creating", x))?;
+    sys::map_update(fd.as_fd(), &0u32.to_ne_bytes(), bytes, 0).map_err(|x| e("writing", x))?;
+    sys::map_freeze(fd.as_fd()).map_err(|x| e("freezing", x))?;
+    Ok(fd)
+}
+
+/// A loaded program, by index in [`Loaded`].
+#[derive(Debug, Clone, Copy)]
+pub struct ProgId(usize);
+
+/// The maps created; programs loaded and attached on demand.
+pub struct Loaded {
+    obj: Object,
+    /// By index in the object's maps; `None` when no program to load uses it.
+    maps: Vec<Option<Map>>,
+    /// `.rodata` as set, until the first program is loaded; then the frozen map holding it.
+    rodata_bytes: Option<Vec<u8>>,
+    rodata: Option<OwnedFd>,
+    progs: Vec<OwnedFd>,
+    /// Attachments (raw tracepoints, links, their perf events): closing them detaches.
+    links: Vec<OwnedFd>,
+}
+
+/// The program type, expected attach type and `tp_btf` target of a program's section.
+fn section_type(section: &str) -> Option<(u32, u32, Option<&str>)> {
+    if let Some(tp) = section.strip_prefix("tp_btf/") {
+        Some((sys::PROG_TRACING, sys::ATTACH_TRACE_RAW_TP, Some(tp)))
+    } else if section == "uprobe" || section.starts_with("uprobe/") {
+        Some((sys::PROG_KPROBE, 0, None))
+    } else {
+        None
+    }
+}
+
+impl Loaded {
+    /// A handle on map `name`.
+    pub fn map(&self, name: &str) -> Result<Map, Error> {
+        let i = self
+            .obj
+            .maps
+            .iter()
+            .position(|m| m.name == name)
+            .ok_or_else(|| Error(format!("the BPF object has no map `{name}`")))?;
+        let map = self.maps[i].as_ref().ok_or_else(|| {
+            Error(format!(
+                "map `{name}` was not created: no program it was loaded for uses it"
+            ))
+        })?;
+        map.try_clone()
+            .map_err(|e| Error(format!("map `{name}`: {e}")))
+    }
+
+    /// The program's instructions with its map and `.rodata` references resolved.
+    fn relocated(&self, name: &str) -> Result<Vec<u8>, Error> {
+        let p = self
+            .obj
+            .program(name)
+            .ok_or_else(|| Error(format!("the BPF object has no program `{name}`")))?;
+        let mut insns = p.insns.clone();
+        for r in &p.relocs {
+            let at = r.insn * 8;
+            let (src, fd, second_imm) = match r.target {
+                Target::Map(i) => {
+                    let map = self.maps[i].as_ref().ok_or_else(|| {
+                        Error(format!(
+                            "`{name}` uses map `{}`, created only for the programs named when loading",
+                            self.obj.maps[i].name
+                        ))
+                    })?;
+                    (sys::PSEUDO_MAP_FD, map.as_fd().as_raw_fd(), 0)
+                }
+                Target::Rodata(off) => {
+                    let fd = self
+                        .rodata
+                        .as_ref()
+                        .ok_or_else(|| Error("no .rodata map".into()))?;
+                    (sys::PSEUDO_MAP_VALUE, fd.as_raw_fd(), off)
+                }
+            };
+            let insn = insns
+                .get_mut(at..at + 16)
+                .ok_or_else(|| Error(format!("`{name}`: ld_imm64 cut at its end")))?;
+            insn[1] = (insn[1] & 0x0f) | (src << 4);
+            insn[4..8].copy_from_slice(&fd.to_le_bytes());
+            insn[12..16].copy_from_slice(&second_imm.to_le_bytes());
+        }
+        Ok(insns)
+    }
+
+    /// Loads program `name` (`attach_btf_id`: a `tp_btf` program's tracepoint). The first
+    /// load freezes `.rodata`.
+    fn load(&mut self, name: &str, attach_btf_id: u32) -> Result<ProgId, Error> {
+        if self.rodata.is_none()
+            && let Some(bytes) = &self.rodata_bytes
+        {
+            self.rodata = Some(rodata_map(bytes)?);
+        }
+        let insns = self.relocated(name)?;
+        let section = self.obj.program(name).map(|p| p.section.as_str());
+        let (prog_type, expected_attach_type, _) = section
+            .and_then(section_type)
+            .ok_or_else(|| Error(format!("program `{name}`: its section type is not handled")))?;
+        let fd = sys::prog_load(&sys::Prog {
+            name,
+            prog_type,
+            expected_attach_type,
+            attach_btf_id,
+            insns: &insns,
+            license: &self.obj.license,
+        })
+        .map_err(|e| Error(format!("loading {name}: {e}")))?;
+        self.progs.push(fd);
+        Ok(ProgId(self.progs.len() - 1))
+    }
+
+    /// Loads and attaches a `tp_btf` program; `id`: its tracepoint's ([`tracepoint_ids`]).
+    pub fn attach_tp_btf(&mut self, name: &str, id: u32) -> Result<(), Error> {
+        let tp = self.obj.tp_btf_target(name).unwrap_or_default().to_string();
+        let prog = self.load(name, id)?;
+        let link = sys::raw_tracepoint_open(self.progs[prog.0].as_fd())
+            .map_err(|e| Error(format!("attaching {name} to {tp}: {e}")))?;
+        self.links.push(link);
+        Ok(())
+    }
+
+    /// Loads a uprobe program.
+    pub fn load_uprobe(&mut self, name: &str) -> Result<ProgId, Error> {
+        self.load(name, 0)
+    }
+
+    /// Attaches a uprobe program at `offset` of the file at `path`, for every process, with
+    /// the cookie it reads with `bpf_get_attach_cookie`.
+    pub fn attach_uprobe(
+        &mut self,
+        prog: ProgId,
+        path: &Path,
+        offset: u64,
+        cookie: u64,
+    ) -> std::io::Result<()> {
+        let event = sys::uprobe_event(path, offset)?;
+        let link = sys::link_perf_event(self.progs[prog.0].as_fd(), event.as_fd(), cookie)?;
+        self.links.push(link);
+        self.links.push(event);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn section_names_give_program_types() {
+        assert_eq!(
+            section_type("tp_btf/sys_exit"),
+            Some((
+                sys::PROG_TRACING,
+                sys::ATTACH_TRACE_RAW_TP,
+                Some("sys_exit")
+            ))
+        );
+        assert_eq!(section_type("uprobe"), Some((sys::PROG_KPROBE, 0, None)));
+        assert_eq!(section_type("kprobe/do_exit"), None);
+    }
+
+    #[test]
+    fn relocations_point_at_maps_and_rodata() {
+        let obj = Object::parse(include_bytes!("../../../bpf/ste.bpf.o")).unwrap();
+        // Descriptors stand in for created maps: any open descriptor works for patching.
+        let fake = || std::fs::File::open("/dev/null").unwrap().into();
+        let loaded = Loaded {
+            obj: obj.clone(),
+            rodata_bytes: None,
+            maps: obj
+                .maps
+                .iter()
+                .map(|m| Some(Map::new(m.name.clone(), m.def.clone(), fake())))
+                .collect(),
+            rodata: Some(fake()),
+            progs: Vec::new(),
+            links: Vec::new(),
+        };
+        let p = obj.program("sys_exit").unwrap();
+        let insns = loaded.relocated("sys_exit").unwrap();
+        for r in &p.relocs {
+            let insn = &insns[r.insn * 8..r.insn * 8 + 16];
+            let imm = i32::from_le_bytes(insn[4..8].try_into().unwrap());
+            let imm2 = u32::from_le_bytes(insn[12..16].try_into().unwrap());
+            match r.target {
+                Target::Map(i) => {
+                    assert_eq!(insn[1] >> 4, sys::PSEUDO_MAP_FD);
+                    assert_eq!(imm, loaded.maps[i].as_ref().unwrap().as_fd().as_raw_fd());
+                }
+                Target::Rodata(off) => {
+                    assert_eq!(insn[1] >> 4, sys::PSEUDO_MAP_VALUE);
+                    assert_eq!(imm, loaded.rodata.as_ref().unwrap().as_raw_fd());
+                    assert_eq!(imm2, off);
+                }
+            }
+        }
+        assert!(
+            p.relocs
+                .iter()
+                .any(|r| matches!(r.target, Target::Rodata(_)))
+        );
+    }
+}

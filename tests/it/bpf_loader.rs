@@ -1,0 +1,104 @@
+//! ste's own BPF loader (issue 2's start-up): as root under the ebpf tracker it loads from the
+//! kernel's BTF, and a kernel BTF it cannot use (`STE_KERNEL_BTF` pointing at a corrupt or
+//! foreign blob) is refused with a message that says which file and what is wrong with it.
+
+use crate::harness::{Mode, Tracker, Who, bins, command_as, scratch, ste};
+
+const EBPF_ROOT: Mode = Mode {
+    tracker: Tracker::Ebpf,
+    who: Who::Root,
+};
+
+/// `ste --tracker ebpf -- /bin/true` as root with `STE_KERNEL_BTF=btf`: (status, stderr).
+fn with_btf(btf: &std::path::Path) -> (i32, String) {
+    let o = command_as(Who::Root, &bins().ste)
+        .current_dir(&bins().dir)
+        .args(["--tracker", "ebpf", "-o", "/dev/null", "--", "/bin/true"])
+        .env("STE_KERNEL_BTF", btf)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        o.status.code().expect("ste was killed"),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A valid BTF blob holding one `int`: parsable, but with none of the kernel's structures.
+fn int_only_btf() -> Vec<u8> {
+    let strings = b"\0int\0";
+    let types: Vec<u32> = vec![1, 1 << 24, 4, (1 << 24) | 32];
+    let mut b = Vec::new();
+    b.extend_from_slice(&0xeb9f_u16.to_le_bytes());
+    b.extend_from_slice(&[1, 0]);
+    let tl = (types.len() * 4) as u32;
+    for w in [24, 0, tl, tl, strings.len() as u32] {
+        b.extend_from_slice(&w.to_le_bytes());
+    }
+    for w in types {
+        b.extend_from_slice(&w.to_le_bytes());
+    }
+    b.extend_from_slice(strings);
+    b
+}
+
+#[test]
+fn loads_from_the_kernels_btf() {
+    let o = ste(EBPF_ROOT, &[], &["/bin/sh", "-c", "/bin/true"]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    assert_eq!(run.tracker, "ebpf", "{:?}", run.notes);
+    assert_eq!(run.totals.processes, 2);
+    // Read in the kernel at offsets from the BTF: pids, the exit status and the peak RSS.
+    let child = &run.processes[1];
+    assert_eq!(child.exit_code, Some(0));
+    assert!(child.peak_rss_bytes.is_some_and(|b| b > 0), "{child:?}");
+    // The explicit default path gives the same.
+    let (status, err) = with_btf(std::path::Path::new("/sys/kernel/btf/vmlinux"));
+    assert_eq!(status, 0, "{err}");
+}
+
+#[test]
+fn an_unusable_kernel_btf_is_refused_clearly() {
+    // What the test relies on: the real BTF loads (so the failures below are the blobs').
+    let (status, err) = with_btf(std::path::Path::new("/sys/kernel/btf/vmlinux"));
+    assert_eq!(status, 0, "{err}");
+
+    let corrupt = scratch("corrupt.btf");
+    std::fs::write(&corrupt, b"this is not BTF at all").unwrap();
+    let (status, err) = with_btf(&corrupt);
+    assert_ne!(status, 0, "{err}");
+    assert!(
+        err.contains(&format!(
+            "cannot read the kernel's BTF ({}): not a BTF blob (bad magic)",
+            corrupt.display()
+        )),
+        "{err}"
+    );
+
+    // The real header with its sections cut off.
+    let truncated = scratch("truncated.btf");
+    let real = std::fs::read("/sys/kernel/btf/vmlinux").unwrap();
+    std::fs::write(&truncated, &real[..4096]).unwrap();
+    let (status, err) = with_btf(&truncated);
+    assert_ne!(status, 0, "{err}");
+    assert!(err.contains("section is out of bounds"), "{err}");
+
+    // Well-formed, but not a kernel's.
+    let foreign = scratch("foreign.btf");
+    std::fs::write(&foreign, int_only_btf()).unwrap();
+    let (status, err) = with_btf(&foreign);
+    assert_ne!(status, 0, "{err}");
+    assert!(err.contains("it has no `struct task_struct`"), "{err}");
+
+    let missing = scratch("missing.btf");
+    let (status, err) = with_btf(&missing);
+    assert_ne!(status, 0, "{err}");
+    assert!(
+        err.contains("cannot read the kernel's BTF") && err.contains("CONFIG_DEBUG_INFO_BTF"),
+        "{err}"
+    );
+    for p in [corrupt, truncated, foreign] {
+        let _ = std::fs::remove_file(p);
+    }
+}
