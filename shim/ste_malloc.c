@@ -561,6 +561,9 @@ __attribute__((constructor)) static void init(void) {
  * share): mallinfo2() walks every free chunk, so on a large fragmented heap one snapshot costs
  * milliseconds to a second. */
 #define SNAPSHOT_BUDGET 0.01
+/* What any image may spend on them whatever its life, so a short program still gets its
+ * snapshot at exit (a few µs on a small heap). */
+#define SNAPSHOT_ALLOWANCE_NS 1e6
 
 __attribute__((destructor)) static void fini(void) {
     if (!seg)
@@ -571,7 +574,7 @@ __attribute__((destructor)) static void fini(void) {
     uint64_t spent = __atomic_load_n(&seg->snapshots_cost_ns, __ATOMIC_RELAXED);
     uint64_t life = now_ns(CLOCK_MONOTONIC) - seg->created_ns;
     if (__atomic_load_n(&seg->snapshots, __ATOMIC_RELAXED) > 0 &&
-        (double)(spent + seg->snap.cost_ns) > SNAPSHOT_BUDGET * (double)life)
+        (double)(spent + seg->snap.cost_ns) > SNAPSHOT_BUDGET * (double)life + SNAPSHOT_ALLOWANCE_NS)
         seg->exit_snapshot_skipped = 1;
     else
         snapshot(1);

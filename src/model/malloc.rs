@@ -69,7 +69,7 @@ pub struct MallocImage {
     #[serde(default)]
     pub snapshots_cost_ns: u64,
     /// The snapshot at exit was skipped: the last one's cost would have taken the image's
-    /// snapshots over that budget. `last` is then the latest one taken before.
+    /// snapshots over that budget (plus 1 ms). `last` is then the latest one taken before.
     #[serde(default)]
     pub exit_snapshot_skipped: bool,
     /// The most the image held in any sample, and when (filled at the end from the samples).

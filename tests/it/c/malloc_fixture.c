@@ -54,6 +54,18 @@ static void **pointers(long n) {
     return v;
 }
 
+/* n blocks of 1,000 bytes, written. */
+static void **blocks_of_1000(long n) {
+    void **v = pointers(n);
+    for (long i = 0; i < n; i++) {
+        v[i] = malloc(1000);
+        if (!v[i])
+            die("malloc");
+        memset(v[i], 1, 1000);
+    }
+    return v;
+}
+
 static pthread_barrier_t barrier;
 
 static void *arena_thread(void *arg) {
@@ -123,13 +135,7 @@ int main(int argc, char **argv) {
         free(half);
     } else if (!strcmp(what, "fragment")) {
         long n = num(argv, 2) * 1024, hold = num(argv, 3);
-        void **v = pointers(n);
-        for (long i = 0; i < n; i++) {
-            v[i] = malloc(1000);
-            if (!v[i])
-                die("malloc");
-            memset(v[i], 1, 1000);
-        }
+        void **v = blocks_of_1000(n);
         sleep_ms(hold);
         for (long i = 0; i < n; i++)
             if (i % 64 != 63)
@@ -137,13 +143,7 @@ int main(int argc, char **argv) {
         sleep_ms(hold);
     } else if (!strcmp(what, "scatter")) {
         long n = num(argv, 2) * 1024, hold = num(argv, 3);
-        void **v = pointers(n);
-        for (long i = 0; i < n; i++) {
-            v[i] = malloc(1000);
-            if (!v[i])
-                die("malloc");
-            memset(v[i], 1, 1000);
-        }
+        void **v = blocks_of_1000(n);
         for (long i = 0; i < n; i += 2)
             free(v[i]);
         for (long t = 0; t < hold; t++) {
