@@ -221,9 +221,21 @@ impl Sampler {
 
     /// A process exec'd: its memory changed completely.
     pub fn process_exec(&self, tgid: i32) {
-        for o in self.observers() {
+        self.exec_stopped(tgid);
+        self.exec_done(tgid);
+    }
+
+    /// The observers' part of an exec, for a tracker that holds the process at its exec stop:
+    /// called there, before the new image runs.
+    pub fn exec_stopped(&self, tgid: i32) {
+        for o in self.observers.read().expect("observers lock").iter() {
             o.exec(tgid);
         }
+    }
+
+    /// The sampler's own part of an exec: the process is readable again, and a round is asked
+    /// for. A tracker that stops at the exec calls it once the process runs again.
+    pub fn exec_done(&self, tgid: i32) {
         let mut st = self.state.lock().expect("sampler lock");
         if let Some(c) = st.live.get_mut(&tgid) {
             c.unreadable = false;
@@ -234,7 +246,7 @@ impl Sampler {
 
     /// A process is gone.
     pub fn process_ended(&self, tgid: i32) {
-        for o in self.observers() {
+        for o in self.observers.read().expect("observers lock").iter() {
             o.ended(tgid);
         }
         let mut st = self.state.lock().expect("sampler lock");

@@ -8,3 +8,4 @@ mod malloc;
 mod maps;
 mod reports;
 mod syscalls;
+mod trackers;
