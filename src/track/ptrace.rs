@@ -367,9 +367,9 @@ impl Tracer {
     }
 
     /// An exit event stop: what needs the memory still attached is read (the group's `VmHWM`
-    /// and `/proc/PID/io` through its last thread, this thread's schedstat, and a sampling
-    /// round when the exiting memory could raise the peak), then the task is let go before
-    /// the events are made.
+    /// and `/proc/PID/io` through its last thread, this thread's schedstat, and its PSS for a
+    /// sampling round when the exiting memory could raise the peak), then the task is let go
+    /// before the round reads the other processes and the events are made.
     fn exit_stop(&mut self, tid: i32) {
         let tgid = self.tgid_of.get(&tid).copied().unwrap_or(tid);
         let g = self.groups.entry(tgid).or_default();
@@ -407,10 +407,15 @@ impl Tracer {
                 status.and_then(|s| s.vm_rss_bytes),
             )
         });
-        if let Some((_, _, Some(rss))) = group {
-            self.sampler.at_exit(tgid, rss);
-        }
+        let sampler = Arc::clone(&self.sampler);
+        let round = match group {
+            Some((_, _, Some(rss))) => sampler.at_exit(tgid, rss),
+            _ => None,
+        };
         self.resume(tid, 0);
+        if let Some(round) = round {
+            round.finish(&sampler);
+        }
         // Its end (or, for an old leader replaced by an exec, that exec's stop) comes next:
         // these events can wait for it rather than wake the session on their own.
         self.imminent = true;
