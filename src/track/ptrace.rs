@@ -179,6 +179,8 @@ struct Tracer {
     imminent: bool,
     /// Events were buffered since the last flush.
     unsent: bool,
+    /// Run time at which waitpid reported the stop (or end) being handled.
+    stop_ns: u64,
     /// Live processes' /proc files, opened while they run so that their exec and exit stops
     /// only read them (see [`Held`]); at most `hold_max` at once, beyond which the stops
     /// open the files themselves.
@@ -216,6 +218,7 @@ impl Tracer {
             syscalls,
             imminent: false,
             unsent: false,
+            stop_ns: 0,
             held: HashMap::new(),
             hold_max: hold_max(),
         };
@@ -275,6 +278,7 @@ impl Tracer {
                     _ => return Err(format!("waitpid: {err}")),
                 }
             }
+            self.stop_ns = self.sink.sink().clock().now_ns();
             self.handle(pid, decode(status), &ru);
         }
     }
@@ -564,8 +568,11 @@ impl Tracer {
         }
     }
 
+    /// Emits an event stamped with the time its stop (or end) was reported: the bookkeeping
+    /// after the tracee is restarted does not delay it, and it comes before anything an
+    /// observer stamped at the stop (the malloc source's exec check).
     fn emit(&mut self, event: Event) {
-        self.sink.emit(event);
+        self.sink.emit_at(self.stop_ns, event);
         self.unsent = true;
     }
 
