@@ -10,7 +10,8 @@
 #    ste with each tracker, with and without its accounting (taskstats, cgroup).
 # 2. ste's own CPU per process of the loop (its JSON `overhead.cpu_ns`), the sampler's rounds
 #    and cost, argv lost by netlink, for each tracker (median of RUNS runs).
-# 3. The floor tracer's stop-to-PTRACE_CONT latency per kind of stop, with and without reads.
+# 3. The floor tracer's stop-to-PTRACE_CONT latency per kind of stop, with and without reads,
+#    and (4., with perf) the same for ste's tracer through `perf trace` (bench/ptrace_stops.py).
 #
 # Budgets (issue 2): ptrace ≤ 1.15× bare, netlink ≤ 1.05× bare. Wall times on a shared
 # machine are noisy: compare within one hyperfine run, and read the CPU figures alongside.
@@ -78,3 +79,17 @@ for reads in "" --reads; do
     echo "ptrace_floor ${reads:-(no reads)}:"
     "$FLOOR" $reads --latency -- sh -c "$LOOP" 2>&1 | sed 's/^ptrace_floor: /  /'
 done
+
+# 4. The same latency for ste's tracer, read from `perf trace` (which adds to every traced call:
+#    compare only with the floor measured the same way).
+if command -v perf >/dev/null; then
+    echo
+    echo "Stops seen through perf trace (1,000 turns):"
+    LOOP1K='i=0; while [ $i -lt 1000 ]; do /bin/true; i=$((i+1)); done'
+    for who in "ste-ptrace:$STE --tracker ptrace --no-accounting -o /dev/null --" "ptrace_floor:$FLOOR --reads --"; do
+        perf trace -e wait4,ptrace -o "$RESULTS/trackers-cost-trace.txt" -- ${who#*:} sh -c "$LOOP1K" 2>/dev/null
+        echo "${who%%:*}:"
+        python3 "$BENCH_DIR/ptrace_stops.py" "$RESULTS/trackers-cost-trace.txt" "${who%%:*}" | sed 's/^/  /'
+    done
+    rm -f "$RESULTS/trackers-cost-trace.txt"
+fi
