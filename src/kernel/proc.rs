@@ -8,6 +8,7 @@
 use crate::model::{Arg, Io};
 use std::fs::File;
 use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// Page size used to convert `statm` pages to bytes.
@@ -190,8 +191,12 @@ pub(crate) fn kb_value(rest: &str) -> Option<u64> {
 pub struct ProcFs {
     root: PathBuf,
     path: PathBuf,
+    /// Zero-filled to its length; a read fills `buf[..n]`, grown when a file fills it.
     buf: Vec<u8>,
 }
+
+/// Starting size of the read buffer: `status` is ~1.5 KiB, `smaps_rollup` ~1 KiB.
+const READ_BUF_BYTES: usize = 4096;
 
 impl Default for ProcFs {
     fn default() -> Self {
@@ -204,24 +209,68 @@ impl ProcFs {
         ProcFs {
             root: root.as_ref().to_path_buf(),
             path: PathBuf::new(),
-            buf: Vec::with_capacity(4096),
+            buf: vec![0; READ_BUF_BYTES],
         }
     }
 
     /// Reads `<root>/<pid>/<file>` into the buffer and returns it.
+    ///
+    /// Plain `read(2)` calls until end of file: `read_to_end` on a `File` first asks for its
+    /// size and position (`statx`, `lseek`), two system calls per read that /proc answers
+    /// with 0 anyway. The ptrace tracker reads at its stops while the tracee waits, so every
+    /// call counts.
     fn read(&mut self, pid: i32, file: &str) -> io::Result<&[u8]> {
         self.path.clear();
         self.path.push(&self.root);
         self.path.push(itoa(pid));
         self.path.push(file);
-        self.buf.clear();
-        File::open(&self.path)?.read_to_end(&mut self.buf)?;
-        Ok(&self.buf)
+        let mut f = File::open(&self.path)?;
+        let n = read_all(|b, _| f.read(b), &mut self.buf)?;
+        Ok(&self.buf[..n])
     }
 
     fn read_str(&mut self, pid: i32, file: &str) -> io::Result<&str> {
         let bytes = self.read(pid, file)?;
         std::str::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+
+    /// Opens process `pid`'s `cmdline`, `status` and `io` (and `schedstat`, for its main
+    /// thread) now, to read them later with [`ProcFs::held`] (see [`Held`]).
+    pub fn hold(&mut self, pid: i32, schedstat: bool) -> io::Result<Held> {
+        let mut open = |file: &str| {
+            self.path.clear();
+            self.path.push(&self.root);
+            self.path.push(itoa(pid));
+            self.path.push(file);
+            File::open(&self.path)
+        };
+        Ok(Held {
+            cmdline: open("cmdline")?,
+            status: open("status")?,
+            io: open("io")?,
+            schedstat: if schedstat {
+                Some(open("schedstat")?)
+            } else {
+                None
+            },
+        })
+    }
+
+    /// Reads one of the files `held` holds, from its start (`pread`: the kernel makes the
+    /// text afresh at offset 0, exactly as for a new open).
+    fn read_held(&mut self, f: &File) -> io::Result<&[u8]> {
+        let n = read_all(|b, at| f.read_at(b, at), &mut self.buf)?;
+        Ok(&self.buf[..n])
+    }
+
+    fn read_held_str(&mut self, f: &File) -> io::Result<&str> {
+        let bytes = self.read_held(f)?;
+        std::str::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+
+    /// The figures of a process whose files are held, read now.
+    pub fn held<'a, 'h>(&'a mut self, h: &'h Held) -> HeldRead<'a, 'h> {
+        HeldRead { fs: self, h }
     }
 
     pub fn cmdline(&mut self, pid: i32) -> io::Result<Vec<Arg>> {
@@ -296,8 +345,71 @@ impl ProcFs {
     }
 }
 
+/// One process's /proc files opened ahead of the moment they must be read. The ptrace tracker
+/// reads argv at the exec stop and `VmHWM` and `/proc/PID/io` at the exit stop while the
+/// process waits; opening the files there costs a path walk and, for a new process, the
+/// instantiation of its /proc entries (~10–20 µs each on this machine, against ~1–5 µs for a
+/// `pread` of an open file). The files name the process itself (its `struct pid`), not its
+/// number: they read the same text a later open would, follow the process across execs, and
+/// read nothing once it has been reaped.
+pub struct Held {
+    cmdline: File,
+    status: File,
+    io: File,
+    schedstat: Option<File>,
+}
+
+/// The readers of a [`Held`] process, with the [`ProcFs`]'s buffer.
+pub struct HeldRead<'a, 'h> {
+    fs: &'a mut ProcFs,
+    h: &'h Held,
+}
+
+impl HeldRead<'_, '_> {
+    pub fn cmdline(self) -> io::Result<Vec<Arg>> {
+        Ok(parse_cmdline(self.fs.read_held(&self.h.cmdline)?))
+    }
+
+    pub fn status(self) -> io::Result<Status> {
+        Ok(parse_status(self.fs.read_held_str(&self.h.status)?))
+    }
+
+    pub fn io(self) -> io::Result<Option<Io>> {
+        Ok(parse_io(self.fs.read_held_str(&self.h.io)?))
+    }
+
+    /// The main thread's (on-CPU ns, run-queue wait ns); `None` when not held.
+    pub fn schedstat(self) -> io::Result<Option<(u64, u64)>> {
+        match &self.h.schedstat {
+            Some(f) => Ok(parse_schedstat(self.fs.read_held_str(f)?)),
+            None => Ok(None),
+        }
+    }
+}
+
 fn itoa(n: i32) -> String {
     n.to_string()
+}
+
+/// Reads a file to its end into `buf` (zero-filled to its length, doubled when full) with
+/// `read(buffer, offset)` calls; returns the number of bytes read. Stops only at a read of 0:
+/// /proc files may come in several reads.
+fn read_all(
+    mut read: impl FnMut(&mut [u8], u64) -> io::Result<usize>,
+    buf: &mut Vec<u8>,
+) -> io::Result<usize> {
+    let mut n = 0;
+    loop {
+        if n == buf.len() {
+            buf.resize((2 * buf.len()).max(READ_BUF_BYTES), 0);
+        }
+        match read(&mut buf[n..], n as u64) {
+            Ok(0) => return Ok(n),
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -388,6 +500,60 @@ SwapPss:               0 kB
         );
         assert_eq!(parse_cmdline(b""), Vec::<Arg>::new());
         assert_eq!(parse_cmdline(b"x"), vec![Arg::from("x")]);
+    }
+
+    #[test]
+    fn reads_in_pieces_and_grows() {
+        // A reader that hands out 3 bytes per call, as a /proc file may come in several reads.
+        struct Dribble(Vec<u8>, usize);
+        impl Read for Dribble {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                let k = out.len().min(3).min(self.0.len() - self.1);
+                out[..k].copy_from_slice(&self.0[self.1..self.1 + k]);
+                self.1 += k;
+                Ok(k)
+            }
+        }
+        let text: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let mut buf = vec![0; 16];
+        let mut d = Dribble(text.clone(), 0);
+        let n = read_all(|b, _| d.read(b), &mut buf).unwrap();
+        assert_eq!(&buf[..n], &text[..]);
+        // The buffer is reused: a shorter file afterwards returns only its own bytes.
+        let mut d = Dribble(b"ab".to_vec(), 0);
+        let n = read_all(|b, _| d.read(b), &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"ab");
+    }
+
+    #[test]
+    fn held_files_are_read_afresh_from_their_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("42");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("cmdline"), b"sh\0-c\0x\0").unwrap();
+        std::fs::write(d.join("status"), "Tgid:\t42\nVmHWM:\t  100 kB\n").unwrap();
+        std::fs::write(d.join("io"), "rchar: 1\nwchar: 2\nsyscr: 3\nsyscw: 4\nread_bytes: 5\nwrite_bytes: 6\ncancelled_write_bytes: 7\n").unwrap();
+        let mut fs = ProcFs::new(dir.path());
+        assert!(fs.hold(42, true).is_err(), "no schedstat: nothing held");
+        let h = fs.hold(42, false).unwrap();
+        assert_eq!(
+            fs.held(&h).cmdline().unwrap(),
+            vec![Arg::from("sh"), Arg::from("-c"), Arg::from("x")]
+        );
+        // The process execs and its memory grows: the same open files give the new text, as a
+        // /proc file does (the test rewrites the files in place, keeping their inodes).
+        std::fs::write(d.join("cmdline"), b"/bin/true\0").unwrap();
+        std::fs::write(d.join("status"), "Tgid:\t42\nVmHWM:\t  2048 kB\n").unwrap();
+        assert_eq!(fs.held(&h).cmdline().unwrap(), vec![Arg::from("/bin/true")]);
+        assert_eq!(
+            fs.held(&h).status().unwrap().vm_hwm_bytes,
+            Some(2048 * 1024)
+        );
+        assert_eq!(fs.held(&h).io().unwrap().unwrap().wchar_bytes, 2);
+        assert_eq!(fs.held(&h).schedstat().unwrap(), None);
+        // Reads through paths still work in between and do not disturb the held files.
+        assert_eq!(fs.status(42).unwrap().vm_hwm_bytes, Some(2048 * 1024));
+        assert_eq!(fs.held(&h).cmdline().unwrap(), vec![Arg::from("/bin/true")]);
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! runs when the bucket holds its expected cost. Rounds are also asked for at fork/exec/exit;
 //! they run when the bucket allows. A tracker that can stop an exiting process while its memory
 //! is still attached (ptrace) calls [`Sampler::at_exit`], which takes a round there only if the
-//! exiting process could raise the peak, so short runs such as `fill` still get their peak.
+//! exiting process could raise the peak, so short runs such as `fill` still get their peak; the
+//! round reads the exiting process while it waits and the others once it is let go.
 
 use crate::event::Event;
 use crate::kernel::proc::{ProcFs, Rollup};
@@ -225,9 +226,21 @@ impl Sampler {
 
     /// A process exec'd: its memory changed completely.
     pub fn process_exec(&self, tgid: i32) {
-        for o in self.observers() {
+        self.exec_stopped(tgid);
+        self.exec_done(tgid);
+    }
+
+    /// The observers' part of an exec, for a tracker that holds the process at its exec stop:
+    /// called there, before the new image runs.
+    pub fn exec_stopped(&self, tgid: i32) {
+        for o in self.observers.read().expect("observers lock").iter() {
             o.exec(tgid);
         }
+    }
+
+    /// The sampler's own part of an exec: the process is readable again, and a round is asked
+    /// for. A tracker that stops at the exec calls it once the process runs again.
+    pub fn exec_done(&self, tgid: i32) {
         let mut st = self.state.lock().expect("sampler lock");
         if let Some(c) = st.live.get_mut(&tgid) {
             c.unreadable = false;
@@ -238,7 +251,7 @@ impl Sampler {
 
     /// A process is gone.
     pub fn process_ended(&self, tgid: i32) {
-        for o in self.observers() {
+        for o in self.observers.read().expect("observers lock").iter() {
             o.ended(tgid);
         }
         let mut st = self.state.lock().expect("sampler lock");
@@ -259,10 +272,13 @@ impl Sampler {
     }
 
     /// Called by a tracker while process `tgid` is stopped in its exit with its memory still
-    /// attached, with the resident size it read there (`VmRSS`). Takes a round now when that
+    /// attached, with the resident size it read there (`VmRSS`). Takes a round when that
     /// memory could raise the peak and the budget is not overdrawn by more than a round;
-    /// otherwise costs nothing.
-    pub fn at_exit(&self, tgid: i32, rss_bytes: u64) {
+    /// otherwise costs nothing. The round reads `tgid` at once; the tracker lets the process
+    /// go and then calls [`ExitRound::finish`], which reads the other processes. With
+    /// observers (`--maps-at-peak`, `--malloc`), which look at the exiting memory when the
+    /// round is done, the whole round is taken before it returns.
+    pub fn at_exit(&self, tgid: i32, rss_bytes: u64) -> Option<ExitRound<'_>> {
         {
             let mut st = self.state.lock().expect("sampler lock");
             let others: u64 = st
@@ -278,10 +294,15 @@ impl Sampler {
             // one round into debt; the debt delays the next periodic round, so the budget still
             // holds over time.
             if others + rss_bytes <= st.max_pss || (!fixed && st.tokens_ns < -st.round_cost_ns) {
-                return;
+                return None;
             }
         }
-        self.round(Some(tgid));
+        let round = self.begin_round(Some(tgid));
+        if round.observers.is_empty() {
+            return Some(ExitRound(round));
+        }
+        self.end_round(round);
+        None
     }
 
     /// Stops the thread and reports how sampling went.
@@ -389,11 +410,17 @@ impl Sampler {
         st.last_refill_ns = now;
     }
 
-    /// One round: read every live process, emit the sum. `exit_stop`: the process stopped in
-    /// its exit that asked for the round.
+    /// One round: read every live process, emit the sum.
     fn round(&self, exit_stop: Option<i32>) {
+        let r = self.begin_round(exit_stop);
+        self.end_round(r);
+    }
+
+    /// Starts a round: takes the list of processes to read, and reads `exit_stop` (the process
+    /// stopped in its exit that asked for the round) first.
+    fn begin_round(&self, exit_stop: Option<i32>) -> Round<'_> {
         let observers = self.observers();
-        let mut procfs = self.round.lock().expect("round lock");
+        let procfs = self.round.lock().expect("round lock");
         let (pids, known_unreadable) = {
             let st = self.state.lock().expect("sampler lock");
             let pids: Vec<i32> = st
@@ -409,56 +436,56 @@ impl Sampler {
         };
         let t = self.sink.clock().now_ns();
         let cpu0 = thread_cpu_ns();
-        let mut sample = Sample {
-            t_ns: t,
-            unreadable: known_unreadable,
-            ..Default::default()
+        let mut r = Round {
+            procfs,
+            observers,
+            t,
+            cost_ns: 0,
+            exit_stop,
+            sample: Sample {
+                t_ns: t,
+                unreadable: known_unreadable,
+                ..Default::default()
+            },
+            refused: Vec::new(),
+            read_peaks: self.read_peaks.load(std::sync::atomic::Ordering::Relaxed),
+            read: Vec::with_capacity(pids.len()),
+            per_process: Vec::with_capacity(pids.len()),
+            pids,
         };
-        let mut refused = Vec::new();
-        let read_peaks = self.read_peaks.load(std::sync::atomic::Ordering::Relaxed);
-        let mut read = Vec::with_capacity(pids.len());
-        let mut per_process = Vec::with_capacity(pids.len());
-        for pid in pids {
-            match procfs.smaps_rollup(pid) {
-                Ok(Some(r)) => {
-                    sample.pss_bytes += r.pss_bytes;
-                    sample.rss_bytes += r.rss_bytes;
-                    sample.processes += 1;
-                    // For reports that stack memory and CPU by process; `stat` costs ~10 µs
-                    // against the rollup's 60 µs and more, and the round's measured cost
-                    // includes it, so the budget still holds.
-                    per_process.push(ProcessSample {
-                        pid,
-                        pss_bytes: r.pss_bytes,
-                        cpu_ns: procfs.cpu_ns(pid).ok().flatten(),
-                    });
-                    let hwm = if read_peaks {
-                        procfs
-                            .status(pid)
-                            .ok()
-                            .and_then(|s| s.vm_hwm_bytes)
-                            .unwrap_or(0)
-                    } else {
-                        0
-                    };
-                    read.push((pid, r.pss_bytes, hwm));
-                    for o in &observers {
-                        o.process(t, pid, &r);
-                    }
-                }
-                // No mm (a zombie) or gone since the list was taken: nothing to count.
-                Ok(None) => {}
-                Err(e)
-                    if e.raw_os_error() == Some(libc::ENOENT)
-                        || e.raw_os_error() == Some(libc::ESRCH) => {}
-                Err(_) => {
-                    sample.unreadable += 1;
-                    refused.push(pid);
-                }
-            }
+        if let Some(p) = exit_stop
+            && let Some(i) = r.pids.iter().position(|&q| q == p)
+        {
+            r.pids.remove(i);
+            r.read_one(p);
         }
+        r.cost_ns = thread_cpu_ns().saturating_sub(cpu0);
+        r
+    }
+
+    /// Reads the rest of the round's processes and emits the sum.
+    fn end_round(&self, mut r: Round<'_>) {
+        let cpu0 = thread_cpu_ns();
+        for pid in std::mem::take(&mut r.pids) {
+            r.read_one(pid);
+        }
+        let Round {
+            procfs,
+            observers,
+            t,
+            exit_stop,
+            mut sample,
+            refused,
+            mut read,
+            mut per_process,
+            ..
+        } = r;
+        drop(procfs);
+        // In pid order, as the live set lists them (the exit stop's process was read first).
+        read.sort_unstable_by_key(|&(pid, _, _)| pid);
+        per_process.sort_unstable_by_key(|p| p.pid);
         sample.per_process = Some(per_process);
-        let cost = thread_cpu_ns().saturating_sub(cpu0);
+        let cost = r.cost_ns + thread_cpu_ns().saturating_sub(cpu0);
         let mut peaks = Vec::new();
         let new_high;
         {
@@ -519,6 +546,76 @@ impl Sampler {
     }
 }
 
+/// A round at an exit stop whose exiting process has been read: the tracker lets it go, then
+/// finishes the round with the other processes (see [`Sampler::at_exit`]).
+pub struct ExitRound<'a>(Round<'a>);
+
+impl ExitRound<'_> {
+    pub fn finish(self, sampler: &Sampler) {
+        sampler.end_round(self.0);
+    }
+}
+
+/// A round in progress. Holds the round lock, so rounds never overlap.
+struct Round<'a> {
+    procfs: std::sync::MutexGuard<'a, ProcFs>,
+    observers: Vec<Arc<dyn RoundObserver>>,
+    t: u64,
+    /// CPU spent in the round before [`Sampler::end_round`].
+    cost_ns: u64,
+    exit_stop: Option<i32>,
+    /// Processes still to read.
+    pids: Vec<i32>,
+    sample: Sample,
+    refused: Vec<i32>,
+    read_peaks: bool,
+    /// (pid, PSS, VmHWM or 0) of each process read.
+    read: Vec<(i32, u64, u64)>,
+    per_process: Vec<ProcessSample>,
+}
+
+impl Round<'_> {
+    fn read_one(&mut self, pid: i32) {
+        match self.procfs.smaps_rollup(pid) {
+            Ok(Some(r)) => {
+                self.sample.pss_bytes += r.pss_bytes;
+                self.sample.rss_bytes += r.rss_bytes;
+                self.sample.processes += 1;
+                // For reports that stack memory and CPU by process; `stat` costs ~10 µs
+                // against the rollup's 60 µs and more, and the round's measured cost
+                // includes it, so the budget still holds.
+                self.per_process.push(ProcessSample {
+                    pid,
+                    pss_bytes: r.pss_bytes,
+                    cpu_ns: self.procfs.cpu_ns(pid).ok().flatten(),
+                });
+                let hwm = if self.read_peaks {
+                    self.procfs
+                        .status(pid)
+                        .ok()
+                        .and_then(|s| s.vm_hwm_bytes)
+                        .unwrap_or(0)
+                } else {
+                    0
+                };
+                self.read.push((pid, r.pss_bytes, hwm));
+                for o in &self.observers {
+                    o.process(self.t, pid, &r);
+                }
+            }
+            // No mm (a zombie) or gone since the list was taken: nothing to count.
+            Ok(None) => {}
+            Err(e)
+                if e.raw_os_error() == Some(libc::ENOENT)
+                    || e.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(_) => {
+                self.sample.unreadable += 1;
+                self.refused.push(pid);
+            }
+        }
+    }
+}
+
 /// Budget share of this much wall time is the bucket's start-up allowance: at 1 % a run gets
 /// 1 ms of sampling at once, so even a short command is sampled from its first exec.
 const BURST_WALL_NS: f64 = 100_000_000.0;
@@ -528,5 +625,70 @@ fn burst_ns(pace: Pace, round_cost_ns: f64) -> f64 {
     match pace {
         Pace::Budget(b) => (2.0 * round_cost_ns).max(BURST_WALL_NS * b),
         Pace::Fixed(_) => f64::INFINITY,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink::{Clock, Msg};
+
+    fn samples(rx: &std::sync::mpsc::Receiver<Msg>) -> Vec<Sample> {
+        rx.try_iter()
+            .filter_map(|m| match m {
+                Msg::Event(crate::event::Stamped {
+                    event: Event::Sample { sample },
+                    ..
+                }) => Some(sample),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The exit-stop round reads the exiting process before `at_exit` returns (the tracker
+    /// then lets it go: here it is killed and reaped), and the others at `finish`.
+    #[test]
+    fn an_exit_round_reads_the_exiting_process_before_it_is_let_go() {
+        let (sink, rx) = crate::sink::Sink::new(Clock::start());
+        let sampler = Sampler::new(Pace::Fixed(Duration::from_secs(3600)), sink);
+        let mut exiting = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let mut other = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let (e, o) = (exiting.id() as i32, other.id() as i32);
+        sampler.process_started(e);
+        sampler.process_started(o);
+        // Its resident size is far above any peak so far: a round is due.
+        let round = sampler
+            .at_exit(e, 1 << 40)
+            .expect("a round at the exit stop");
+        assert!(
+            samples(&rx).is_empty(),
+            "nothing emitted before the round is finished"
+        );
+        exiting.kill().unwrap();
+        exiting.wait().unwrap();
+        round.finish(&sampler);
+        let s = samples(&rx);
+        assert_eq!(s.len(), 1);
+        let pids: Vec<i32> = s[0]
+            .per_process
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|p| p.pid)
+            .collect();
+        let mut want = vec![e, o];
+        want.sort();
+        assert_eq!(pids, want, "both read, in pid order");
+        assert!(s[0].pss_bytes > 0);
+        // Below the peak now recorded: no round, nothing to finish.
+        assert!(sampler.at_exit(o, 0).is_none());
+        other.kill().unwrap();
+        other.wait().unwrap();
     }
 }

@@ -26,6 +26,11 @@ use std::time::{Duration, Instant};
 /// Receive buffer asked for: 4 MiB holds ~5,000 queued events (832 bytes each).
 const RCVBUF_BYTES: usize = 4 << 20;
 
+/// How long fork and exit events may wait for an exec to carry them to the session (see
+/// `Tree::batch`): far below anything the session does with them on a clock (naming the
+/// descendants it waits for after 1 s, matching taskstats records within 2 s).
+const HOLD: Duration = Duration::from_millis(20);
+
 /// Subscribes, checks that events really arrive, and starts the reader and waiter threads.
 pub fn start(child: &mut Child, sink: Sink, sampler: Arc<Sampler>) -> Result<(), String> {
     let root = child.pid;
@@ -123,10 +128,12 @@ struct Reader {
 
 impl Reader {
     fn new(root: i32, conn: Connector, sink: Sink, sampler: Arc<Sampler>) -> Self {
+        let mut tree = Tree::new(root, sink, sampler);
+        tree.batch();
         Reader {
             root,
             conn,
-            tree: Tree::new(root, sink, sampler),
+            tree,
             last_seq: HashMap::new(),
             overrun_pending: HashSet::new(),
             deferred_leaders: HashSet::new(),
@@ -141,11 +148,19 @@ impl Reader {
         unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
         let mut error = None;
         let end_ns = loop {
-            match self.conn.recv(Duration::from_secs(1), Some(&done.wake)) {
+            let clock = self.tree.sink.clock();
+            let timeout = match self.tree.unsent_since() {
+                Some(t0) => {
+                    HOLD.saturating_sub(Duration::from_nanos(clock.now_ns().saturating_sub(t0)))
+                }
+                None => Duration::from_secs(1),
+            };
+            match self.conn.recv(timeout, Some(&done.wake)) {
                 Ok(Received::Event(ev)) => self.handle(ev),
                 Ok(Received::Overrun) => self.overrun(),
                 Ok(Received::Ignored) => {}
                 Ok(Received::Timeout) => {
+                    self.tree.flush();
                     if let Some(t) = done.get() {
                         // Every exit was queued before its reaping: drain what is left.
                         loop {
@@ -166,6 +181,7 @@ impl Reader {
             }
         };
         self.tree.finish();
+        self.tree.flush();
         self.tree.sink.send(Msg::TrackerDone {
             t_ns: end_ns,
             error,
@@ -179,12 +195,15 @@ impl Reader {
             // With the kernel filter on, gaps are the filtered-out events; they only measure a
             // loss right after an overrun. Without it, every gap is a loss.
             if gap > 0 && (self.overrun_pending.remove(&ev.cpu) || !self.conn.filtered) {
-                self.tree.sink.emit(Event::Lost {
-                    overruns: 0,
-                    events_at_most: u64::from(gap),
-                    found_by_resync: 0,
-                    exits_missed: 0,
-                });
+                self.tree.emit_at(
+                    t,
+                    Event::Lost {
+                        overruns: 0,
+                        events_at_most: u64::from(gap),
+                        found_by_resync: 0,
+                        exits_missed: 0,
+                    },
+                );
             }
         }
         match ev.kind {
@@ -212,7 +231,7 @@ impl Reader {
                         .cmdline(tgid)
                         .ok()
                         .filter(|a| !a.is_empty());
-                    self.tree.sink.emit_at(
+                    self.tree.emit_at(
                         t,
                         Event::Exec {
                             tgid,
@@ -258,11 +277,15 @@ impl Reader {
             }
         }
         let (found, missed) = self.tree.resync();
-        self.tree.sink.emit(Event::Lost {
-            overruns: 1,
-            events_at_most: 0,
-            found_by_resync: found,
-            exits_missed: missed,
-        });
+        let t = self.tree.sink.clock().now_ns();
+        self.tree.emit_at(
+            t,
+            Event::Lost {
+                overruns: 1,
+                events_at_most: 0,
+                found_by_resync: found,
+                exits_missed: missed,
+            },
+        );
     }
 }

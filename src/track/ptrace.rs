@@ -12,7 +12,7 @@
 //! real-time signal numbers: a tracee stopped by one would never be restarted.
 
 use crate::event::Event;
-use crate::kernel::proc::ProcFs;
+use crate::kernel::proc::{Held, ProcFs};
 use crate::launch::{Child, ExecReport};
 use crate::model::{AccountEvent, CallCount, Figures, LedgerSource, Source, Termination};
 use crate::sample::Sampler;
@@ -175,6 +175,18 @@ struct Tracer {
     reaped: HashMap<i32, Figures>,
     /// `--syscalls` at syscall stops: resume with `PTRACE_SYSCALL` and count each stop.
     syscalls: Option<SyscallStops>,
+    /// The stop just handled announces another within microseconds (an exit stop: the task's
+    /// end follows), so the events buffered need not be sent before waiting for it.
+    imminent: bool,
+    /// Events were buffered since the last flush.
+    unsent: bool,
+    /// Run time at which waitpid reported the stop (or end) being handled.
+    stop_ns: u64,
+    /// Live processes' /proc files, opened while they run so that their exec and exit stops
+    /// only read them (see [`Held`]); at most `hold_max` at once, beyond which the stops
+    /// open the files themselves.
+    held: HashMap<i32, Held>,
+    hold_max: usize,
 }
 
 #[derive(Default)]
@@ -205,6 +217,11 @@ impl Tracer {
             parent: HashMap::new(),
             reaped: HashMap::new(),
             syscalls,
+            imminent: false,
+            unsent: false,
+            stop_ns: 0,
+            held: HashMap::new(),
+            hold_max: hold_max(),
         };
         t.tgid_of.insert(root, root);
         t.groups.insert(
@@ -215,20 +232,42 @@ impl Tracer {
             },
         );
         t.sampler.root_started(root);
+        t.hold(root);
         t
     }
 
+    /// Opens process `tgid`'s /proc files for its later stops, if the budget of descriptors
+    /// allows. A failure costs nothing but the saving: the stops open the files then.
+    fn hold(&mut self, tgid: i32) {
+        if self.held.len() < self.hold_max
+            && !self.held.contains_key(&tgid)
+            && let Ok(h) = self.procfs.hold(tgid, self.ledger)
+        {
+            self.held.insert(tgid, h);
+        }
+    }
+
     fn run(&mut self) -> Result<(), String> {
+        raise_priority();
         loop {
             let mut status = 0;
             // SAFETY: a zeroed rusage is a valid output buffer.
             let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-            // SAFETY: waiting for any traced task or child; `status` and `ru` are valid.
-            let mut pid =
-                unsafe { libc::wait4(-1, &mut status, libc::__WALL | libc::WNOHANG, &mut ru) };
+            // Before blocking, send what this burst produced, unless nothing is buffered or the
+            // next stop is already on its way (see `imminent`); a pending stop is taken first,
+            // so a burst of stops (make -j) is sent at once.
+            let mut pid = 0;
+            let imminent = std::mem::take(&mut self.imminent);
+            if self.unsent && !imminent {
+                // SAFETY: waiting for any traced task or child; `status` and `ru` are valid.
+                pid =
+                    unsafe { libc::wait4(-1, &mut status, libc::__WALL | libc::WNOHANG, &mut ru) };
+                if pid == 0 {
+                    self.sink.flush();
+                    self.unsent = false;
+                }
+            }
             if pid == 0 {
-                // Nothing pending: send what this burst produced, then block.
-                self.sink.flush();
                 // SAFETY: as above.
                 pid = unsafe { libc::wait4(-1, &mut status, libc::__WALL, &mut ru) };
             }
@@ -240,6 +279,7 @@ impl Tracer {
                     _ => return Err(format!("waitpid: {err}")),
                 }
             }
+            self.stop_ns = self.sink.sink().clock().now_ns();
             self.handle(pid, decode(status), &ru);
         }
     }
@@ -267,99 +307,145 @@ impl Tracer {
         }
     }
 
+    /// A fork/vfork/clone event stop of `pid`. Only the new task's id needs the parent stopped
+    /// (and, for a clone, whether it is a thread: the parent could exec and take its threads
+    /// with it); the parent is restarted before the bookkeeping.
     fn forked(&mut self, pid: i32, is_process: bool) {
         let child = event_msg(pid).map(|m| m as i32);
         let parent_tgid = self.tgid_of.get(&pid).copied().unwrap_or(pid);
-        if let Some(child) = child {
-            let is_process = is_process || !self.procfs.is_thread_of(parent_tgid, child);
-            let child_tgid = if is_process { child } else { parent_tgid };
-            self.tgid_of.insert(child, child_tgid);
-            self.groups.entry(child_tgid).or_default().threads += 1;
-            self.sink.emit(Event::Fork {
-                parent_tgid,
-                child_tid: child,
-                child_tgid,
-            });
-            if is_process {
-                self.sampler.process_started(child);
-                if self.ledger {
-                    self.parent.insert(child, parent_tgid);
-                }
-            }
-            match self.early_stops.remove(&child) {
-                Some(sig) => self.first_stop(child, sig),
-                None => {
-                    self.expected.insert(child);
-                }
+        let is_process = child.map(|c| is_process || !self.procfs.is_thread_of(parent_tgid, c));
+        self.resume(pid, 0);
+        let (Some(child), Some(is_process)) = (child, is_process) else {
+            return;
+        };
+        let child_tgid = if is_process { child } else { parent_tgid };
+        self.tgid_of.insert(child, child_tgid);
+        self.groups.entry(child_tgid).or_default().threads += 1;
+        self.emit(Event::Fork {
+            parent_tgid,
+            child_tid: child,
+            child_tgid,
+        });
+        if is_process {
+            self.sampler.process_started(child);
+            if self.ledger {
+                self.parent.insert(child, parent_tgid);
             }
         }
-        self.resume(pid, 0);
+        match self.early_stops.remove(&child) {
+            Some(sig) => self.first_stop(child, sig),
+            None => {
+                self.expected.insert(child);
+            }
+        }
     }
 
+    /// An exec event stop: argv is read (and observers of execs told) while the new image has
+    /// not run an instruction, then the process is restarted before the bookkeeping.
     fn exec(&mut self, pid: i32) {
         let former = event_msg(pid).map(|m| m as i32).unwrap_or(pid);
+        let argv = match self.held.get(&pid) {
+            Some(h) => self.procfs.held(h).cmdline(),
+            None => self.procfs.cmdline(pid),
+        }
+        .ok();
+        self.sampler.exec_stopped(pid);
+        self.resume(pid, 0);
         if former != pid && self.tgid_of.remove(&former).is_some() {
             // The exec'ing thread took over the leader's id; the old leader is gone.
             if let Some(g) = self.groups.get_mut(&pid) {
                 g.threads = g.threads.saturating_sub(1).max(1);
             }
         }
-        let argv = self.procfs.cmdline(pid).ok();
         // The calls so far belong to the image being replaced.
         self.syscalls_of(pid, |s| s.exec(pid, former));
-        self.sink.emit(Event::Exec {
+        self.emit(Event::Exec {
             tgid: pid,
             former_tid: former,
             argv,
         });
-        self.sampler.process_exec(pid);
+        self.sampler.exec_done(pid);
         if pid == self.root {
             // The exec succeeded, so the report pipe is closed: this read does not block.
             self.report.take();
         }
-        self.resume(pid, 0);
     }
 
+    /// An exit event stop: what needs the memory still attached is read (the group's `VmHWM`
+    /// and `/proc/PID/io` through its last thread, this thread's schedstat, and its PSS for a
+    /// sampling round when the exiting memory could raise the peak), then the task is let go
+    /// before the round reads the other processes and the events are made.
     fn exit_stop(&mut self, tid: i32) {
         let tgid = self.tgid_of.get(&tid).copied().unwrap_or(tid);
-        self.syscalls_of(tgid, |s| s.thread_exit(tid));
         let g = self.groups.entry(tgid).or_default();
         g.exiting += 1;
         let last = g.exiting >= g.threads;
-        // This thread's CPU and run-queue wait, exact, while it still exists.
-        let sched = if self.ledger {
-            self.procfs.schedstat(tid).ok().flatten()
+        // Through the files held since the process started when this is its main thread;
+        // else through this thread's /proc entry (the leader may already be a zombie without
+        // an mm).
+        let held = if tid == tgid {
+            self.held.get(&tgid)
         } else {
             None
         };
+        // This thread's CPU and run-queue wait, exact, while it still exists.
+        let sched = match (self.ledger, held) {
+            (false, _) => None,
+            (true, Some(h)) => self.procfs.held(h).schedstat().ok().flatten(),
+            (true, None) => self.procfs.schedstat(tid).ok().flatten(),
+        };
+        // Last thread of the group to reach its exit: read the group's figures.
+        let group = last.then(|| {
+            let (status, io) = match held {
+                Some(h) => (
+                    self.procfs.held(h).status().ok(),
+                    self.procfs.held(h).io().ok().flatten(),
+                ),
+                None => (
+                    self.procfs.status(tid).ok(),
+                    self.procfs.io(tid).ok().flatten(),
+                ),
+            };
+            (
+                status.and_then(|s| s.vm_hwm_bytes),
+                io,
+                status.and_then(|s| s.vm_rss_bytes),
+            )
+        });
+        let sampler = Arc::clone(&self.sampler);
+        let round = match group {
+            Some((_, _, Some(rss))) => sampler.at_exit(tgid, rss),
+            _ => None,
+        };
+        self.resume(tid, 0);
+        if let Some(round) = round {
+            round.finish(&sampler);
+        }
+        // Its end (or, for an old leader replaced by an exec, that exec's stop) comes next:
+        // these events can wait for it rather than wake the session on their own.
+        self.imminent = true;
+        self.syscalls_of(tgid, |s| s.thread_exit(tid));
         let mut figures = Figures {
             cpu_ns: sched.map(|s| s.0),
             run_queue_ns: sched.map(|s| s.1),
             ..Default::default()
         };
-        if last {
-            // Last thread of the group to reach its exit: read the group's figures through
-            // this thread's /proc entry (the leader may already be a zombie without an mm).
-            let status = self.procfs.status(tid).ok();
-            let io = self.procfs.io(tid).ok().flatten();
-            self.sink.emit(Event::Accounts {
+        if let Some((peak_rss_bytes, io, _)) = group {
+            self.emit(Event::Accounts {
                 tgid,
-                peak_rss_bytes: status.and_then(|s| s.vm_hwm_bytes),
+                peak_rss_bytes,
                 io,
             });
-            figures.peak_rss_bytes = status.and_then(|s| s.vm_hwm_bytes);
+            figures.peak_rss_bytes = peak_rss_bytes;
             if let Some(io) = io {
                 figures.read_bytes = Some(io.read_bytes);
                 figures.write_bytes = Some(io.write_bytes);
                 figures.read_char_bytes = Some(io.rchar_bytes);
                 figures.write_char_bytes = Some(io.wchar_bytes);
             }
-            if let Some(rss) = status.and_then(|s| s.vm_rss_bytes) {
-                self.sampler.at_exit(tgid, rss);
-            }
         }
         if self.ledger && figures != Figures::default() {
-            self.sink.emit(Event::Accounting {
+            self.emit(Event::Accounting {
                 event: AccountEvent::Ledger {
                     tgid,
                     start_ns: None,
@@ -368,7 +454,6 @@ impl Tracer {
                 },
             });
         }
-        self.resume(tid, 0);
     }
 
     /// The process's own rusage: wait4 reports it with that of every child it reaped
@@ -409,7 +494,7 @@ impl Tracer {
         {
             self.reaped.entry(p).or_default().fold(&both);
         }
-        self.sink.emit(Event::Accounting {
+        self.emit(Event::Accounting {
             event: AccountEvent::Ledger {
                 tgid,
                 start_ns: None,
@@ -438,11 +523,16 @@ impl Tracer {
         }
     }
 
+    /// A new task's first stop. A new process's files are opened once it runs again (off its
+    /// path: it is busy starting, often towards an exec).
     fn first_stop(&mut self, pid: i32, sig: i32) {
         if is_stop_signal(sig) {
             listen(pid)
         } else {
             self.resume(pid, 0)
+        }
+        if self.tgid_of.get(&pid) == Some(&pid) {
+            self.hold(pid);
         }
     }
 
@@ -463,19 +553,28 @@ impl Tracer {
         if self.ledger && tid == tgid && remaining == 0 {
             self.own_rusage(tgid, ru, t);
         }
-        self.sink.emit(Event::Exit { tid, tgid, status });
+        self.emit(Event::Exit { tid, tgid, status });
         if remaining == 0 {
             self.groups.remove(&tgid);
+            self.held.remove(&tgid);
             self.sampler.process_ended(tgid);
         }
         if tid == self.root {
             if let Some(report) = self.report.take()
                 && let Err(error) = report.outcome()
             {
-                self.sink.emit(Event::LaunchFailed { error });
+                self.emit(Event::LaunchFailed { error });
             }
-            self.sink.emit(Event::RootExit { status: t });
+            self.emit(Event::RootExit { status: t });
         }
+    }
+
+    /// Emits an event stamped with the time its stop (or end) was reported: the bookkeeping
+    /// after the tracee is restarted does not delay it, and it comes before anything an
+    /// observer stamped at the stop (the malloc source's exec check).
+    fn emit(&mut self, event: Event) {
+        self.sink.emit_at(self.stop_ns, event);
+        self.unsent = true;
     }
 
     /// Restarts a stopped tracee, delivering `sig` (0: none), to its next syscall stop when
@@ -495,7 +594,7 @@ impl Tracer {
         let Some(s) = &mut self.syscalls else { return };
         let calls = take(s);
         if !calls.is_empty() {
-            self.sink.emit(Event::SyscallsOf { tgid, calls });
+            self.emit(Event::SyscallsOf { tgid, calls });
         }
     }
 }
@@ -519,6 +618,27 @@ fn event_msg(pid: i32) -> Option<libc::c_ulong> {
         )
     };
     (rc == 0).then_some(msg)
+}
+
+/// How many processes may hold their /proc files open at once (4 descriptors each): a quarter
+/// of the descriptors ste may open, so the rest of ste (the sampler's reads, outputs) never
+/// runs short.
+fn hold_max() -> usize {
+    // SAFETY: a zeroed rlimit is a valid output buffer.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: getrlimit writes into `lim`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 0;
+    }
+    (lim.rlim_cur.min(1 << 20) as usize / 4) / 4
+}
+
+/// Runs the tracer thread ahead of ordinary work where allowed (root; unprivileged, this fails
+/// and nothing changes): every tracee stopped at an event waits for this thread, so each
+/// moment it waits for a CPU is added to the command's run time.
+fn raise_priority() {
+    // SAFETY: setpriority on the calling thread's id.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
 }
 
 fn listen(pid: i32) {

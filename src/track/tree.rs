@@ -10,13 +10,20 @@ use crate::event::Event;
 use crate::kernel::proc::ProcFs;
 use crate::model::Termination;
 use crate::sample::Sampler;
-use crate::sink::Sink;
+use crate::sink::{Batch, Sink};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 pub struct Tree {
     ste_pid: i32,
+    /// The run's channel. A tracker that batches (see [`Tree::batch`]) emits through
+    /// [`Tree::emit_at`] only, so its events keep their order.
     pub sink: Sink,
+    /// Fork and exit events held back until an event the session shows live comes (an exec),
+    /// or the tracker flushes them (see [`Tree::unsent_since`]).
+    batch: Option<Batch>,
+    /// Run time of the oldest event held in `batch`.
+    unsent_since: Option<u64>,
     pub sampler: Arc<Sampler>,
     pub procfs: ProcFs,
     /// Live tasks of each process in the tree.
@@ -31,6 +38,8 @@ impl Tree {
         let mut tree = Tree {
             ste_pid: std::process::id() as i32,
             sink,
+            batch: None,
+            unsent_since: None,
             sampler,
             procfs: ProcFs::default(),
             tasks: HashMap::new(),
@@ -40,6 +49,41 @@ impl Tree {
         tree.owner.insert(root, root);
         tree.sampler.root_started(root);
         tree
+    }
+
+    /// Holds fork and exit events back from here on, and sends them with the next exec (or
+    /// when the tracker calls [`Tree::flush`]): the session then wakes once per exec instead
+    /// of once per event, which in a fork storm is most of its cost.
+    pub fn batch(&mut self) {
+        self.batch = Some(Batch::new(self.sink.clone()));
+    }
+
+    /// Emits an event stamped `t`: at once, or held (fork and exit events of a batching tree).
+    pub fn emit_at(&mut self, t: u64, event: Event) {
+        let Some(batch) = &mut self.batch else {
+            self.sink.emit_at(t, event);
+            return;
+        };
+        let hold = matches!(event, Event::Fork { .. } | Event::Exit { .. });
+        batch.emit_at(t, event);
+        if hold {
+            self.unsent_since.get_or_insert(t);
+        } else {
+            self.flush();
+        }
+    }
+
+    /// Sends what is held.
+    pub fn flush(&mut self) {
+        if let Some(batch) = &mut self.batch {
+            batch.flush();
+        }
+        self.unsent_since = None;
+    }
+
+    /// Run time of the oldest event held back, if any: the tracker flushes it within a bound.
+    pub fn unsent_since(&self) -> Option<u64> {
+        self.unsent_since
     }
 
     pub fn ste_pid(&self) -> i32 {
@@ -59,7 +103,7 @@ impl Tree {
     pub fn add_process(&mut self, t: u64, parent_tgid: i32, pid: i32) {
         self.tasks.insert(pid, HashSet::from([pid]));
         self.owner.insert(pid, pid);
-        self.sink.emit_at(
+        self.emit_at(
             t,
             Event::Fork {
                 parent_tgid,
@@ -75,7 +119,7 @@ impl Tree {
         if let Some(tids) = self.tasks.get_mut(&tgid) {
             tids.insert(tid);
             self.owner.insert(tid, tgid);
-            self.sink.emit_at(
+            self.emit_at(
                 t,
                 Event::Fork {
                     parent_tgid: tgid,
@@ -117,7 +161,7 @@ impl Tree {
         let Some(tgid) = self.owner.remove(&tid) else {
             return false;
         };
-        self.sink.emit_at(t, Event::Exit { tid, tgid, status });
+        self.emit_at(t, Event::Exit { tid, tgid, status });
         self.task_gone(tgid, tid);
         true
     }
@@ -185,7 +229,7 @@ impl Tree {
             for tid in live.iter().filter(|tid| !tracked.contains(tid)) {
                 self.tasks.entry(tgid).or_default().insert(*tid);
                 self.owner.insert(*tid, tgid);
-                self.sink.emit_at(
+                self.emit_at(
                     t,
                     Event::Fork {
                         parent_tgid: tgid,
@@ -205,5 +249,60 @@ impl Tree {
             }
         }
         (found, missed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::Pace;
+    use crate::sink::{Clock, Msg};
+    use std::time::Duration;
+
+    /// A batching tree holds forks and exits until an exec, then sends them in one message,
+    /// in order; `unsent_since` tells the tracker how long they have waited.
+    #[test]
+    fn a_batching_tree_holds_forks_and_exits_until_an_exec() {
+        let (sink, rx) = Sink::new(Clock::start());
+        let sampler = Sampler::new(Pace::Fixed(Duration::from_secs(3600)), sink.clone());
+        let mut tree = Tree::new(1, sink, sampler);
+        tree.batch();
+        tree.add_process(10, 1, 2);
+        tree.add_thread(11, 2, 3);
+        assert!(tree.exit(12, 3, None));
+        assert_eq!(tree.unsent_since(), Some(10));
+        assert!(rx.try_recv().is_err(), "held back");
+        tree.exec(2);
+        tree.emit_at(
+            13,
+            Event::Exec {
+                tgid: 2,
+                former_tid: 2,
+                argv: None,
+            },
+        );
+        assert_eq!(tree.unsent_since(), None);
+        let Ok(Msg::Events(v)) = rx.try_recv() else {
+            panic!("one batch")
+        };
+        let times: Vec<u64> = v.iter().map(|s| s.t_ns).collect();
+        assert_eq!(times, [10, 11, 12, 13]);
+        assert!(matches!(v[3].event, Event::Exec { tgid: 2, .. }));
+        // An exit alone waits for the tracker's flush.
+        assert!(tree.exit(14, 2, None));
+        assert!(rx.try_recv().is_err());
+        tree.flush();
+        assert!(matches!(rx.try_recv(), Ok(Msg::Events(v)) if v.len() == 1));
+    }
+
+    /// Without `batch` (the ebpf tracker), every event goes out at once.
+    #[test]
+    fn a_plain_tree_sends_each_event() {
+        let (sink, rx) = Sink::new(Clock::start());
+        let sampler = Sampler::new(Pace::Fixed(Duration::from_secs(3600)), sink.clone());
+        let mut tree = Tree::new(1, sink, sampler);
+        tree.add_process(10, 1, 2);
+        assert!(matches!(rx.try_recv(), Ok(Msg::Event(_))));
+        assert_eq!(tree.unsent_since(), None);
     }
 }

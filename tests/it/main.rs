@@ -9,3 +9,4 @@ mod malloc;
 mod maps;
 mod reports;
 mod syscalls;
+mod trackers;
