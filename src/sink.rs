@@ -105,6 +105,11 @@ impl Sink {
         self.clock.clone()
     }
 
+    /// Run time now (without cloning the clock: trackers and the sampler ask at every event).
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
     /// Emits an event stamped now.
     pub fn emit(&self, event: Event) {
         self.emit_at(self.clock.now_ns(), event);

@@ -97,7 +97,7 @@ fn sample(group: &Group, sink: &Sink, max: &mut Maxima) {
 fn forward(received: Received, sink: &Sink) {
     match received {
         Received::Messages(ms) => {
-            let t_ns = sink.clock().now_ns();
+            let t_ns = sink.now_ns();
             for m in ms {
                 if let Message::Stats { stats, .. } = m {
                     sink.send(Msg::Task { t_ns, stats });

@@ -320,12 +320,7 @@ impl RoundObserver for MallocSource {
 
     fn exec(&self, pid: i32) {
         let cpu0 = thread_cpu_ns();
-        let check = check_exec(
-            Path::new("/proc"),
-            pid,
-            &self.shim,
-            self.sink.clock().now_ns(),
-        );
+        let check = check_exec(Path::new("/proc"), pid, &self.shim, self.sink.now_ns());
         self.sink.emit(Event::MallocExec { check });
         let mut st = self.state.lock().expect("malloc lock");
         st.cpu_ns += thread_cpu_ns().saturating_sub(cpu0);

@@ -264,7 +264,7 @@ impl Sampler {
     /// the tracker.
     fn nudge(&self, st: &mut State) {
         st.nudged = true;
-        let now = self.sink.clock().now_ns();
+        let now = self.sink.now_ns();
         self.refill(st, now);
         if self.wait_before_round(st, now) == 0 {
             self.wake.notify_one();
@@ -287,7 +287,7 @@ impl Sampler {
                 .filter(|(p, _)| **p != tgid)
                 .map(|(_, c)| c.pss)
                 .sum();
-            let now = self.sink.clock().now_ns();
+            let now = self.sink.now_ns();
             self.refill(&mut st, now);
             let fixed = matches!(self.pace, Pace::Fixed(_));
             // The exit stop is the last chance to see this memory, so the round may go up to
@@ -351,7 +351,7 @@ impl Sampler {
             if st.stop {
                 return;
             }
-            let now = self.sink.clock().now_ns();
+            let now = self.sink.now_ns();
             self.refill(&mut st, now);
             let wait = self.wait_before_round(&st, now);
             let readable = st.live.values().any(|c| !c.unreadable && !c.before_exec);
@@ -434,7 +434,7 @@ impl Sampler {
                 st.live.values().filter(|c| c.unreadable).count() as u32,
             )
         };
-        let t = self.sink.clock().now_ns();
+        let t = self.sink.now_ns();
         let cpu0 = thread_cpu_ns();
         let mut r = Round {
             procfs,

@@ -176,7 +176,7 @@ impl Reader {
                 }
                 Err(e) => {
                     error = Some(format!("proc connector: {e}"));
-                    break self.tree.sink.clock().now_ns();
+                    break self.tree.sink.now_ns();
                 }
             }
         };
@@ -277,7 +277,7 @@ impl Reader {
             }
         }
         let (found, missed) = self.tree.resync();
-        let t = self.tree.sink.clock().now_ns();
+        let t = self.tree.sink.now_ns();
         self.tree.emit_at(
             t,
             Event::Lost {

@@ -83,7 +83,7 @@ pub fn start(
             let error = tracer.run().err();
             tracer.sink.flush();
             sink.send(Msg::TrackerDone {
-                t_ns: sink.clock().now_ns(),
+                t_ns: sink.now_ns(),
                 error,
             });
         });
@@ -279,7 +279,7 @@ impl Tracer {
                     _ => return Err(format!("waitpid: {err}")),
                 }
             }
-            self.stop_ns = self.sink.sink().clock().now_ns();
+            self.stop_ns = self.sink.sink().now_ns();
             self.handle(pid, decode(status), &ru);
         }
     }

@@ -83,5 +83,5 @@ fn reap(root: i32, report: ExecReport, sink: &Sink, done: &Done) {
             sink.emit(Event::RootExit { status: t });
         }
     }
-    done.set(sink.clock().now_ns());
+    done.set(sink.now_ns());
 }

@@ -187,7 +187,7 @@ impl Tree {
     /// the known processes and from ste itself, the subreaper of orphans), and ends the known
     /// ones /proc no longer shows. Returns (processes found, processes ended unseen).
     pub fn resync(&mut self) -> (u64, u64) {
-        let t = self.sink.clock().now_ns();
+        let t = self.sink.now_ns();
         let Ok(pids) = self.procfs.pids() else {
             return (0, 0);
         };
