@@ -113,12 +113,13 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     // command's time. The sampler starts after it, so its samples run forward from zero.
     clock.restart();
     child.release()?;
+    let sampler_role = Role::Sampler {
+        page_flags: opts.maps_at_peak.is_some(),
+    };
     sampler
-        .spawn(Role::Sampler {
-            page_flags: opts.maps_at_peak.is_some(),
-        })
+        .spawn(sampler_role)
         .context("cannot start the sampler thread")?;
-    limit_session(&sink, &accounting, opts);
+    limit_session(&sink, &accounting, sampler_role);
 
     let mut rec = Recorder::new();
     if let Some(r) = &recording {
@@ -228,7 +229,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 
 /// Drops what the session thread no longer needs, now that every thread that needs more has
 /// started, and says what ste kept (only when it had capabilities to drop).
-fn limit_session(sink: &Sink, accounting: &account::Session, opts: &RunOptions) {
+fn limit_session(sink: &Sink, accounting: &account::Session, sampler: Role) {
     let (cgroup, restores_delays) = accounting.privileged_end();
     let role = Role::Session {
         cgroup,
@@ -236,12 +237,7 @@ fn limit_session(sink: &Sink, accounting: &account::Session, opts: &RunOptions) 
     };
     match privilege::limit(role) {
         Ok(Some(_)) => sink.emit(Event::Note {
-            text: privilege::summary(
-                role,
-                Role::Sampler {
-                    page_flags: opts.maps_at_peak.is_some(),
-                },
-            ),
+            text: privilege::summary(role, sampler),
         }),
         Ok(None) => {}
         Err(e) => sink.emit(Event::Note {

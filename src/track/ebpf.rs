@@ -587,12 +587,14 @@ impl SdtMaps {
             };
         };
         let totals: Vec<(u64, u64, u64)> = (0..self.plan.kinds.len() as u32)
-            .map(|k| {
-                totals.get(k).map_or((0, 0, 0), |per_cpu| {
-                    per_cpu.iter().fold((0, 0, 0), |(h, s, b), t| {
-                        (h + t.hits, s + t.sized, b + t.bytes)
-                    })
-                })
+            .map(|k| match totals.get(k) {
+                Ok(per_cpu) => per_cpu.iter().fold((0, 0, 0), |(h, s, b), t| {
+                    (h + t.hits, s + t.sized, b + t.bytes)
+                }),
+                Err(e) => {
+                    unreadable(&format!("SDT probe kind {k}'s hits"), "taken as 0", &e);
+                    (0, 0, 0)
+                }
             })
             .collect();
         let sizes: Vec<(u32, u64, u64)> = sizes
