@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Paired timing of commands against a baseline, for budgets stated as "≤ R× bare".
+
+Why not hyperfine alone: on this kind of VM the speed of the host drifts by up to 2× over
+seconds (the same malloc loop takes 256 ms in one run and 650 ms in the next, with no CPU
+steal shown), and hyperfine runs all the rounds of one command before the next command, so
+each command sees a different machine and the ratios of their means carry ±40 %. Here every
+round runs each command once, in a fresh random order, and the ratio is taken within the
+round, where the machine is the same for all; the figure is the median of those per-round
+ratios with a 95 % bootstrap interval, next to the ratio of the minimums (each command at
+the machine's fastest).
+
+    bench/paired.py [--runs N] [--warmup W] [--prepare CMD] [--json FILE] \\
+        NAME=COMMAND NAME=COMMAND ...
+
+The first command is the baseline. A COMMAND is split like a shell would (shlex), and run
+without a shell; write `sh -c '…'` for shell syntax. Its stdout and stderr go to /dev/null.
+Wall time is timed around fork and wait4; user and system CPU come from wait4's rusage (the
+command and every descendant it waited for). A command that exits non-zero stops the
+benchmark: a failing run measures nothing.
+"""
+import argparse
+import json
+import os
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+
+def run_once(argv):
+    """Runs argv once; returns (wall seconds, user seconds, sys seconds)."""
+    t0 = time.perf_counter()
+    pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=[
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+    ])
+    _, status, ru = os.wait4(pid, 0)
+    wall = time.perf_counter() - t0
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"paired: `{shlex.join(argv)}` exited with {code}: a failing run measures nothing")
+    return wall, ru.ru_utime, ru.ru_stime
+
+
+def bootstrap_ci(values, reps=4000, seed=1):
+    """95 % interval of the median of `values`, by resampling them."""
+    rng = random.Random(seed)
+    n = len(values)
+    meds = sorted(statistics.median(rng.choices(values, k=n)) for _ in range(reps))
+    return meds[int(0.025 * reps)], meds[int(0.975 * reps) - 1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=15, help="rounds (each runs every command once)")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
+    ap.add_argument("--prepare", help="shell command run before every timed command")
+    ap.add_argument("--json", help="write every time and the summary here")
+    ap.add_argument("--title", default="", help="a heading for the table")
+    ap.add_argument("commands", nargs="+", metavar="NAME=COMMAND")
+    a = ap.parse_args()
+    cmds = []
+    for c in a.commands:
+        name, sep, cmd = c.partition("=")
+        if not sep or not cmd:
+            ap.error(f"expected NAME=COMMAND, got {c!r}")
+        cmds.append((name, shlex.split(cmd)))
+    if len(cmds) < 2:
+        ap.error("give a baseline and at least one command to compare with it")
+
+    def one(argv):
+        if a.prepare:
+            subprocess.run(a.prepare, shell=True, check=True, stdout=subprocess.DEVNULL)
+        return run_once(argv)
+
+    rng = random.Random()
+    for _ in range(a.warmup):
+        for _, argv in cmds:
+            one(argv)
+    rounds = []  # per round: {name: (wall, user, sys)}
+    for _ in range(a.runs):
+        order = list(range(len(cmds)))
+        rng.shuffle(order)
+        r = {}
+        for i in order:
+            r[cmds[i][0]] = one(cmds[i][1])
+        rounds.append(r)
+
+    base = cmds[0][0]
+    summary = []
+    if a.title:
+        print(f"### {a.title}\n")
+    print(f"{a.runs} rounds, each command once per round in random order; baseline: {base}\n")
+    print("| command | median wall | min wall | user+sys (median) | × baseline: median of per-round ratios [95 % CI] | × baseline: min/min |")
+    print("|---|---|---|---|---|---|")
+    for name, argv in cmds:
+        walls = [r[name][0] for r in rounds]
+        cpu = [r[name][1] + r[name][2] for r in rounds]
+        ratios = [r[name][0] / r[base][0] for r in rounds]
+        med = statistics.median(ratios)
+        lo, hi = bootstrap_ci(ratios)
+        mins = min(walls) / min(r[base][0] for r in rounds)
+        print(f"| {name} | {statistics.median(walls)*1e3:,.1f} ms | {min(walls)*1e3:,.1f} ms | "
+              f"{statistics.median(cpu)*1e3:,.1f} ms | {med:.3f} [{lo:.3f}, {hi:.3f}] | {mins:.3f} |")
+        summary.append({"name": name, "command": shlex.join(argv), "wall_s": walls, "cpu_s": cpu,
+                        "ratio_median": med, "ratio_ci95": [lo, hi], "ratio_of_minimums": mins})
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"runs": a.runs, "baseline": base, "commands": summary}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
