@@ -44,6 +44,8 @@ pub struct Recorder {
     tap: Option<Tap>,
     /// Per-image system calls, until `finish` puts them into the Run.
     images: ImageTally,
+    /// The command's own process (the `Start` event's), by index.
+    root: Option<usize>,
 }
 
 /// A function that sees every event the recorder applies.
@@ -88,6 +90,7 @@ impl Recorder {
             stopped_waiting: None,
             tap: None,
             images: ImageTally::default(),
+            root: None,
         }
     }
 
@@ -145,6 +148,7 @@ impl Recorder {
                 self.run.command = command.clone();
                 self.run.tracker = tracker.clone();
                 self.new_process(*pid, Some(*ppid), t);
+                self.root = self.by_pid.get(pid).and_then(|v| v.last().copied());
             }
             Event::Note { text } => self.run.notes.push(text.clone()),
             Event::Source { figure, source } => {
@@ -253,6 +257,15 @@ impl Recorder {
             Event::RootExit { status } => {
                 self.run.exit.code = status.code();
                 self.run.exit.signal = status.signal();
+                // ste waited for the root itself, so its status is known even when the tracker
+                // could not tell it (e.g. its leader's exit was among events the kernel lost).
+                if let Some(p) = self.root.map(|i| &mut self.run.processes[i])
+                    && p.exit_code.is_none()
+                    && p.signal.is_none()
+                {
+                    p.exit_code = status.code();
+                    p.signal = status.signal();
+                }
                 if let crate::model::Termination::Signaled { core_dumped, .. } = status {
                     self.run.exit.core_dumped = *core_dumped;
                 }
@@ -514,6 +527,43 @@ mod tests {
                 ppid: 1,
             },
         )
+    }
+
+    /// The tracker may not know the root's status (its leader's exit lost with an overrun);
+    /// ste's own wait for the root tells it, and a status the tracker saw is never replaced.
+    #[test]
+    fn the_roots_status_comes_from_ste_s_wait_when_the_tracker_had_none() {
+        let exit = |t, status| {
+            at(
+                t,
+                Event::Exit {
+                    tid: 10,
+                    tgid: 10,
+                    status,
+                },
+            )
+        };
+        let root_exit = |t, code| {
+            at(
+                t,
+                Event::RootExit {
+                    status: Termination::Exited(code),
+                },
+            )
+        };
+        let run = Recorder::replay(&[start(10), exit(1, None), root_exit(2, 3)]);
+        assert_eq!(run.processes[0].exit_code, Some(3));
+        assert_eq!(run.exit.code, Some(3));
+        let run = Recorder::replay(&[
+            start(10),
+            exit(1, Some(Termination::Exited(4))),
+            root_exit(2, 3),
+        ]);
+        assert_eq!(
+            run.processes[0].exit_code,
+            Some(4),
+            "the tracker's own figure stays"
+        );
     }
 
     #[test]

@@ -677,12 +677,13 @@ impl Reader {
         let lost = now - self.dropped;
         self.dropped = now;
         self.drain();
-        let (found, missed) = self.state.tree.resync();
+        let resynced = self.state.tree.resync();
+        self.state.deferred_leaders.extend(&resynced.zombie_leaders);
         self.state.tree.sink.emit(Event::Lost {
             overruns: 1,
             events_at_most: lost,
-            found_by_resync: found,
-            exits_missed: missed,
+            found_by_resync: resynced.found,
+            exits_missed: resynced.missed,
         });
     }
 }

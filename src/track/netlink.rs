@@ -276,15 +276,16 @@ impl Reader {
                 Ok(Received::Timeout) | Err(_) => break,
             }
         }
-        let (found, missed) = self.tree.resync();
+        let resynced = self.tree.resync();
+        self.deferred_leaders.extend(&resynced.zombie_leaders);
         let t = self.tree.sink.now_ns();
         self.tree.emit_at(
             t,
             Event::Lost {
                 overruns: 1,
                 events_at_most: 0,
-                found_by_resync: found,
-                exits_missed: missed,
+                found_by_resync: resynced.found,
+                exits_missed: resynced.missed,
             },
         );
     }

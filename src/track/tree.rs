@@ -185,11 +185,12 @@ impl Tree {
 
     /// Adds the processes and threads of the tree that /proc shows and ste does not know (from
     /// the known processes and from ste itself, the subreaper of orphans), and ends the known
-    /// ones /proc no longer shows. Returns (processes found, processes ended unseen).
-    pub fn resync(&mut self) -> (u64, u64) {
+    /// ones /proc no longer shows.
+    pub fn resync(&mut self) -> Resynced {
         let t = self.sink.now_ns();
+        let mut out = Resynced::default();
         let Ok(pids) = self.procfs.pids() else {
-            return (0, 0);
+            return out;
         };
         let present: HashSet<i32> = pids.iter().copied().collect();
         let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
@@ -198,18 +199,16 @@ impl Tree {
                 children.entry(stat.ppid).or_default().push(pid);
             }
         }
-        let mut found = 0;
         let mut frontier: Vec<i32> = self.tasks.keys().copied().chain([self.ste_pid]).collect();
         while let Some(parent) = frontier.pop() {
             for &child in children.get(&parent).map(Vec::as_slice).unwrap_or(&[]) {
                 if !self.tasks.contains_key(&child) {
                     self.add_process(t, parent, child);
-                    found += 1;
+                    out.found += 1;
                 }
                 frontier.push(child);
             }
         }
-        let mut missed = 0;
         let known: Vec<i32> = self.tasks.keys().copied().collect();
         for tgid in known {
             let live: HashSet<i32> = if present.contains(&tgid) {
@@ -218,9 +217,18 @@ impl Tree {
                     .map(|v| v.into_iter().collect())
                     .unwrap_or_default()
             } else {
-                missed += 1;
+                out.missed += 1;
                 HashSet::new()
             };
+            // A leader that ended while its threads run stays listed, as a zombie, until the
+            // last of them ends; if its exit event was among the lost ones, the tracker must
+            // know it ended, or the process's end (and status) would never come.
+            if live.len() > 1
+                && live.contains(&tgid)
+                && matches!(self.procfs.stat(tgid), Ok(Some(s)) if s.state == b'Z')
+            {
+                out.zombie_leaders.push(tgid);
+            }
             let tracked: Vec<i32> = self
                 .tasks
                 .get(&tgid)
@@ -248,8 +256,20 @@ impl Tree {
                 self.exit(t, tid, None);
             }
         }
-        (found, missed)
+        out
     }
+}
+
+/// What a resync found.
+#[derive(Debug, Default, PartialEq)]
+pub struct Resynced {
+    /// Processes /proc shows that ste did not know.
+    pub found: u64,
+    /// Known processes that had ended unseen.
+    pub missed: u64,
+    /// Processes whose leader has exited (a zombie) while other threads still run: the tracker
+    /// defers their end to the last thread's, as when it sees the leader's exit itself.
+    pub zombie_leaders: Vec<i32>,
 }
 
 #[cfg(test)]
@@ -293,6 +313,56 @@ mod tests {
         assert!(rx.try_recv().is_err());
         tree.flush();
         assert!(matches!(rx.try_recv(), Ok(Msg::Events(v)) if v.len() == 1));
+    }
+
+    /// Writes a /proc process directory: its stat line (captured on this machine, with the
+    /// pid, state, parent and thread count set) and its task entries.
+    fn fake_process(proc: &std::path::Path, pid: i32, state: char, ppid: i32, tids: &[i32]) {
+        let dir = proc.join(pid.to_string());
+        for tid in tids {
+            std::fs::create_dir_all(dir.join("task").join(tid.to_string())).expect("task dir");
+        }
+        let stat = format!(
+            "{pid} (fixture) {state} {ppid} 13649 8177 0 -1 4194304 100 0 0 0 0 0 0 0 20 0 {} 0 \
+             2712878 3133440 395 18446744073709551615 94359952314368 94359952334249 \
+             140730997063488 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 94359952350256 94359952351872 \
+             94360330784768 140730997066455 140730997066475 140730997066475 140730997067755 0\n",
+            tids.len()
+        );
+        std::fs::write(dir.join("stat"), stat).expect("stat");
+    }
+
+    /// A leader that exited while its thread runs is a zombie in /proc: a resync after lost
+    /// events names it, so the tracker ends the process with its last thread; a live leader
+    /// is not named.
+    #[test]
+    fn a_resync_names_zombie_leaders_whose_threads_still_run() {
+        let proc = tempfile::tempdir().expect("tempdir");
+        fake_process(proc.path(), 1, 'S', 0, &[1]);
+        fake_process(proc.path(), 2, 'Z', 1, &[2, 3]);
+        fake_process(proc.path(), 4, 'S', 1, &[4, 5]);
+        let (sink, _rx) = Sink::new(Clock::start());
+        let sampler = Sampler::new(Pace::Fixed(Duration::from_secs(3600)), sink.clone());
+        let mut tree = Tree::new(2, sink, sampler);
+        tree.procfs = ProcFs::new(proc.path());
+        tree.add_process(10, 1, 2);
+        tree.add_thread(11, 2, 3);
+        tree.add_process(12, 1, 4);
+        tree.add_thread(13, 4, 5);
+        let r = tree.resync();
+        assert_eq!(
+            r,
+            Resynced {
+                found: 0,
+                missed: 0,
+                zombie_leaders: vec![2]
+            }
+        );
+        assert_eq!(
+            tree.threads(2),
+            2,
+            "the zombie leader is still a task of its process"
+        );
     }
 
     /// Without `batch` (the ebpf tracker), every event goes out at once.
