@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The cost of exact accounting (taskstats exit listener + ste's own cgroup, with its 20 ms
-# memory sampling) on top of the core tracker, side by side in one hyperfine run:
-#   bare command | ste --no-accounting (core tracker alone) | ste (accounting)
+# memory sampling) on top of the core tracker, side by side in one paired run (bench/paired.py:
+# each round runs every command once in random order, and the ratio is taken within the round,
+# because this VM's speed drifts more between runs than the 2 % budget):
+#   ste --no-accounting (core tracker alone: the baseline) | ste (accounting) | bare command
 # on a fork loop (2,000 /bin/true) and a real build (make -j2 of 40 small C files).
 # Budget: accounting adds at most 2 % to the core tracker's time.
 #
 # Run as root (taskstats and the cgroup need it): sudo bench/accounting.sh [RUNS]
-# Needs hyperfine, gcc, make. Results: bench/results/accounting-*.md
+# Needs python3, gcc, make. Results: bench/results/accounting-*.{md,json}
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS=${1:-10}
+RUNS=${1:-30}
 cargo build --release --quiet
 STE=$PWD/target/release/ste
 OUT=$PWD/bench/results
@@ -17,10 +19,11 @@ mkdir -p "$OUT"
 [ "$(id -u)" = 0 ] || echo "warning: not root: taskstats and the cgroup are unavailable, so 'ste' measures the unprivileged ledger (exit-stop reads, wait4) instead" >&2
 
 LOOP='i=0; while [ $i -lt 2000 ]; do /bin/true; i=$((i+1)); done'
-hyperfine --warmup 2 --runs "$RUNS" --export-markdown "$OUT/accounting-forkloop.md" \
-  --command-name 'bare' "sh -c '$LOOP'" \
-  --command-name 'ste --no-accounting (core tracker)' "$STE --no-accounting -o /dev/null -- sh -c '$LOOP'" \
-  --command-name 'ste (taskstats + cgroup)' "$STE -o /dev/null -- sh -c '$LOOP'"
+bench/paired.py --runs "$RUNS" --warmup 2 --json "$OUT/accounting-forkloop.json" \
+  --title "accounting on the fork loop" \
+  "ste --no-accounting (core tracker)=$STE --no-accounting -o /dev/null -- sh -c '$LOOP'" \
+  "ste (taskstats + cgroup)=$STE -o /dev/null -- sh -c '$LOOP'" \
+  "bare=sh -c '$LOOP'" | tee "$OUT/accounting-forkloop.md"
 
 SRC=$(mktemp -d)
 trap 'rm -rf "$SRC"' EXIT
@@ -43,8 +46,8 @@ prog: $(OBJS)
 clean:
 	rm -f *.o prog
 M
-hyperfine --warmup 1 --runs "$RUNS" --export-markdown "$OUT/accounting-build.md" \
-  --prepare "make -s -C $SRC clean" \
-  --command-name 'bare' "make -s -j2 -C $SRC" \
-  --command-name 'ste --no-accounting (core tracker)' "$STE --no-accounting -o /dev/null -- make -s -j2 -C $SRC" \
-  --command-name 'ste (taskstats + cgroup)' "$STE -o /dev/null -- make -s -j2 -C $SRC"
+bench/paired.py --runs "$RUNS" --warmup 1 --json "$OUT/accounting-build.json" \
+  --title "accounting on a build (make -j2, 40 files)" --prepare "make -s -C $SRC clean" \
+  "ste --no-accounting (core tracker)=$STE --no-accounting -o /dev/null -- make -s -j2 -C $SRC" \
+  "ste (taskstats + cgroup)=$STE -o /dev/null -- make -s -j2 -C $SRC" \
+  "bare=make -s -j2 -C $SRC" | tee "$OUT/accounting-build.md"

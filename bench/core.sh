@@ -42,10 +42,19 @@ compare fill-1gib "$FIXTURE fill 1024" "$RUNS"
 compare threads-64 "$FIXTURE threads 64 8 0" "$RUNS"
 compare build "make -s -j2 -C $PROJECT" 5 --prepare "make -s -C $PROJECT clean"
 
-# ste's own CPU while a 4 GiB process sleeps 5 s: the same fill with and without the sleep, so
-# the difference is what ste spent during the sleep alone.
-for hold in 0 5000; do
-    "$STE" -o /dev/null --json "$RESULTS/core-sleep-$hold.json" -- "$FIXTURE" fill 4096 "$hold"
+# The budgets on the fork loop are ratios, and this VM's speed drifts more between runs than
+# they allow: paired rounds (bench/paired.py), the ratio taken within each round.
+paired=("bare=$FORK_LOOP")
+for t in "${TRACKERS[@]}"; do
+    paired+=("ste ($t)=$STE --tracker $t -o /dev/null -- $FORK_LOOP")
+done
+"$BENCH_DIR/paired.py" --runs "$((RUNS * 2))" --warmup 1 --json "$RESULTS/core-fork-loop-paired.json" \
+    --title "fork loop, paired rounds" "${paired[@]}" > "$RESULTS/core-fork-loop-paired.md"
+
+# ste's own CPU while a 4 GiB process sleeps, per tracker, read from /proc during the sleep.
+: > "$RESULTS/core-sleep.txt"
+for t in "${TRACKERS[@]}"; do
+    "$BENCH_DIR/sleep_cpu.py" "$STE" "$FIXTURE" --tracker "$t" >> "$RESULTS/core-sleep.txt"
 done
 
 # ste's peak RSS on the fork loop, per tracker.
@@ -72,12 +81,10 @@ for w in ["fork-loop", "fill-1gib", "threads-64", "build"]:
     bare = res[0]["mean"]
     for x in res:
         lines.append(f"| {w} | {x['command']} | {x['mean']*1000:.1f} ms ± {x['stddev']*1000:.1f} | {x['mean']/bare:.3f} |")
-a, b = load("sleep-0"), load("sleep-5000")
-d_cpu = b["overhead"]["cpu_ns"] - a["overhead"]["cpu_ns"]
-d_wall = b["totals"]["wall_ns"] - a["totals"]["wall_ns"]
 lines.append("")
-lines.append(f"ste's own CPU while a 4 GiB process sleeps 5 s: {d_cpu/1e6:.1f} ms over {d_wall/1e9:.2f} s = {100*d_cpu/d_wall:.2f} % of wall "
-             f"(whole 4 GiB run: {b['overhead']['cpu_ns']/1e6:.1f} ms of {b['totals']['wall_ns']/1e9:.2f} s; sampler {b['sampler']['rounds']} rounds, {b['sampler']['cpu_ns']/1e6:.1f} ms)")
+lines += open(f"{r}/core-fork-loop-paired.md").read().splitlines()
+lines.append("")
+lines += open(f"{r}/core-sleep.txt").read().splitlines()
 import glob, os
 for path in sorted(glob.glob(f"{r}/core-forkloop-run-*.json")):
     f = json.load(open(path))
