@@ -511,8 +511,10 @@ impl Sampler {
             if let Some(last) = st.last_round_ns {
                 st.max_gap_ns = st.max_gap_ns.max(t.saturating_sub(last));
             }
-            st.last_round_ns = Some(t);
-            st.first_round_ns.get_or_insert(t);
+            // Rounds run on two threads (the sampler's, and a tracker's at an exit stop), so
+            // they may finish out of order: keep the earliest and the latest.
+            st.last_round_ns = Some(st.last_round_ns.map_or(t, |l| l.max(t)));
+            st.first_round_ns = Some(st.first_round_ns.map_or(t, |f| f.min(t)));
             new_high = sample.processes > 0 && sample.pss_bytes > st.max_pss;
             st.max_pss = st.max_pss.max(sample.pss_bytes);
         }
