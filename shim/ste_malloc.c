@@ -586,26 +586,36 @@ __attribute__((destructor)) static void fini(void) {
 /* Every family: the fast path when this thread has glibc counters (`my`), else the slow path,
  * which claims a slot, counts any allocator's blocks, or counts nothing while the shim works. */
 
-/* After next_malloc: this thread had no glibc counters, or the allocation failed. */
-static COLD void *malloc_slow(struct ste_counters *c, void *p, size_t n) {
-    if (!c && !(c = slow_counters()))
+/* This thread has no glibc counters: its first call, the shim's own work, another allocator. */
+static COLD void *malloc_slow(size_t n) {
+    void *p = next_malloc(n);
+    struct ste_counters *c = slow_counters();
+    if (!c)
         return p;
     c->malloc_calls++;
     c->malloc_bytes += n;
     return counted(c, p, n);
 }
 
+/* The call and its bytes are counted before glibc's malloc runs, so nothing but the block has
+ * to outlive the call: `n` needs no callee-saved register, and the counters' pointer is read
+ * again after it (it cannot change meanwhile: glibc's malloc does not call back into the shim).
+ * `asked` is 1 for alloc_rare, which reads it only for a NULL: from glibc's malloc, a NULL is a
+ * failure whatever `n` (malloc(0) returns a minimum-size block). */
 EXPORT void *malloc(size_t n) {
-    void *p = next_malloc(n);
     struct ste_counters *c = my;
-    if (UNLIKELY(!c) || UNLIKELY(!p))
-        return malloc_slow(c, p, n);
+    if (UNLIKELY(!c))
+        return malloc_slow(n);
     c->malloc_calls++;
     c->malloc_bytes += n;
+    void *p = next_malloc(n);
+    c = my;
+    if (UNLIKELY(!p))
+        return alloc_rare(c, p, 1, 0);
     size_t hdr = header(p);
     c->allocated_chunk_bytes += hdr & ~SIZE_BITS;
     if (UNLIKELY((hdr & IS_MMAPPED) | c->poll))
-        return alloc_rare(c, p, n, hdr);
+        return alloc_rare(c, p, 1, hdr);
     return p;
 }
 
@@ -624,14 +634,17 @@ static COLD void free_slow(void *p) {
     next_free(p);
 }
 
-/* The rare cases of a free: an mmapped block, or ste asked for a snapshot. */
-static COLD void free_rare(struct ste_counters *c, size_t hdr) {
+/* The rare cases of a free: an mmapped block, or ste asked for a snapshot. It forwards the
+ * free itself, so the fast path tail-calls either this or glibc's free and keeps nothing in a
+ * callee-saved register. */
+static COLD void free_rare(struct ste_counters *c, void *p, size_t hdr) {
     if (hdr & IS_MMAPPED)
         freed_mmapped(hdr);
     if (c->poll) {
         c->poll = 0;
         snapshot(0);
     }
+    next_free(p);
 }
 
 EXPORT void free(void *p) {
@@ -641,8 +654,9 @@ EXPORT void free(void *p) {
         size_t hdr = header(p);
         c->free_bytes += hdr & ~SIZE_BITS;
         if (UNLIKELY((hdr & IS_MMAPPED) | c->poll))
-            free_rare(c, hdr);
-        next_free(p);
+            free_rare(c, p, hdr);
+        else
+            next_free(p);
         return;
     }
     free_slow(p);
