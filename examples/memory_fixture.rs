@@ -22,9 +22,14 @@
 //!                                  4 threads each touching 1 MiB of their stack, a 96 MiB
 //!                                  anonymous mmap, 32 MiB of shared anonymous memory, and a
 //!                                  16 MiB file read through a private mapping
-//!   malloc-loop N [fill]           N rounds of free + malloc(16..1040), the benchmark workload:
+//!   malloc-loop N [fill] [chunks]  N rounds of free + malloc(16..1040), the benchmark workload:
 //!                                  writes the first byte of each block, or all of it (`fill`,
-//!                                  as a program using what it allocates would)
+//!                                  as a program using what it allocates would). With `chunks`,
+//!                                  times the loop in 200 chunks of N/200 rounds and prints
+//!                                  `ns-per-round MIN MEDIAN` over the chunks: the minimum is
+//!                                  the cost of a round at the machine's fastest moment, which
+//!                                  on a VM whose speed drifts compares runs better than a
+//!                                  whole run's time
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -61,7 +66,10 @@ fn main() {
         }
         Some("fork-share") => fork_share(num(1) * MIB),
         Some("anatomy") => anatomy(hold(1).unwrap_or_else(|| usage())),
-        Some("malloc-loop") => malloc_loop(num(1), args.get(2).is_some_and(|a| a == "fill")),
+        Some("malloc-loop") => {
+            let flag = |f: &str| args.iter().skip(2).any(|a| a == f);
+            malloc_loop(num(1), flag("fill"), flag("chunks"))
+        }
         _ => usage(),
     }
 }
@@ -287,10 +295,33 @@ fn anatomy(hold_ms: u64) {
     let _ = std::fs::remove_file(&path);
 }
 
-/// A malloc-heavy loop: sizes cycle through 16..1040 bytes; 64 blocks live at a time.
-fn malloc_loop(n: usize, fill: bool) {
+/// A malloc-heavy loop: sizes cycle through 16..1040 bytes; 64 blocks live at a time. With
+/// `chunks`, prints the fastest and the median chunk's nanoseconds per round.
+fn malloc_loop(n: usize, fill: bool, chunks: bool) {
+    const CHUNKS: usize = 200;
     let mut keep = [std::ptr::null_mut::<libc::c_void>(); 64];
-    for i in 0..n {
+    if chunks {
+        let per = (n / CHUNKS).max(1);
+        let mut ns: Vec<f64> = (0..CHUNKS)
+            .map(|c| {
+                let t = std::time::Instant::now();
+                malloc_rounds(&mut keep, c * per..(c + 1) * per, fill);
+                t.elapsed().as_nanos() as f64 / per as f64
+            })
+            .collect();
+        ns.sort_by(f64::total_cmp);
+        println!("ns-per-round {:.2} {:.2}", ns[0], ns[CHUNKS / 2]);
+    } else {
+        malloc_rounds(&mut keep, 0..n, fill);
+    }
+    for p in keep {
+        // SAFETY: freeing the blocks still held.
+        unsafe { libc::free(p) };
+    }
+}
+
+fn malloc_rounds(keep: &mut [*mut libc::c_void; 64], rounds: std::ops::Range<usize>, fill: bool) {
+    for i in rounds {
         let size = 16 + (i * 16) % 1024;
         // SAFETY: malloc/free of blocks this loop owns; a slot's previous block is freed first.
         unsafe {
@@ -304,9 +335,5 @@ fn malloc_loop(n: usize, fill: bool) {
                 *(keep[slot] as *mut u8) = i as u8;
             }
         }
-    }
-    for p in keep {
-        // SAFETY: freeing the blocks still held.
-        unsafe { libc::free(p) };
     }
 }
