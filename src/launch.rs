@@ -393,30 +393,10 @@ impl Child {
             return Ok(());
         };
         let mut buf = [0u8; 4];
-        let mut got = 0;
-        while got < buf.len() {
-            // SAFETY: reading into the unfilled part of a valid buffer.
-            let n = unsafe {
-                libc::read(
-                    fd.as_raw_fd(),
-                    buf[got..].as_mut_ptr().cast(),
-                    buf.len() - got,
-                )
-            };
-            match n {
-                0 => {
-                    return Err(std::io::Error::other(
-                        "the command's process ended before it could join",
-                    ));
-                }
-                n if n < 0 => {
-                    let e = std::io::Error::last_os_error();
-                    if e.kind() != std::io::ErrorKind::Interrupted {
-                        return Err(e);
-                    }
-                }
-                n => got += n as usize,
-            }
+        if read_full(&fd, &mut buf)? < buf.len() {
+            return Err(std::io::Error::other(
+                "the command's process ended before it could join",
+            ));
         }
         match i32::from_ne_bytes(buf) {
             0 => Ok(()),
@@ -440,6 +420,32 @@ impl Child {
     }
 }
 
+/// Reads `fd` until `buf` is full or the other end is closed; returns how much it read.
+fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: reading into the unfilled part of a valid buffer.
+        let n = unsafe {
+            libc::read(
+                fd.as_raw_fd(),
+                buf[got..].as_mut_ptr().cast(),
+                buf.len() - got,
+            )
+        };
+        match n {
+            0 => break,
+            n if n < 0 => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            n => got += n as usize,
+        }
+    }
+    Ok(got)
+}
+
 /// The read end of the child's exec-error pipe.
 pub struct ExecReport {
     fd: Option<OwnedFd>,
@@ -454,28 +460,7 @@ impl ExecReport {
             return Ok(());
         };
         let mut buf = [0u8; 8];
-        let mut got = 0;
-        while got < buf.len() {
-            // SAFETY: reading into the unfilled part of a valid buffer.
-            let n = unsafe {
-                libc::read(
-                    fd.as_raw_fd(),
-                    buf[got..].as_mut_ptr().cast(),
-                    buf.len() - got,
-                )
-            };
-            if n == 0 {
-                break;
-            }
-            if n < 0 {
-                if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                break;
-            }
-            got += n as usize;
-        }
-        if got < buf.len() {
+        if read_full(&fd, &mut buf).unwrap_or(0) < buf.len() {
             return Ok(());
         }
         let stage = u32::from_ne_bytes(buf[..4].try_into().expect("4 bytes"));
