@@ -8,7 +8,8 @@ each command sees a different machine and the ratios of their means carry ±40 %
 round runs each command once, in a fresh random order, and the ratio is taken within the
 round, where the machine is the same for all; the figure is the median of those per-round
 ratios with a 95 % bootstrap interval, next to the ratio of the minimums (each command at
-the machine's fastest).
+the machine's fastest). For additive budgets ("≤ 5 ms more than bare") the last column is
+the median of the per-round differences, with its 95 % bootstrap interval.
 
     bench/paired.py [--runs N] [--warmup W] [--prepare CMD] [--json FILE] \\
         NAME=COMMAND NAME=COMMAND ...
@@ -94,8 +95,8 @@ def main():
     if a.title:
         print(f"### {a.title}\n")
     print(f"{a.runs} rounds, each command once per round in random order; baseline: {base}\n")
-    print("| command | median wall | min wall | user+sys (median) | × baseline: median of per-round ratios [95 % CI] | × baseline: min/min |")
-    print("|---|---|---|---|---|---|")
+    print("| command | median wall | min wall | user+sys (median) | × baseline: median of per-round ratios [95 % CI] | × baseline: min/min | − baseline: median of per-round differences [95 % CI] |")
+    print("|---|---|---|---|---|---|---|")
     for name, argv in cmds:
         walls = [r[name][0] for r in rounds]
         cpu = [r[name][1] + r[name][2] for r in rounds]
@@ -103,10 +104,15 @@ def main():
         med = statistics.median(ratios)
         lo, hi = bootstrap_ci(ratios)
         mins = min(walls) / min(r[base][0] for r in rounds)
+        diffs = [r[name][0] - r[base][0] for r in rounds]
+        dmed = statistics.median(diffs)
+        dlo, dhi = bootstrap_ci(diffs)
         print(f"| {name} | {statistics.median(walls)*1e3:,.1f} ms | {min(walls)*1e3:,.1f} ms | "
-              f"{statistics.median(cpu)*1e3:,.1f} ms | {med:.3f} [{lo:.3f}, {hi:.3f}] | {mins:.3f} |")
+              f"{statistics.median(cpu)*1e3:,.1f} ms | {med:.3f} [{lo:.3f}, {hi:.3f}] | {mins:.3f} | "
+              f"{dmed*1e3:+,.2f} ms [{dlo*1e3:+,.2f}, {dhi*1e3:+,.2f}] |")
         summary.append({"name": name, "command": shlex.join(argv), "wall_s": walls, "cpu_s": cpu,
-                        "ratio_median": med, "ratio_ci95": [lo, hi], "ratio_of_minimums": mins})
+                        "ratio_median": med, "ratio_ci95": [lo, hi], "ratio_of_minimums": mins,
+                        "diff_median_s": dmed, "diff_ci95_s": [dlo, dhi]})
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"runs": a.runs, "baseline": base, "commands": summary}, f, indent=1)

@@ -4,7 +4,14 @@
 //! Owns the child between `fork` and `execve`. The child waits on a pipe until a tracker has
 //! registered it (ptrace seize, netlink listening), so no event of the tree can be missed, and
 //! reports an exec failure through a close-on-exec pipe. Everything the child needs is built
-//! before `fork`; after it, the child makes only async-signal-safe system calls.
+//! before `fork`; after it, the child makes only async-signal-safe system calls (so ste may
+//! fork while another of its threads runs: the BPF loader does, see `session.rs`).
+//!
+//! The child also joins ste's cgroup itself, before it drops privileges: it writes `0` (itself)
+//! to the files it is given (`account::group`), and says how that went on a pipe. A task that
+//! moves itself alone skips the kernel's global lock on thread groups, whose write side waits
+//! for an RCU grace period (4–20 ms on this machine, HZ=250) when ste writes the child's pid
+//! instead; and the child does it while ste loads BPF.
 //!
 //! `std::process::Command` is not used because `spawn` returns only after the exec, while ste
 //! must learn the pid and register it before the exec happens (see KERNEL-NOTES, ptrace).
@@ -12,7 +19,7 @@
 use crate::model::{LaunchError, LaunchErrorKind};
 use anyhow::{Context, Result, bail};
 use std::ffi::{CString, OsStr, OsString};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 /// Makes ste the reaper of every orphan in its tree (`PR_SET_CHILD_SUBREAPER`).
@@ -133,12 +140,15 @@ impl Prepared {
         self.creds.as_ref()
     }
 
-    /// Forks the command. The child has dropped privileges, has `mask` as its signal mask (the
-    /// one ste started with) and waits for [`Child::release`]. Call this before ste starts any
-    /// thread, so the fork copies a single-threaded process.
-    pub fn fork(&self, mask: &libc::sigset_t) -> Result<Child> {
+    /// Forks the command. The child writes `0` to each of `join` (cgroup membership files: it
+    /// moves itself), reports how that went ([`Child::joined`]), drops privileges, sets `mask`
+    /// as its signal mask (the one ste started with) and waits for [`Child::release`]. Other
+    /// threads of ste may run meanwhile: the child touches no lock they could hold.
+    pub fn fork(&self, mask: &libc::sigset_t, join: &[BorrowedFd<'_>]) -> Result<Child> {
         let (go_r, go_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
+        let joined = if join.is_empty() { None } else { Some(pipe()?) };
+        let join_fds: Vec<libc::c_int> = join.iter().map(|f| f.as_raw_fd()).collect();
         let argv_ptrs = null_terminated(&self.argv);
         let env_ptrs = null_terminated(&self.env);
         let sh = c"/bin/sh";
@@ -168,7 +178,13 @@ impl Prepared {
                 child_after_fork(ChildPlan {
                     go: go_r.as_raw_fd(),
                     err: err_w.as_raw_fd(),
-                    parent_ends: [go_w.as_raw_fd(), err_r.as_raw_fd()],
+                    join: &join_fds,
+                    joined: joined.as_ref().map_or(-1, |(_, w)| w.as_raw_fd()),
+                    parent_ends: [
+                        go_w.as_raw_fd(),
+                        err_r.as_raw_fd(),
+                        joined.as_ref().map_or(-1, |(r, _)| r.as_raw_fd()),
+                    ],
                     argv: argv_ptrs.as_ptr(),
                     env: env_ptrs.as_ptr(),
                     candidates: &cand_ptrs,
@@ -185,6 +201,7 @@ impl Prepared {
             pid,
             go: Some(go_w),
             err: Some(err_r),
+            joined: joined.map(|(r, _)| r),
             name: self.argv[0].to_bytes().to_vec(),
         })
     }
@@ -239,9 +256,13 @@ const STAGE_EXEC: u32 = 2;
 struct ChildPlan<'a> {
     go: libc::c_int,
     err: libc::c_int,
-    /// ste's ends of the two pipes: closed at once, or the child's own copy of the write end
-    /// would keep `read(go)` from seeing ste close it (`Child::abandon`).
-    parent_ends: [libc::c_int; 2],
+    /// Files to write `0` to (cgroup membership), and the pipe to report the outcome on (-1:
+    /// none).
+    join: &'a [libc::c_int],
+    joined: libc::c_int,
+    /// ste's ends of the pipes (-1: none): closed at once, or the child's own copy of the
+    /// write end would keep `read(go)` from seeing ste close it (`Child::abandon`).
+    parent_ends: [libc::c_int; 3],
     argv: *const *const libc::c_char,
     env: *const *const libc::c_char,
     candidates: &'a [*const libc::c_char],
@@ -255,7 +276,10 @@ struct ChildPlan<'a> {
 unsafe fn child_after_fork(plan: ChildPlan<'_>) -> ! {
     unsafe {
         let report = |stage: u32, errno: i32| -> ! {
-            let msg = [stage.to_ne_bytes(), (errno as u32).to_ne_bytes()].concat();
+            // On the stack: another thread of ste may have held the allocator's lock at fork.
+            let mut msg = [0u8; 8];
+            msg[..4].copy_from_slice(&stage.to_ne_bytes());
+            msg[4..].copy_from_slice(&(errno as u32).to_ne_bytes());
             libc::write(plan.err, msg.as_ptr().cast(), msg.len());
             libc::_exit(if stage == STAGE_EXEC { 127 } else { 125 });
         };
@@ -266,6 +290,18 @@ unsafe fn child_after_fork(plan: ChildPlan<'_>) -> ! {
         }
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         libc::pthread_sigmask(libc::SIG_SETMASK, plan.mask, std::ptr::null_mut());
+        // Joined while still privileged; the first failure's errno (0: all joined) is told.
+        if plan.joined >= 0 {
+            let mut errno = 0i32;
+            for &fd in plan.join {
+                if libc::write(fd, c"0".as_ptr().cast(), 1) != 1 {
+                    errno = *libc::__errno_location();
+                    break;
+                }
+            }
+            libc::write(plan.joined, (&raw const errno).cast(), 4);
+            libc::close(plan.joined);
+        }
         if let Some((uid, gid)) = plan.creds {
             // Raw system calls: glibc's wrappers synchronise credentials across threads,
             // machinery that has no business running in a forked child.
@@ -333,6 +369,8 @@ pub struct Child {
     pub pid: libc::pid_t,
     go: Option<OwnedFd>,
     err: Option<OwnedFd>,
+    /// The read end of the pipe the child reports its joining on, until read.
+    joined: Option<OwnedFd>,
     name: Vec<u8>,
 }
 
@@ -346,6 +384,24 @@ impl Child {
             return Err(std::io::Error::last_os_error()).context("releasing the command");
         }
         Ok(())
+    }
+
+    /// Waits for the child to have written `0` to the files given to [`Prepared::fork`]:
+    /// `Ok` when it did (or was given none), else the error of the first write that failed.
+    pub fn joined(&mut self) -> std::io::Result<()> {
+        let Some(fd) = self.joined.take() else {
+            return Ok(());
+        };
+        let mut buf = [0u8; 4];
+        if read_full(&fd, &mut buf)? < buf.len() {
+            return Err(std::io::Error::other(
+                "the command's process ended before it could join",
+            ));
+        }
+        match i32::from_ne_bytes(buf) {
+            0 => Ok(()),
+            errno => Err(std::io::Error::from_raw_os_error(errno)),
+        }
     }
 
     /// Kills a child that was never released (ste could not set up tracking).
@@ -364,6 +420,32 @@ impl Child {
     }
 }
 
+/// Reads `fd` until `buf` is full or the other end is closed; returns how much it read.
+fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: reading into the unfilled part of a valid buffer.
+        let n = unsafe {
+            libc::read(
+                fd.as_raw_fd(),
+                buf[got..].as_mut_ptr().cast(),
+                buf.len() - got,
+            )
+        };
+        match n {
+            0 => break,
+            n if n < 0 => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            n => got += n as usize,
+        }
+    }
+    Ok(got)
+}
+
 /// The read end of the child's exec-error pipe.
 pub struct ExecReport {
     fd: Option<OwnedFd>,
@@ -378,28 +460,7 @@ impl ExecReport {
             return Ok(());
         };
         let mut buf = [0u8; 8];
-        let mut got = 0;
-        while got < buf.len() {
-            // SAFETY: reading into the unfilled part of a valid buffer.
-            let n = unsafe {
-                libc::read(
-                    fd.as_raw_fd(),
-                    buf[got..].as_mut_ptr().cast(),
-                    buf.len() - got,
-                )
-            };
-            if n == 0 {
-                break;
-            }
-            if n < 0 {
-                if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                break;
-            }
-            got += n as usize;
-        }
-        if got < buf.len() {
+        if read_full(&fd, &mut buf).unwrap_or(0) < buf.len() {
             return Ok(());
         }
         let stage = u32::from_ne_bytes(buf[..4].try_into().expect("4 bytes"));

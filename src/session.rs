@@ -40,6 +40,13 @@ struct Waiting {
 
 /// Runs the command and returns the status ste should exit with.
 pub fn run(opts: &RunOptions) -> Result<i32> {
+    crate::phases::start();
+    let status = run_inner(opts);
+    crate::phases::print();
+    status
+}
+
+fn run_inner(opts: &RunOptions) -> Result<i32> {
     // Open every output before the command starts: a bad path must not cost a run.
     let mut out = Output::open(opts.output.as_deref())?;
     let exports = Exports::open(opts)?;
@@ -60,25 +67,35 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     let malloc = opts.malloc.then(crate::malloc::Setup::new).transpose()?;
     let env = malloc.as_ref().map(|m| m.env()).unwrap_or_default();
     let prepared = Prepared::new(&opts.command, creds, &env)?;
-    let mut accounting = account::Session::prepare(&opts.accounting);
     let sdt = opts.malloc.then(|| crate::malloc::sdt::plan(&opts.command));
-    let preloaded = track::preload(opts.tracker, opts.syscalls, sdt.clone());
+    // Start-up side by side: BPF loads on a thread of its own while the accounting is
+    // prepared and the command forked (it joins the cgroup itself meanwhile); only the
+    // release waits for all of them.
+    let loading = track::preload_in_background(opts.tracker, opts.syscalls, sdt.clone());
+    let mut accounting = crate::phases::span("accounting prepare", || {
+        account::Session::prepare(&opts.accounting)
+    });
     let original_mask = signals::block();
     let clock = Clock::start();
-    let mut child = prepared.fork(&original_mask)?;
+    let mut child = crate::phases::span("fork", || {
+        prepared.fork(&original_mask, &accounting.join_files())
+    })?;
     let (sink, rx) = Sink::new(clock.clone());
     let sampler = Sampler::new(opts.pace, sink.clone());
     let peak_maps = crate::maps::peak::attach(opts.maps_at_peak, &sampler, &sink);
+    let preloaded = crate::phases::span("wait for bpf", || loading.wait());
     let probes = sdt.map_or_else(String::new, |p| p.text_before(preloaded.bpf_status()));
     let malloc = crate::malloc::attach(malloc, probes, &sampler, &sink);
-    let started = match track::start(
-        opts.tracker,
-        opts.syscalls,
-        preloaded,
-        &mut child,
-        &sink,
-        &sampler,
-    ) {
+    let started = match crate::phases::span("tracker start", || {
+        track::start(
+            opts.tracker,
+            opts.syscalls,
+            preloaded,
+            &mut child,
+            &sink,
+            &sampler,
+        )
+    }) {
         Ok(started) => started,
         Err(e) => {
             child.abandon();
@@ -107,12 +124,14 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
     declare_sources(&sink);
     sampler.declare_source();
     signals::spawn(sink.clone()).context("cannot start the signal thread")?;
-    accounting.start(&sink, child.pid, started.kind.name());
+    crate::phases::span("accounting start", || {
+        accounting.start(&sink, child.joined(), started.kind.name())
+    });
     let root = child.pid;
     // Time zero is the release: what ste did since the fork is its own set-up, not the
     // command's time. The sampler starts after it, so its samples run forward from zero.
     clock.restart();
-    child.release()?;
+    crate::phases::span("release", || child.release())?;
     let sampler_role = Role::Sampler {
         page_flags: opts.maps_at_peak.is_some(),
     };
@@ -160,8 +179,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
         }
     };
 
-    let info = sampler.stop();
-    accounting.stop();
+    crate::phases::span("command (release to tree done)", || ());
+    let info = crate::phases::span("sampler stop", || sampler.stop());
+    crate::phases::span("accounting stop", || accounting.stop());
     if let Some(p) = &peak_maps {
         p.finish();
     }
@@ -182,7 +202,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             _ => {}
         }
     }
-    for event in accounting.finish() {
+    for event in crate::phases::span("accounting finish", || accounting.finish()) {
         rec.apply(&Stamped {
             t_ns: end_ns,
             event,
@@ -211,9 +231,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
             stopped_waiting,
         },
     });
-    let run = rec.finish();
+    let run = crate::phases::span("recorder finish", || rec.finish());
     let recorded = recording.map(|r| (r.path().to_path_buf(), r.finish()));
-    out.summary(&run, opts)?;
+    crate::phases::span("report", || out.summary(&run, opts))?;
     exports.write(&run, opts.style)?;
     if let Some((path, Err(e))) = recorded {
         return Err(e).with_context(|| {

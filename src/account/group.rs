@@ -7,11 +7,16 @@
 //! `pids` under ste's own path in each (root only). On the hybrid machine this was written on,
 //! the unified hierarchy has no memory controller, so v1 is used.
 //!
-//! Joining before exec: the child is parked on the launch pipe between fork and exec (see
-//! `launch.rs`), so ste writes its pid to each `cgroup.procs` then, before releasing it. That
-//! is "joining before exec" without adding any work to the async-signal-safe child, and every
+//! Joining before exec: the child, between fork and exec (see `launch.rs`), writes `0` to the
+//! files [`Group::open_join`] opened before the fork: v1 `tasks`, v2 `cgroup.procs`. So every
 //! page the command allocates after its exec is charged to the group (charges already made
-//! stay where they are: moving a running process moves none of them).
+//! stay where they are: moving a running process moves none of them). The child moves itself
+//! rather than ste writing its pid, because a v1 task moving only itself skips the kernel's
+//! global thread-group lock, whose write side waits for an RCU grace period: 4–20 ms here
+//! for ste's write of a pid to `cgroup.procs`, 0.03 ms for the child's `0` to `tasks` (the
+//! child is single-threaded, so moving its one thread moves the process). In v2, where a
+//! domain group has no `tasks`, the child's `0` to `cgroup.procs` still waits for the grace
+//! period, but in the child, while ste loads BPF.
 //!
 //! Names are `ste-<PID>-<START>` (ste's pid and its start time in clock ticks since boot), so
 //! a later run recognises the groups of a ste that is gone (killed, crashed) and removes them:
@@ -22,7 +27,6 @@ use crate::kernel::cgroup::{self, Hierarchy, MemoryStat};
 use crate::kernel::proc::ProcFs;
 use crate::model::GroupEnd;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// One directory of the group, in one hierarchy.
@@ -130,28 +134,24 @@ impl Group {
             .map(|d| d.path.as_path())
     }
 
-    /// Opens each `cgroup.procs` for writing (done before the fork, so that a failure is
-    /// known before the command starts).
-    pub fn open_procs(&self) -> Result<Vec<File>, String> {
+    /// Opens, in each directory, the file the child joins by (v1 `tasks`, v2 `cgroup.procs`)
+    /// for writing, before the fork, so that a failure is known before the command starts.
+    pub fn open_join(&self) -> Result<Vec<File>, String> {
+        let file = if self.version == 2 {
+            "cgroup.procs"
+        } else {
+            "tasks"
+        };
         self.dirs
             .iter()
             .map(|d| {
-                let p = d.path.join("cgroup.procs");
+                let p = d.path.join(file);
                 OpenOptions::new()
                     .write(true)
                     .open(&p)
                     .map_err(|e| format!("cannot open {}: {e}", p.display()))
             })
             .collect()
-    }
-
-    /// Moves `pid` (parked before its exec) into every directory of the group.
-    pub fn join(procs: &mut [File], pid: i32) -> Result<(), String> {
-        for f in procs {
-            f.write_all(pid.to_string().as_bytes())
-                .map_err(|e| format!("cannot move the command into ste's cgroup: {e}"))?;
-        }
-        Ok(())
     }
 
     /// Current usage and its anon/file split (two reads, ~20 µs each).

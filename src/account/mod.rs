@@ -24,6 +24,7 @@ use group::Group;
 use listener::Listener;
 use matcher::Matcher;
 use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -62,6 +63,7 @@ pub struct Options {
 pub struct Session {
     opts: Options,
     group: Option<Arc<Group>>,
+    /// The files the child joins the group by, until it has.
     procs: Vec<File>,
     taskstats: Option<Taskstats>,
     listener: Option<Listener>,
@@ -86,10 +88,9 @@ fn is_root() -> bool {
 }
 
 impl Session {
-    /// Opens what must exist before the command starts: the cgroup (and its `cgroup.procs`
-    /// files), the taskstats exit listener, delay accounting. Starts no thread (the fork that
-    /// follows must copy a single-threaded process). Anything that does not work is recorded
-    /// as unavailable, with the reason.
+    /// Opens what must exist before the command starts: the cgroup (and the files the child
+    /// joins it by), the taskstats exit listener, delay accounting. Starts no thread. Anything
+    /// that does not work is recorded as unavailable, with the reason.
     pub fn prepare(opts: &Options) -> Session {
         let mut s = Session {
             opts: opts.clone(),
@@ -109,7 +110,7 @@ impl Session {
         }
         if opts.cgroup {
             match Group::create(Path::new("/proc/self")).and_then(|g| {
-                let procs = g.open_procs()?;
+                let procs = g.open_join()?;
                 Ok((g, procs))
             }) {
                 Ok((g, procs)) => {
@@ -172,14 +173,23 @@ impl Session {
         s
     }
 
-    /// Called once the tracker runs and before the command is released: moves the parked
-    /// command into the cgroup, starts the accounts thread, declares sources.
-    pub fn start(&mut self, sink: &Sink, pid: i32, tracker: &str) {
+    /// The files the child writes `0` to, to join the cgroup before its exec (none without a
+    /// cgroup): give them to `launch::Prepared::fork`.
+    pub fn join_files(&self) -> Vec<BorrowedFd<'_>> {
+        self.procs.iter().map(|f| f.as_fd()).collect()
+    }
+
+    /// Called once the tracker runs and before the command is released, with whether the
+    /// parked command joined the cgroup (`launch::Child::joined`): starts the accounts thread,
+    /// declares sources.
+    pub fn start(&mut self, sink: &Sink, joined: std::io::Result<()>, tracker: &str) {
         for e in self.early.drain(..) {
             sink.emit(e);
         }
         if let Some(g) = &self.group {
-            match Group::join(&mut self.procs, pid) {
+            let joined =
+                joined.map_err(|e| format!("the command could not join ste's cgroup: {e}"));
+            match joined {
                 Ok(()) => {
                     sink.emit(Event::Accounting {
                         event: AccountEvent::Group {

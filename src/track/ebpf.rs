@@ -166,11 +166,13 @@ pub struct Config {
     pub syscalls: Option<Mode>,
 }
 
-/// The object loaded and its programs attached, before the command is forked: loading (the
-/// verifier checks each program) takes a few milliseconds, which must not count as the
-/// command's time. Nothing is followed until [`start`] registers the root.
+/// The object loaded, its programs attached and its ring buffer mapped, before the command is
+/// released: loading (the verifier checks each program) takes a few milliseconds, which must
+/// not count as the command's time. Nothing is followed until [`start`] registers the root.
 pub struct Loaded {
     ebpf: Bpf,
+    /// The `events` ring buffer, mapped.
+    ring: RingBuf,
     config: Config,
     /// The SDT probe sites, each marked attached or not.
     sdt: Option<Plan>,
@@ -195,7 +197,7 @@ pub fn load(config: Config, mut sdt: Option<Plan>) -> Result<Loaded, String> {
         }
     }
     let with_sdt = sdt.as_ref().is_some_and(|p| !p.sites.is_empty());
-    let mut ebpf = load_object(config, with_sdt).map_err(|e| explain(&e))?;
+    let (mut ebpf, ring) = load_object(config, with_sdt).map_err(|e| explain(&e))?;
     if let Some(plan) = sdt.as_mut().filter(|p| !p.sites.is_empty())
         && let Err(e) = attach_sdt(&mut ebpf, plan)
     {
@@ -203,7 +205,12 @@ pub fn load(config: Config, mut sdt: Option<Plan>) -> Result<Loaded, String> {
             o.not_attached.push(format!("the uprobe program: {e}"));
         }
     }
-    Ok(Loaded { ebpf, config, sdt })
+    Ok(Loaded {
+        ebpf,
+        ring,
+        config,
+        sdt,
+    })
 }
 
 /// Registers the root, and starts the reader and the reaper. Returns the system-call source
@@ -214,12 +221,16 @@ pub fn start(
     sink: Sink,
     sampler: Arc<Sampler>,
 ) -> Result<Option<Arc<dyn syscalls::Source>>, String> {
-    let Loaded { ebpf, config, sdt } = loaded;
+    let Loaded {
+        ebpf,
+        ring,
+        config,
+        sdt,
+    } = loaded;
     let tasks = ebpf.map("tasks").map_err(|e| e.to_string())?;
     register_root(&tasks, child.pid)
         .map_err(|e| format!("cannot register the command with BPF: {e}"))?;
     let map = |name: &str| ebpf.map(name).map_err(|e| e.to_string());
-    let ring = RingBuf::new(map("events")?).map_err(|e| e.to_string())?;
     let counters: Array<u64> = Array::new(map("counters")?).map_err(|e| e.to_string())?;
     let source = match config.syscalls {
         Some(mode) => Some(Arc::new(BpfSyscalls {
@@ -354,11 +365,13 @@ fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32)>, String>
     Ok(out)
 }
 
-/// The ring buffer's size. Its pages are allocated and zeroed when it is created, which is
-/// most of the loading time: 4 MiB takes about 1 ms here (16 MiB took 6 ms), and holds the
-/// records of 25,000 short processes (fork, exec, exit: about 150 bytes) should the reader fall
-/// that far behind; a record that does not fit is counted, and the tree rebuilt from /proc.
-const RING_BYTES: u32 = 4 << 20;
+/// The ring buffer's size. Its pages are allocated, zeroed and charged when it is created, and
+/// mapped (twice) when ste maps it: going from 4 MiB to 1 MiB took 1.8 ms off `ste true` here.
+/// 1 MiB holds the records of ~6,000 short processes (fork, exec, exit: about 160 bytes), or
+/// of 4 execs with the largest argv the kernel copies (256 KiB); the fork storm of the tests
+/// (20,000 forks) never had more than 1.6 KB waiting. A record that does not fit is counted,
+/// reported as lost, and the tree rebuilt from /proc.
+const RING_BYTES: u32 = 1 << 20;
 
 /// What the kernel's BTF tells the loader: the offsets to set and the tracepoints' ids.
 struct FromBtf {
@@ -387,8 +400,8 @@ fn from_btf(syscalls: bool, tracepoints: &[&str]) -> Result<FromBtf, String> {
 }
 
 /// Loads the object and attaches what `config` needs (and creates what the uprobe program
-/// needs, `with_sdt`). Detaches on drop.
-fn load_object(config: Config, with_sdt: bool) -> Result<Bpf, String> {
+/// needs, `with_sdt`), and maps the ring buffer. Detaches on drop.
+fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBuf), String> {
     let obj = Object::parse(&OBJECT.0).map_err(|e| e.to_string())?;
     let timed: u32 = config.syscalls.is_some_and(Mode::timed).into();
     let per_thread: u32 = config.syscalls.is_some_and(Mode::per_process).into();
@@ -407,7 +420,6 @@ fn load_object(config: Config, with_sdt: bool) -> Result<Bpf, String> {
                 .ok_or(format!("the BPF object has no tp_btf program `{p}`"))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let btf = from_btf(config.syscalls.is_some(), &tracepoints)?;
     let cpus = sys::possible_cpus().map_err(|e| format!("possible CPUs: {e}"))?;
     let mut loader = Loader::new(obj.clone());
     loader
@@ -417,7 +429,19 @@ fn load_object(config: Config, with_sdt: bool) -> Result<Bpf, String> {
     if with_sdt {
         maps_for.push("sdt_memory");
     }
-    let mut ebpf = loader.create_maps(&maps_for).map_err(|e| e.to_string())?;
+    // Side by side: the walk of the kernel's BTF, and the kernel allocating the maps.
+    let (btf, created) = std::thread::scope(|s| {
+        let btf = s.spawn(|| {
+            crate::phases::span("bpf: kernel BTF", || {
+                from_btf(config.syscalls.is_some(), &tracepoints)
+            })
+        });
+        let created = crate::phases::span("bpf: create maps", || loader.create_maps(&maps_for));
+        (joined(btf), created)
+    });
+    // The BTF's error first, as when the two ran in turn: it says what this kernel lacks.
+    let btf = btf?;
+    let mut ebpf = created.map_err(|e| e.to_string())?;
     for (name, value) in &btf.layout {
         ebpf.set_global(name, value).map_err(|e| e.to_string())?;
     }
@@ -425,10 +449,23 @@ fn load_object(config: Config, with_sdt: bool) -> Result<Bpf, String> {
         .and_then(|l| l.set_global("cfg_per_thread", &per_thread))
         .and_then(|l| l.set_global("cfg_sigreturn_nr", &sigreturn))
         .map_err(|e| e.to_string())?;
-    for (name, id) in programs.iter().zip(btf.tracepoint_ids) {
-        ebpf.attach_tp_btf(name, id).map_err(|e| e.to_string())?;
-    }
-    Ok(ebpf)
+    // Side by side: the kernel checking the programs, and mapping the ring buffer.
+    let events = ebpf.map("events").map_err(|e| e.to_string())?;
+    let attach: Vec<(&str, u32)> = programs.iter().copied().zip(btf.tracepoint_ids).collect();
+    let (ring, attached) = std::thread::scope(|s| {
+        let ring = s.spawn(|| crate::phases::span("bpf: map ring", || RingBuf::new(events)));
+        let attached =
+            crate::phases::span("bpf: load+attach programs", || ebpf.attach_tp_btf(&attach));
+        (joined(ring), attached)
+    });
+    attached.map_err(|e| e.to_string())?;
+    let ring = ring.map_err(|e| format!("mapping the ring buffer: {e}"))?;
+    Ok((ebpf, ring))
+}
+
+/// The result of a scoped thread (a panic goes on in the caller).
+fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
 }
 
 /// Writes each site's spec to `sdt_sites` (the cookie indexes it), loads the uprobe program and

@@ -62,8 +62,9 @@ type StartResult = Result<Option<Arc<dyn syscalls::Source>>, String>;
 pub struct Preloaded(Option<Result<ebpf::Loaded, String>>);
 
 /// Loads the BPF object if the choice of tracker may fall on ebpf, with uprobes on the SDT
-/// probe sites of `sdt` (`--malloc`). Call it before forking: loading takes long enough to
-/// distort the command's wall time, and the probes must be there before the command runs.
+/// probe sites of `sdt` (`--malloc`). Call it before the command is released (while it is held
+/// or before the fork): loading takes long enough to distort the command's wall time, and the
+/// probes must be there before the command runs.
 pub fn preload(
     requested: Option<TrackerKind>,
     syscalls: Option<SyscallRequest>,
@@ -78,6 +79,45 @@ pub fn preload(
         )),
         Some(_) => None,
     })
+}
+
+/// [`preload`] under way on a thread of its own, or why there is none.
+pub enum Loading {
+    /// Another tracker was asked for: nothing to load.
+    NotNeeded,
+    /// The thread could not start.
+    Failed(String),
+    Thread(std::thread::JoinHandle<Preloaded>),
+}
+
+/// [`preload`] on a thread of its own when it has BPF to load (a few milliseconds of work that
+/// the rest of the start-up overlaps).
+pub fn preload_in_background(
+    requested: Option<TrackerKind>,
+    syscalls: Option<SyscallRequest>,
+    sdt: Option<crate::malloc::sdt::Plan>,
+) -> Loading {
+    if !matches!(requested, None | Some(TrackerKind::Ebpf)) {
+        return Loading::NotNeeded;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("ste-bpf-load".into())
+        .spawn(move || crate::phases::span("bpf preload", || preload(requested, syscalls, sdt)));
+    match spawned {
+        Ok(handle) => Loading::Thread(handle),
+        Err(e) => Loading::Failed(format!("cannot start the thread that loads BPF: {e}")),
+    }
+}
+
+impl Loading {
+    /// The outcome of [`preload`], once it is there.
+    pub fn wait(self) -> Preloaded {
+        match self {
+            Loading::NotNeeded => Preloaded(None),
+            Loading::Failed(why) => Preloaded(Some(Err(why))),
+            Loading::Thread(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        }
+    }
 }
 
 impl Preloaded {
