@@ -366,12 +366,13 @@ fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32)>, String>
 }
 
 /// The ring buffer's size. Its pages are allocated, zeroed and charged when it is created, and
-/// mapped (twice) when ste maps it: going from 4 MiB to 1 MiB took 1.8 ms off `ste true` here.
-/// 1 MiB holds the records of ~6,000 short processes (fork, exec, exit: about 160 bytes), or
-/// of 4 execs with the largest argv the kernel copies (256 KiB); the fork storm of the tests
-/// (20,000 forks) never had more than 1.6 KB waiting. A record that does not fit is counted,
-/// reported as lost, and the tree rebuilt from /proc.
-const RING_BYTES: u32 = 1 << 20;
+/// mapped (twice) when ste maps it: each MiB costs `ste true` about 0.6 ms here (4 MiB → 1 MiB
+/// took 1.8 ms off). A record that does not fit is counted, reported as lost, and the tree
+/// rebuilt from /proc, but the execs it carried are gone, so the size is set by the bursts it
+/// must hold, not by start-up: 2 MiB held 8 parallel execs with 200 KB of argv each (300 of
+/// them, 4 runs, nothing lost) where 1 MiB lost 5–30 of the 300 execs; the fork storm of the
+/// tests (20,000 forks) never had more than 1.6 KB waiting.
+const RING_BYTES: u32 = 2 << 20;
 
 /// What the kernel's BTF tells the loader: the offsets to set and the tracepoints' ids.
 struct FromBtf {
