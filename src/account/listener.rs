@@ -17,9 +17,18 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How often the group's memory is sampled (two reads of ~20 µs each, 0.2 % of a core) and
-/// queued taskstats records are taken.
+/// How often the group's usage is read and queued taskstats records are taken while the usage
+/// moves; while it stands still the period doubles up to [`TICK_IDLE`] (each wake-up costs
+/// ~80 µs of CPU here, most of it waking up).
 const TICK: Duration = Duration::from_millis(20);
+const TICK_IDLE: Duration = Duration::from_millis(320);
+
+/// The anon/file split (`memory.stat`) is read again when the usage has moved this much since
+/// the last reading, or when [`STAT_EVERY`] has passed: reading it every tick cost ~0.8 % of a
+/// core while a 4 GiB command slept (measured: 42 ms of the accounts thread's CPU in 5 s,
+/// 300 wake-ups), for a split that cannot change much while the usage stands still.
+const STAT_MOVE_BYTES: u64 = 256 << 10;
+const STAT_EVERY: Duration = Duration::from_secs(1);
 
 pub struct Listener {
     wake: OwnedFd,
@@ -70,16 +79,40 @@ impl Drop for Listener {
     }
 }
 
+#[derive(Default)]
 struct Maxima {
     usage: u64,
     anon: u64,
     file: u64,
+    /// The usage and the time when `memory.stat` was last read.
+    stat_read_at: Option<(u64, std::time::Instant)>,
+    /// The usage at the previous reading.
+    previous: Option<u64>,
 }
 
-fn sample(group: &Group, sink: &Sink, max: &mut Maxima) {
-    let Some((usage, stat)) = group.memory_now() else {
-        return;
+/// Reads the group's memory; `last` reads the split whatever the usage did. Returns whether
+/// the usage moved since the previous reading.
+fn sample(group: &Group, sink: &Sink, max: &mut Maxima, last: bool) -> bool {
+    let Some(usage) = group.usage_now() else {
+        return false;
     };
+    let moved = max
+        .previous
+        .replace(usage)
+        .is_none_or(|p| p.abs_diff(usage) >= STAT_MOVE_BYTES);
+    let stale = match max.stat_read_at {
+        None => true,
+        Some((at_usage, at)) => {
+            usage.abs_diff(at_usage) >= STAT_MOVE_BYTES || at.elapsed() >= STAT_EVERY
+        }
+    };
+    if !(stale || last || usage > max.usage) {
+        return moved;
+    }
+    let Some(stat) = group.stat_now() else {
+        return moved;
+    };
+    max.stat_read_at = Some((usage, std::time::Instant::now()));
     if usage > max.usage || stat.anon_bytes > max.anon || stat.file_bytes > max.file {
         max.usage = max.usage.max(usage);
         max.anon = max.anon.max(stat.anon_bytes);
@@ -92,6 +125,7 @@ fn sample(group: &Group, sink: &Sink, max: &mut Maxima) {
             },
         });
     }
+    moved
 }
 
 fn forward(received: Received, sink: &Sink) {
@@ -112,18 +146,19 @@ fn forward(received: Received, sink: &Sink) {
 }
 
 fn run(mut ts: Option<Taskstats>, group: Option<Arc<Group>>, sink: &Sink, wake: &OwnedFd) {
-    let mut max = Maxima {
-        usage: 0,
-        anon: 0,
-        file: 0,
-    };
+    let mut max = Maxima::default();
+    let mut tick = TICK;
     loop {
         if let Some(g) = &group {
-            sample(g, sink, &mut max);
+            tick = if sample(g, sink, &mut max, false) {
+                TICK
+            } else {
+                (tick * 2).min(TICK_IDLE)
+            };
         }
         // Records wait in the socket's 16 MiB buffer and are taken in batches: waking for
         // each one would cost the workload a context switch per exit on a busy machine.
-        let stopped = wait_for(wake, TICK);
+        let stopped = wait_for(wake, tick);
         if let Some(t) = ts.as_mut() {
             drain(t, sink);
         }
@@ -132,7 +167,7 @@ fn run(mut ts: Option<Taskstats>, group: Option<Arc<Group>>, sink: &Sink, wake: 
         }
     }
     if let Some(g) = &group {
-        sample(g, sink, &mut max);
+        sample(g, sink, &mut max, true);
     }
 }
 
