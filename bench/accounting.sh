@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The cost of exact accounting (taskstats exit listener + ste's own cgroup, with its 20 ms
-# memory sampling) on top of the core tracker, side by side in one paired run (bench/paired.py:
+# The cost of exact accounting (taskstats exit listener + ste's own cgroup, with its memory
+# sampling every 20–320 ms) on top of the core tracker, side by side in one paired run (bench/paired.py:
 # each round runs every command once in random order, and the ratio is taken within the round,
 # because this VM's speed drifts more between runs than the 2 % budget):
 #   ste --no-accounting (core tracker alone: the baseline) | ste (accounting) | bare command
