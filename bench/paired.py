@@ -95,8 +95,8 @@ def main():
     if a.title:
         print(f"### {a.title}\n")
     print(f"{a.runs} rounds, each command once per round in random order; baseline: {base}\n")
-    print("| command | median wall | min wall | user+sys (median) | × baseline: median of per-round ratios [95 % CI] | × baseline: min/min | − baseline: median of per-round differences [95 % CI] |")
-    print("|---|---|---|---|---|---|---|")
+    print("| command | median wall | min wall | user+sys (median) | × baseline: median of per-round ratios [95 % CI] | × baseline: min/min | − baseline: median of per-round differences [95 % CI] | CPU × baseline: median of per-round ratios [95 % CI] |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, argv in cmds:
         walls = [r[name][0] for r in rounds]
         cpu = [r[name][1] + r[name][2] for r in rounds]
@@ -107,12 +107,20 @@ def main():
         diffs = [r[name][0] - r[base][0] for r in rounds]
         dmed = statistics.median(diffs)
         dlo, dhi = bootstrap_ci(diffs)
+        # CPU (user + sys of the command's tree, ste included when it runs it): what a cost
+        # such as accounting adds, less mixed with the scheduling noise of wall time.
+        cpu_ratios = [(r[name][1] + r[name][2]) / (r[base][1] + r[base][2])
+                      for r in rounds if r[base][1] + r[base][2] > 0]
+        cmed, (clo, chi) = ((statistics.median(cpu_ratios), bootstrap_ci(cpu_ratios))
+                            if cpu_ratios else (float("nan"), (float("nan"), float("nan"))))
         print(f"| {name} | {statistics.median(walls)*1e3:,.1f} ms | {min(walls)*1e3:,.1f} ms | "
               f"{statistics.median(cpu)*1e3:,.1f} ms | {med:.3f} [{lo:.3f}, {hi:.3f}] | {mins:.3f} | "
-              f"{dmed*1e3:+,.2f} ms [{dlo*1e3:+,.2f}, {dhi*1e3:+,.2f}] |")
+              f"{dmed*1e3:+,.2f} ms [{dlo*1e3:+,.2f}, {dhi*1e3:+,.2f}] | "
+              f"{cmed:.3f} [{clo:.3f}, {chi:.3f}] |")
         summary.append({"name": name, "command": shlex.join(argv), "wall_s": walls, "cpu_s": cpu,
                         "ratio_median": med, "ratio_ci95": [lo, hi], "ratio_of_minimums": mins,
-                        "diff_median_s": dmed, "diff_ci95_s": [dlo, dhi]})
+                        "diff_median_s": dmed, "diff_ci95_s": [dlo, dhi],
+                        "cpu_ratio_median": cmed, "cpu_ratio_ci95": [clo, chi]})
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"runs": a.runs, "baseline": base, "commands": summary}, f, indent=1)
