@@ -171,6 +171,7 @@ impl Reader {
                                 Ok(Received::Timeout) | Err(_) => break,
                             }
                         }
+                        self.final_resync();
                         break t;
                     }
                 }
@@ -262,6 +263,29 @@ impl Reader {
                 }
             }
             ProcEventKind::Ack { .. } | ProcEventKind::Other(_) => {}
+        }
+    }
+
+    /// The tree has ended: a process it still holds that /proc no longer shows ended unseen,
+    /// its exit lost without the socket saying so (the proc connector can drop events for a
+    /// listener without an `ENOBUFS`, e.g. with the machine flooded by other forks): end it,
+    /// and count it as lost rather than leave it running forever.
+    fn final_resync(&mut self) {
+        if self.tree.is_empty() {
+            return;
+        }
+        let resynced = self.tree.resync();
+        if resynced.found > 0 || resynced.missed > 0 {
+            let t = self.tree.sink.now_ns();
+            self.tree.emit_at(
+                t,
+                Event::Lost {
+                    overruns: 0,
+                    events_at_most: 0,
+                    found_by_resync: resynced.found,
+                    exits_missed: resynced.missed,
+                },
+            );
         }
     }
 

@@ -90,6 +90,11 @@ impl Tree {
         self.ste_pid
     }
 
+    /// No process of the tree is known to be alive.
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
     pub fn has_process(&self, tgid: i32) -> bool {
         self.tasks.contains_key(&tgid)
     }
@@ -334,7 +339,7 @@ mod tests {
 
     /// A leader that exited while its thread runs is a zombie in /proc: a resync after lost
     /// events names it, so the tracker ends the process with its last thread; a live leader
-    /// is not named.
+    /// is not named; a process /proc no longer shows is ended and counted as missed.
     #[test]
     fn a_resync_names_zombie_leaders_whose_threads_still_run() {
         let proc = tempfile::tempdir().expect("tempdir");
@@ -349,12 +354,13 @@ mod tests {
         tree.add_thread(11, 2, 3);
         tree.add_process(12, 1, 4);
         tree.add_thread(13, 4, 5);
+        tree.add_process(14, 1, 6);
         let r = tree.resync();
         assert_eq!(
             r,
             Resynced {
                 found: 0,
-                missed: 0,
+                missed: 1,
                 zombie_leaders: vec![2]
             }
         );
@@ -363,6 +369,11 @@ mod tests {
             2,
             "the zombie leader is still a task of its process"
         );
+        assert!(
+            !tree.has_process(6),
+            "a process /proc no longer shows has ended"
+        );
+        assert!(!tree.is_empty());
     }
 
     /// Without `batch` (the ebpf tracker), every event goes out at once.
