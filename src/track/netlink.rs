@@ -26,10 +26,12 @@ use std::time::{Duration, Instant};
 /// Receive buffer asked for: 4 MiB holds ~5,000 queued events (832 bytes each).
 const RCVBUF_BYTES: usize = 4 << 20;
 
-/// How long fork and exit events may wait for an exec to carry them to the session (see
-/// `Tree::batch`): far below anything the session does with them on a clock (naming the
-/// descendants it waits for after 1 s, matching taskstats records within 2 s).
+/// How long events may be held before they go to the session (see `Tree::batch`): the live
+/// `EXEC:` lines lag by at most this, and it is far below anything the session does with
+/// events on a clock (naming the descendants it waits for after 1 s, matching taskstats
+/// records within 2 s).
 const HOLD: Duration = Duration::from_millis(20);
+const HOLD_NS: u64 = HOLD.as_nanos() as u64;
 
 /// Subscribes, checks that events really arrive, and starts the reader and waiter threads.
 pub fn start(child: &mut Child, sink: Sink, sampler: Arc<Sampler>) -> Result<(), String> {
@@ -156,7 +158,17 @@ impl Reader {
                 None => Duration::from_secs(1),
             };
             match self.conn.recv(timeout, Some(&done.wake)) {
-                Ok(Received::Event(ev)) => self.handle(ev),
+                Ok(Received::Event(ev)) => {
+                    self.handle(ev);
+                    // Under a steady stream the receive never times out: flush on the clock.
+                    if self
+                        .tree
+                        .unsent_since()
+                        .is_some_and(|t0| clock.now_ns().saturating_sub(t0) >= HOLD_NS)
+                    {
+                        self.tree.flush();
+                    }
+                }
                 Ok(Received::Overrun) => self.overrun(),
                 Ok(Received::Ignored) => {}
                 Ok(Received::Timeout) => {

@@ -51,26 +51,22 @@ impl Tree {
         tree
     }
 
-    /// Holds fork and exit events back from here on, and sends them with the next exec (or
-    /// when the tracker calls [`Tree::flush`]): the session then wakes once per exec instead
-    /// of once per event, which in a fork storm is most of its cost.
+    /// Holds events back from here on, until the tracker calls [`Tree::flush`] (it does within
+    /// its bound on the live view's delay) or 256 are held: the session then wakes a few times
+    /// in that bound instead of once per event, and the tracker's thread does not pay a wake-up
+    /// of the session per process.
     pub fn batch(&mut self) {
         self.batch = Some(Batch::new(self.sink.clone()));
     }
 
-    /// Emits an event stamped `t`: at once, or held (fork and exit events of a batching tree).
+    /// Emits an event stamped `t`: at once, or held (a batching tree).
     pub fn emit_at(&mut self, t: u64, event: Event) {
         let Some(batch) = &mut self.batch else {
             self.sink.emit_at(t, event);
             return;
         };
-        let hold = matches!(event, Event::Fork { .. } | Event::Exit { .. });
         batch.emit_at(t, event);
-        if hold {
-            self.unsent_since.get_or_insert(t);
-        } else {
-            self.flush();
-        }
+        self.unsent_since.get_or_insert(t);
     }
 
     /// Sends what is held.
@@ -284,10 +280,11 @@ mod tests {
     use crate::sink::{Clock, Msg};
     use std::time::Duration;
 
-    /// A batching tree holds forks and exits until an exec, then sends them in one message,
-    /// in order; `unsent_since` tells the tracker how long they have waited.
+    /// A batching tree holds every event, execs included, until the tracker flushes, then
+    /// sends them in one message, in order; `unsent_since` tells the tracker how long they
+    /// have waited.
     #[test]
-    fn a_batching_tree_holds_forks_and_exits_until_an_exec() {
+    fn a_batching_tree_holds_events_until_the_tracker_flushes() {
         let (sink, rx) = Sink::new(Clock::start());
         let sampler = Sampler::new(Pace::Fixed(Duration::from_secs(3600)), sink.clone());
         let mut tree = Tree::new(1, sink, sampler);
@@ -296,7 +293,6 @@ mod tests {
         tree.add_thread(11, 2, 3);
         assert!(tree.exit(12, 3, None));
         assert_eq!(tree.unsent_since(), Some(10));
-        assert!(rx.try_recv().is_err(), "held back");
         tree.exec(2);
         tree.emit_at(
             13,
@@ -306,6 +302,9 @@ mod tests {
                 argv: None,
             },
         );
+        assert!(rx.try_recv().is_err(), "held back, the exec too");
+        assert_eq!(tree.unsent_since(), Some(10));
+        tree.flush();
         assert_eq!(tree.unsent_since(), None);
         let Ok(Msg::Events(v)) = rx.try_recv() else {
             panic!("one batch")
@@ -313,11 +312,7 @@ mod tests {
         let times: Vec<u64> = v.iter().map(|s| s.t_ns).collect();
         assert_eq!(times, [10, 11, 12, 13]);
         assert!(matches!(v[3].event, Event::Exec { tgid: 2, .. }));
-        // An exit alone waits for the tracker's flush.
-        assert!(tree.exit(14, 2, None));
-        assert!(rx.try_recv().is_err());
-        tree.flush();
-        assert!(matches!(rx.try_recv(), Ok(Msg::Events(v)) if v.len() == 1));
+        assert!(rx.try_recv().is_err(), "nothing more");
     }
 
     /// Writes a /proc process directory: its stat line (captured on this machine, with the
