@@ -715,14 +715,8 @@ impl Reader {
         let lost = now - self.dropped;
         self.dropped = now;
         self.drain();
-        let resynced = self.state.tree.resync();
-        self.state.deferred_leaders.extend(&resynced.zombie_leaders);
-        self.state.tree.sink.emit(Event::Lost {
-            overruns: 1,
-            events_at_most: lost,
-            found_by_resync: resynced.found,
-            exits_missed: resynced.missed,
-        });
+        let zombies = self.state.tree.recover(1, lost);
+        self.state.deferred_leaders.extend(zombies);
     }
 }
 

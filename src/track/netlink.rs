@@ -26,12 +26,11 @@ use std::time::{Duration, Instant};
 /// Receive buffer asked for: 4 MiB holds ~5,000 queued events (832 bytes each).
 const RCVBUF_BYTES: usize = 4 << 20;
 
-/// How long events may be held before they go to the session (see `Tree::batch`): the live
+/// How long events may be held before they go to the session (20 ms; see `Tree::batch`): the live
 /// `EXEC:` lines lag by at most this, and it is far below anything the session does with
 /// events on a clock (naming the descendants it waits for after 1 s, matching taskstats
 /// records within 2 s).
-const HOLD: Duration = Duration::from_millis(20);
-const HOLD_NS: u64 = HOLD.as_nanos() as u64;
+const HOLD_NS: u64 = 20_000_000;
 
 /// Subscribes, checks that events really arrive, and starts the reader and waiter threads.
 pub fn start(child: &mut Child, sink: Sink, sampler: Arc<Sampler>) -> Result<(), String> {
@@ -150,25 +149,21 @@ impl Reader {
         unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
         let mut error = None;
         let end_ns = loop {
-            let clock = self.tree.sink.clock();
-            let timeout = match self.tree.unsent_since() {
-                Some(t0) => {
-                    HOLD.saturating_sub(Duration::from_nanos(clock.now_ns().saturating_sub(t0)))
-                }
-                None => Duration::from_secs(1),
+            // Flushed here, not only on a timeout: under a steady stream the receive never
+            // times out.
+            let held_ns = self
+                .tree
+                .unsent_since()
+                .map(|t0| self.tree.sink.now_ns().saturating_sub(t0));
+            if held_ns.is_some_and(|h| h >= HOLD_NS) {
+                self.tree.flush();
+            }
+            let timeout = match held_ns {
+                Some(h) if h < HOLD_NS => Duration::from_nanos(HOLD_NS - h),
+                _ => Duration::from_secs(1),
             };
             match self.conn.recv(timeout, Some(&done.wake)) {
-                Ok(Received::Event(ev)) => {
-                    self.handle(ev);
-                    // Under a steady stream the receive never times out: flush on the clock.
-                    if self
-                        .tree
-                        .unsent_since()
-                        .is_some_and(|t0| clock.now_ns().saturating_sub(t0) >= HOLD_NS)
-                    {
-                        self.tree.flush();
-                    }
-                }
+                Ok(Received::Event(ev)) => self.handle(ev),
                 Ok(Received::Overrun) => self.overrun(),
                 Ok(Received::Ignored) => {}
                 Ok(Received::Timeout) => {
@@ -283,21 +278,9 @@ impl Reader {
     /// listener without an `ENOBUFS`, e.g. with the machine flooded by other forks): end it,
     /// and count it as lost rather than leave it running forever.
     fn final_resync(&mut self) {
-        if self.tree.is_empty() {
-            return;
-        }
-        let resynced = self.tree.resync();
-        if resynced.found > 0 || resynced.missed > 0 {
-            let t = self.tree.sink.now_ns();
-            self.tree.emit_at(
-                t,
-                Event::Lost {
-                    overruns: 0,
-                    events_at_most: 0,
-                    found_by_resync: resynced.found,
-                    exits_missed: resynced.missed,
-                },
-            );
+        if !self.tree.is_empty() {
+            let zombies = self.tree.recover(0, 0);
+            self.deferred_leaders.extend(zombies);
         }
     }
 
@@ -312,17 +295,7 @@ impl Reader {
                 Ok(Received::Timeout) | Err(_) => break,
             }
         }
-        let resynced = self.tree.resync();
-        self.deferred_leaders.extend(&resynced.zombie_leaders);
-        let t = self.tree.sink.now_ns();
-        self.tree.emit_at(
-            t,
-            Event::Lost {
-                overruns: 1,
-                events_at_most: 0,
-                found_by_resync: resynced.found,
-                exits_missed: resynced.missed,
-            },
-        );
+        let zombies = self.tree.recover(1, 0);
+        self.deferred_leaders.extend(zombies);
     }
 }

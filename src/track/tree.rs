@@ -259,6 +259,27 @@ impl Tree {
         }
         out
     }
+
+    /// Events were lost (`overruns` times, `events_at_most` of them when the source can tell;
+    /// both 0 for a loss only the end of the run shows): rebuilds the tree from /proc and
+    /// reports the loss with what the rebuild found, unless there is nothing to report.
+    /// Returns the zombie leaders the tracker must treat as exited.
+    pub fn recover(&mut self, overruns: u64, events_at_most: u64) -> Vec<i32> {
+        let r = self.resync();
+        if overruns > 0 || events_at_most > 0 || r.found > 0 || r.missed > 0 {
+            let t = self.sink.now_ns();
+            self.emit_at(
+                t,
+                Event::Lost {
+                    overruns,
+                    events_at_most,
+                    found_by_resync: r.found,
+                    exits_missed: r.missed,
+                },
+            );
+        }
+        r.zombie_leaders
+    }
 }
 
 /// What a resync found.
