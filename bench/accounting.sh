@@ -4,23 +4,32 @@
 # each round runs every command once in random order, and the ratio is taken within the round,
 # because this VM's speed drifts more between runs than the 2 % budget):
 #   ste --no-accounting (core tracker alone: the baseline) | ste (accounting) | bare command
-# on a fork loop (2,000 /bin/true) and a real build (make -j2 of 40 small C files).
+# on a fork loop (500 /bin/true) and a real build (make -j2 of 40 small C files).
 # Budget: accounting adds at most 2 % to the core tracker's time.
 #
-# Run as root (taskstats and the cgroup need it): sudo bench/accounting.sh [RUNS]
+# Why many short rounds: within a round the VM's speed still drifts, so each round's ratio
+# scatters by ±10–15 % and the interval of their median narrows only with the square root of
+# the number of rounds (30 rounds of a 2,000-exec loop gave 0.99× [0.95, 1.04]). A 500-exec
+# loop (~0.35 s) lets 300 rounds fit in ~5 minutes; its fixed costs (ste's start and end, the
+# cgroup made and removed) weigh 4× more against it than against the 2,000 loop, so the
+# figure errs against accounting.
+#
+# Run as root (taskstats and the cgroup need it): sudo bench/accounting.sh [RUNS] [LOOP_RUNS]
+#   RUNS: rounds of the build (default 100); LOOP_RUNS: of the fork loop (default 300)
 # Needs python3, gcc, make. Results: bench/results/accounting-*.{md,json}
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNS=${1:-30}
+RUNS=${1:-100}
+LOOP_RUNS=${2:-300}
 cargo build --release --quiet
 STE=$PWD/target/release/ste
 OUT=$PWD/bench/results
 mkdir -p "$OUT"
 [ "$(id -u)" = 0 ] || echo "warning: not root: taskstats and the cgroup are unavailable, so 'ste' measures the unprivileged ledger (exit-stop reads, wait4) instead" >&2
 
-LOOP='i=0; while [ $i -lt 2000 ]; do /bin/true; i=$((i+1)); done'
-bench/paired.py --runs "$RUNS" --warmup 2 --json "$OUT/accounting-forkloop.json" \
-  --title "accounting on the fork loop" \
+LOOP='i=0; while [ $i -lt 500 ]; do /bin/true; i=$((i+1)); done'
+bench/paired.py --runs "$LOOP_RUNS" --warmup 3 --json "$OUT/accounting-forkloop.json" \
+  --title "accounting on the fork loop (500 /bin/true)" \
   "ste --no-accounting (core tracker)=$STE --no-accounting -o /dev/null -- sh -c '$LOOP'" \
   "ste (taskstats + cgroup)=$STE -o /dev/null -- sh -c '$LOOP'" \
   "bare=sh -c '$LOOP'" | tee "$OUT/accounting-forkloop.md"

@@ -272,3 +272,16 @@ fn start_counting(
         syscalls: s,
     })
 }
+
+/// Runs the calling tracker thread ahead of ordinary work (nice −10) where allowed: root, and
+/// only before the thread drops its capabilities (`CAP_SYS_NICE` goes with them), so call it
+/// first. Unprivileged it fails and nothing changes; `STE_TRACKER_NICE` sets another value
+/// (bench/trackers_cost.sh compares them).
+fn raise_priority() {
+    let nice = std::env::var("STE_TRACKER_NICE")
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+        .unwrap_or(-10);
+    // SAFETY: setpriority on the calling thread's id.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
+}

@@ -60,6 +60,9 @@ pub fn start(child: &mut Child, sink: Sink, sampler: Arc<Sampler>) -> Result<(),
     std::thread::Builder::new()
         .name("ste-netlink".into())
         .spawn(move || {
+            // argv is read from /proc when the exec event arrives, so every microsecond this
+            // thread waits for a CPU is a chance for a short process to be gone.
+            super::raise_priority();
             crate::privilege::limit_or_say(crate::privilege::Role::Tracker, &reader.tree.sink);
             reader.run(&reader_done)
         })
@@ -142,11 +145,6 @@ impl Reader {
     }
 
     fn run(mut self, done: &Done) {
-        // argv is read from /proc when the exec event arrives, so every microsecond this thread
-        // waits for a CPU is a chance for a short process to be gone. Where allowed (root),
-        // run it ahead of the workload; otherwise this fails and nothing changes.
-        // SAFETY: setpriority on the calling thread's id.
-        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
         let mut error = None;
         let end_ns = loop {
             // Flushed here, not only on a timeout: under a steady stream the receive never

@@ -67,6 +67,9 @@ pub fn start(
     let spawned = std::thread::Builder::new()
         .name("ste-ptrace".into())
         .spawn(move || {
+            // Every tracee stopped at an event waits for this thread, so each moment it waits
+            // for a CPU is added to the command's run time.
+            super::raise_priority();
             crate::privilege::limit_or_say(crate::privilege::Role::Tracker, &sink);
             // SAFETY: seizing a process ste forked; the request takes integer arguments.
             let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, options as libc::c_long) };
@@ -248,7 +251,6 @@ impl Tracer {
     }
 
     fn run(&mut self) -> Result<(), String> {
-        raise_priority();
         loop {
             let mut status = 0;
             // SAFETY: a zeroed rusage is a valid output buffer.
@@ -631,14 +633,6 @@ fn hold_max() -> usize {
         return 0;
     }
     (lim.rlim_cur.min(1 << 20) as usize / 4) / 4
-}
-
-/// Runs the tracer thread ahead of ordinary work where allowed (root; unprivileged, this fails
-/// and nothing changes): every tracee stopped at an event waits for this thread, so each
-/// moment it waits for a CPU is added to the command's run time.
-fn raise_priority() {
-    // SAFETY: setpriority on the calling thread's id.
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
 }
 
 fn listen(pid: i32) {

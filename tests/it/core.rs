@@ -610,6 +610,43 @@ fn under_sudo_the_command_runs_as_the_invoking_user() {
 }
 
 #[test]
+fn as_root_the_tracker_thread_runs_ahead_of_the_workload() {
+    if !is_root() {
+        return;
+    }
+    // The ptrace tracer (every stopped tracee waits for it) and the netlink reader (argv must
+    // be read before a short process is gone) run at nice -10. The priority is raised before
+    // the thread drops CAP_SYS_NICE with its other capabilities; raised after, it silently
+    // stayed 0. The command reads the nice value (field 19 of stat) of each of ste's threads.
+    for tracker in ["ptrace", "netlink"] {
+        let script =
+            "for t in /proc/$PPID/task/*; do echo $(cat $t/comm) $(cut -d' ' -f19 $t/stat); done";
+        let o = std::process::Command::new(&bins().ste)
+            .args([
+                "--tracker",
+                tracker,
+                "-o",
+                "/dev/null",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{tracker}");
+        let out = String::from_utf8_lossy(&o.stdout);
+        let nice = |name: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse::<i32>().ok())
+                .unwrap_or_else(|| panic!("{tracker}: no thread {name} in {out}"))
+        };
+        assert_eq!(nice(&format!("ste-{tracker} ")), -10, "{out}");
+        assert_eq!(nice("ste-sampler "), 0, "{out}");
+    }
+}
+
+#[test]
 fn as_root_ste_keeps_only_the_capabilities_it_needs_once_the_command_runs() {
     if !is_root() {
         return;
