@@ -174,11 +174,6 @@ impl Group {
         )
     }
 
-    /// Current usage and its anon/file split.
-    pub fn memory_now(&self) -> Option<(u64, MemoryStat)> {
-        Some((self.usage_now()?, self.stat_now()?))
-    }
-
     /// The exact figures, read once the tree has ended.
     pub fn end(&self) -> GroupEnd {
         let mut e = GroupEnd::default();
@@ -189,7 +184,7 @@ impl Group {
                 e.memory_peak_bytes = cgroup::read_number(dir, "memory.max_usage_in_bytes");
                 e.kernel_peak_bytes = cgroup::read_number(dir, "memory.kmem.max_usage_in_bytes");
             }
-            if let Some((_, stat)) = self.memory_now() {
+            if let Some(stat) = self.stat_now() {
                 e.anon_bytes = Some(stat.anon_bytes);
                 e.file_bytes = Some(stat.file_bytes);
             }

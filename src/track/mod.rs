@@ -65,7 +65,7 @@ pub struct Preloaded(Option<Result<ebpf::Loaded, String>>);
 /// probe sites of `sdt` (`--malloc`). Call it before the command is released (while it is held
 /// or before the fork): loading takes long enough to distort the command's wall time, and the
 /// probes must be there before the command runs.
-pub fn preload(
+fn preload(
     requested: Option<TrackerKind>,
     syscalls: Option<SyscallRequest>,
     sdt: Option<crate::malloc::sdt::Plan>,
