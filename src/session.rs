@@ -83,6 +83,9 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     let (sink, rx) = Sink::new(clock.clone());
     let sampler = Sampler::new(opts.pace, sink.clone());
     let peak_maps = crate::maps::peak::attach(opts.maps_at_peak, &sampler, &sink);
+    // Before BPF is there, while this thread would only wait: signals blocked since the
+    // fork wait for it, and reach the session in order through the sink.
+    signals::spawn(sink.clone()).context("cannot start the signal thread")?;
     let preloaded = crate::phases::span("wait for bpf", || loading.wait());
     let probes = sdt.map_or_else(String::new, |p| p.text_before(preloaded.bpf_status()));
     let malloc = crate::malloc::attach(malloc, probes, &sampler, &sink);
@@ -123,7 +126,6 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     }
     declare_sources(&sink);
     sampler.declare_source();
-    signals::spawn(sink.clone()).context("cannot start the signal thread")?;
     crate::phases::span("accounting start", || {
         accounting.start(&sink, child.joined(), started.kind.name())
     });

@@ -1,6 +1,7 @@
 //! Readers of kernel interfaces. Each file owns one interface, parses it with pure functions
 //! that are unit-tested on captured text, and knows nothing about output or the Run.
 
+pub mod affinity;
 pub mod auxv;
 pub mod bpf;
 pub mod bytes;

@@ -26,6 +26,7 @@
 //! counted in the kernel; the reader reports them as lost and rebuilds the tree from /proc.
 
 use crate::event::Event;
+use crate::kernel::affinity::spawn_elsewhere;
 use crate::kernel::bpf::btf::{self, Btf};
 use crate::kernel::bpf::loader::{Loaded as Bpf, Loader};
 use crate::kernel::bpf::maps::{Array, Hash, PerCpuArray, Pod};
@@ -382,7 +383,7 @@ struct FromBtf {
 
 /// Reads the kernel's BTF (mapped where the kernel allows it) for `layout` and the ids of
 /// `tracepoints`.
-fn from_btf(syscalls: bool, tracepoints: &[&str]) -> Result<FromBtf, String> {
+fn from_btf<S: AsRef<str>>(syscalls: bool, tracepoints: &[S]) -> Result<FromBtf, String> {
     let path = std::env::var_os("STE_KERNEL_BTF").unwrap_or_else(|| VMLINUX.into());
     let shown = std::path::Path::new(&path).display().to_string();
     let blob = btf::read(std::path::Path::new(&path)).map_err(|e| {
@@ -431,17 +432,17 @@ fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBuf), String>
         maps_for.push("sdt_memory");
     }
     // Side by side: the walk of the kernel's BTF, and the kernel allocating the maps.
-    let (btf, created) = std::thread::scope(|s| {
-        let btf = s.spawn(|| {
-            crate::phases::span("bpf: kernel BTF", || {
-                from_btf(config.syscalls.is_some(), &tracepoints)
-            })
-        });
-        let created = crate::phases::span("bpf: create maps", || loader.create_maps(&maps_for));
-        (joined(btf), created)
+    let want: Vec<String> = tracepoints.iter().map(|t| t.to_string()).collect();
+    let with_syscalls = config.syscalls.is_some();
+    let btf = spawn_elsewhere("ste-bpf-btf", move || {
+        crate::phases::span("bpf: kernel BTF", || from_btf(with_syscalls, &want))
     });
+    let created = crate::phases::span("bpf: create maps", || loader.create_maps(&maps_for));
     // The BTF's error first, as when the two ran in turn: it says what this kernel lacks.
-    let btf = btf?;
+    let btf = match btf {
+        Ok(h) => joined(h)?,
+        Err(_) => from_btf(with_syscalls, &tracepoints)?,
+    };
     let mut ebpf = created.map_err(|e| e.to_string())?;
     for (name, value) in &btf.layout {
         ebpf.set_global(name, value).map_err(|e| e.to_string())?;
@@ -450,22 +451,27 @@ fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBuf), String>
         .and_then(|l| l.set_global("cfg_per_thread", &per_thread))
         .and_then(|l| l.set_global("cfg_sigreturn_nr", &sigreturn))
         .map_err(|e| e.to_string())?;
-    // Side by side: the kernel checking the programs, and mapping the ring buffer.
+    // Side by side: mapping the ring buffer, and the kernel checking the programs.
     let events = ebpf.map("events").map_err(|e| e.to_string())?;
     let attach: Vec<(&str, u32)> = programs.iter().copied().zip(btf.tracepoint_ids).collect();
-    let (ring, attached) = std::thread::scope(|s| {
-        let ring = s.spawn(|| crate::phases::span("bpf: map ring", || RingBuf::new(events)));
-        let attached =
-            crate::phases::span("bpf: load+attach programs", || ebpf.attach_tp_btf(&attach));
-        (joined(ring), attached)
+    let ring = spawn_elsewhere("ste-bpf-ring", move || {
+        crate::phases::span("bpf: map ring", || RingBuf::new(events))
     });
+    let attached = crate::phases::span("bpf: load+attach programs", || ebpf.attach_tp_btf(&attach));
+    let ring = match ring {
+        Ok(h) => joined(h),
+        Err(_) => ebpf
+            .map("events")
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .and_then(RingBuf::new),
+    };
     attached.map_err(|e| e.to_string())?;
     let ring = ring.map_err(|e| format!("mapping the ring buffer: {e}"))?;
     Ok((ebpf, ring))
 }
 
-/// The result of a scoped thread (a panic goes on in the caller).
-fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
+/// The result of a helper thread (a panic goes on in the caller).
+fn joined<T>(h: std::thread::JoinHandle<T>) -> T {
     h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
 }
 

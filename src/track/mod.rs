@@ -100,9 +100,10 @@ pub fn preload_in_background(
     if !matches!(requested, None | Some(TrackerKind::Ebpf)) {
         return Loading::NotNeeded;
     }
-    let spawned = std::thread::Builder::new()
-        .name("ste-bpf-load".into())
-        .spawn(move || crate::phases::span("bpf preload", || preload(requested, syscalls, sdt)));
+    // Off this thread's CPU: this thread goes on to the accounting's set-up and the fork.
+    let spawned = crate::kernel::affinity::spawn_elsewhere("ste-bpf-load", move || {
+        crate::phases::span("bpf preload", || preload(requested, syscalls, sdt))
+    });
     match spawned {
         Ok(handle) => Loading::Thread(handle),
         Err(e) => Loading::Failed(format!("cannot start the thread that loads BPF: {e}")),

@@ -12,9 +12,10 @@ use super::maps::{Map, Pod};
 use super::object::{Object, Target};
 use super::sys::{self, MapBtf, MapDef};
 use super::{Error, err};
+use crate::kernel::affinity::spawn_elsewhere;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The object, with its map sizes set, before anything is created.
@@ -106,10 +107,10 @@ impl Loader {
 
 /// The ids of the kernel's tracepoints (the `btf_trace_<name>` typedefs: a `tp_btf` program's
 /// attach target), looked up in one pass.
-pub fn tracepoint_ids(kernel: &Btf, tracepoints: &[&str]) -> Result<Vec<u32>, Error> {
+pub fn tracepoint_ids<S: AsRef<str>>(kernel: &Btf, tracepoints: &[S]) -> Result<Vec<u32>, Error> {
     let names: Vec<String> = tracepoints
         .iter()
-        .map(|t| format!("btf_trace_{t}"))
+        .map(|t| format!("btf_trace_{}", t.as_ref()))
         .collect();
     let wanted: Vec<(u32, &str)> = names.iter().map(|n| (btf::TYPEDEF, n.as_str())).collect();
     let ids = kernel
@@ -119,6 +120,7 @@ pub fn tracepoint_ids(kernel: &Btf, tracepoints: &[&str]) -> Result<Vec<u32>, Er
         .iter()
         .zip(ids)
         .map(|(tp, id)| {
+            let tp = tp.as_ref();
             id.ok_or_else(|| {
                 Error(format!(
                     "the kernel's BTF has no tracepoint `{tp}` (btf_trace_{tp})"
@@ -196,6 +198,40 @@ impl Pending {
             license,
         })
         .map_err(|e| Error(format!("loading {}: {e}", self.name)))
+    }
+}
+
+/// A program's descriptor and its attachment's, or why it is not attached.
+type Attached = Result<(OwnedFd, OwnedFd), Error>;
+
+/// `tp_btf` programs to load and attach, shared by the threads that take them in turn.
+struct Attaching {
+    /// Each program with its tracepoint's name (for messages).
+    work: Vec<(Pending, String)>,
+    license: String,
+    next: AtomicUsize,
+}
+
+impl Attaching {
+    /// Loads and attaches programs until none is left; each with its index in `work`.
+    fn take_turns(&self) -> Vec<(usize, Attached)> {
+        let mut out = Vec::new();
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some((p, tp)) = self.work.get(i) else {
+                return out;
+            };
+            let loaded = crate::phases::span("bpf: prog load", || p.load(&self.license));
+            out.push((
+                i,
+                loaded.and_then(|fd| {
+                    let link =
+                        crate::phases::span("bpf: attach", || sys::raw_tracepoint_open(fd.as_fd()))
+                            .map_err(|e| Error(format!("attaching {} to {tp}: {e}", p.name)))?;
+                    Ok((fd, link))
+                }),
+            ));
+        }
     }
 }
 
@@ -312,44 +348,46 @@ impl Loaded {
     }
 
     /// Loads and attaches `tp_btf` programs, each with its tracepoint's id
-    /// ([`tracepoint_ids`]). The kernel checks them side by side, one thread per CPU: each
-    /// load costs ~0.4 ms here, half of it the kernel's linear search of its own BTF for the
-    /// tracepoint's function (`bpf_check_attach_target`), and root's loads take no common lock.
+    /// ([`tracepoint_ids`]). The kernel checks them side by side, one thread per CPU, each
+    /// helper started on another CPU than this one ([`spawn_elsewhere`]): each load costs
+    /// ~0.5 ms here, half of it the kernel's linear search of its own BTF for the tracepoint's
+    /// function (`bpf_check_attach_target`), and root's loads take no common lock. Each
+    /// program is attached as soon as it is loaded (attaching takes the kernel's tracepoint
+    /// and jump-label locks, so attaches queue, but behind another CPU's load, not after it).
     pub fn attach_tp_btf(&mut self, programs: &[(&str, u32)]) -> Result<(), Error> {
-        let pending = programs
+        let work = programs
             .iter()
-            .map(|&(name, id)| self.pending(name, id))
-            .collect::<Result<Vec<_>, _>>()?;
-        let license = self.obj.license.as_str();
-        let next = AtomicUsize::new(0);
-        let loaded: Vec<Mutex<Option<Result<OwnedFd, Error>>>> =
-            pending.iter().map(|_| Mutex::new(None)).collect();
-        let work = || {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(p) = pending.get(i) else { break };
-                let fd = crate::phases::span("bpf: prog load", || p.load(license));
-                if let Ok(mut slot) = loaded[i].lock() {
-                    *slot = Some(fd);
-                }
+            .map(|&(name, id)| {
+                let tp = self.obj.tp_btf_target(name).unwrap_or_default().to_string();
+                Ok((self.pending(name, id)?, tp))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let shared = Arc::new(Attaching {
+            work,
+            license: self.obj.license.clone(),
+            next: AtomicUsize::new(0),
+        });
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // A helper that cannot start leaves its share to this thread.
+        let helpers: Vec<_> = (1..cpus.min(shared.work.len()))
+            .filter_map(|_| {
+                let shared = Arc::clone(&shared);
+                spawn_elsewhere("ste-bpf-load", move || shared.take_turns()).ok()
+            })
+            .collect();
+        let mut done: Vec<Option<Attached>> = programs.iter().map(|_| None).collect();
+        let mut record = |turns: Vec<(usize, Attached)>| {
+            for (i, r) in turns {
+                done[i] = Some(r);
             }
         };
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        std::thread::scope(|s| {
-            for _ in 1..cpus.min(pending.len()) {
-                s.spawn(work);
-            }
-            work();
-        });
-        for ((name, _), slot) in programs.iter().zip(loaded) {
-            let fd = slot
-                .into_inner()
-                .ok()
-                .flatten()
-                .ok_or_else(|| Error(format!("loading {name}: its loading thread failed")))??;
-            let tp = self.obj.tp_btf_target(name).unwrap_or_default().to_string();
-            let link = crate::phases::span("bpf: attach", || sys::raw_tracepoint_open(fd.as_fd()))
-                .map_err(|e| Error(format!("attaching {name} to {tp}: {e}")))?;
+        record(shared.take_turns());
+        for h in helpers {
+            record(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        }
+        for ((name, _), r) in programs.iter().zip(done) {
+            let (fd, link) =
+                r.ok_or_else(|| Error(format!("loading {name}: no thread took it")))??;
             self.progs.push(fd);
             self.links.push(link);
         }
