@@ -562,18 +562,20 @@ fn sdt_sizes_beyond_the_table_are_counted_as_dropped() {
 
 #[test]
 fn snapshots_on_a_fragmented_heap_are_paced_and_the_one_at_exit_skipped() {
-    // 512 MiB in 1,000-byte blocks, every other one freed: a quarter of a million free chunks
-    // that every mallinfo2() walks (tens of ms here). The sampler asks at every round; the
-    // pacing keeps the program's cost to about one such snapshot, and the destructor skips the
-    // one at exit, which would have cost as much again.
+    // 512 MiB in 64-byte blocks, every other one freed: 3.4 million free chunks that every
+    // mallinfo2() walks. The sampler asks at every round; the pacing keeps the program's cost
+    // to about one such snapshot, and the destructor skips the one at exit, which would have
+    // cost as much again. The skip is certain only where one walk costs more than the 1 % of
+    // the life the budget accrues: a walk costs per free chunk and building the heap per byte,
+    // so the blocks are small. With 1,000-byte blocks a walk took 30-90 ms on one CPU (a Xeon)
+    // but 1-3.5 ms on another (an EPYC), where 1 % of the 600 ms hold paid for the one at exit;
+    // with 64-byte blocks it takes ~50 ms there, a tenth of building the heap.
     let fx = fixture_c();
-    // Rounds every 50 ms, so some come after the heap is fragmented and before the exit; a
-    // short hold, so the life stays well under 100 times two snapshots even on a loaded
-    // machine or a fast one (the rule for skipping the one at exit).
+    // Rounds every 50 ms, so some come after the heap is fragmented and before the exit.
     let o = ste(
         root_ptrace(),
         &["--malloc", "--interval", "50ms"],
-        &[&fx, "scatter", "512", "600"],
+        &[&fx, "scatter", "512", "600", "64"],
     );
     assert_eq!(o.status(), 0, "{}", o.stderr());
     let i = only_image(o.run(), &fx, &o.stderr());

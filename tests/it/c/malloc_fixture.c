@@ -14,10 +14,11 @@
  *   fragment MIB HOLD   MIB MiB in blocks of 1,000 bytes, held HOLD ms; then frees all but
  *                       every 64th: the heap stays resident though the program holds 1/64 of
  *                       it; holds that HOLD ms
- *   scatter MIB HOLD    MIB MiB in blocks of 1,000 bytes, then frees every other one: half a
- *                       MiB-count thousand free chunks that cannot merge, which every
- *                       mallinfo2() walks; then for HOLD ms one malloc + free per ms (so the
- *                       shim answers ste's snapshot requests), then exit()
+ *   scatter MIB HOLD BYTES
+ *                       MIB MiB in blocks of BYTES bytes, written, then frees every other one:
+ *                       free chunks that cannot merge, which every mallinfo2() walks; then for
+ *                       HOLD ms one malloc + free per ms (so the shim answers ste's snapshot
+ *                       requests), then exit()
  *   exec PROGRAM ARGS   exec PROGRAM (e.g. `env -i ...`), after one malloc of 100 bytes
  */
 #define _GNU_SOURCE
@@ -54,14 +55,14 @@ static void **pointers(long n) {
     return v;
 }
 
-/* n blocks of 1,000 bytes, written. */
-static void **blocks_of_1000(long n) {
+/* n blocks of `bytes` bytes, written. */
+static void **blocks_of(long n, long bytes) {
     void **v = pointers(n);
     for (long i = 0; i < n; i++) {
-        v[i] = malloc(1000);
+        v[i] = malloc(bytes);
         if (!v[i])
             die("malloc");
-        memset(v[i], 1, 1000);
+        memset(v[i], 1, bytes);
     }
     return v;
 }
@@ -135,15 +136,16 @@ int main(int argc, char **argv) {
         free(half);
     } else if (!strcmp(what, "fragment")) {
         long n = num(argv, 2) * 1024, hold = num(argv, 3);
-        void **v = blocks_of_1000(n);
+        void **v = blocks_of(n, 1000);
         sleep_ms(hold);
         for (long i = 0; i < n; i++)
             if (i % 64 != 63)
                 free(v[i]);
         sleep_ms(hold);
     } else if (!strcmp(what, "scatter")) {
-        long n = num(argv, 2) * 1024, hold = num(argv, 3);
-        void **v = blocks_of_1000(n);
+        long hold = num(argv, 3), bytes = num(argv, 4);
+        long n = num(argv, 2) * 1024 * 1024 / bytes;
+        void **v = blocks_of(n, bytes);
         for (long i = 0; i < n; i += 2)
             free(v[i]);
         for (long t = 0; t < hold; t++) {
