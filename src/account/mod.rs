@@ -109,10 +109,13 @@ impl Session {
             return s;
         }
         if opts.cgroup {
-            match Group::create(Path::new("/proc/self")).and_then(|g| {
-                let procs = g.open_join()?;
-                Ok((g, procs))
-            }) {
+            let made = crate::phases::span("accounting: cgroup", || {
+                Group::create(Path::new("/proc/self")).and_then(|g| {
+                    let procs = g.open_join()?;
+                    Ok((g, procs))
+                })
+            });
+            match made {
                 Ok((g, procs)) => {
                     s.procs = procs;
                     s.group = Some(Arc::new(g));
@@ -129,7 +132,7 @@ impl Session {
             ));
         }
         if opts.taskstats {
-            match open_listener() {
+            match crate::phases::span("accounting: taskstats", open_listener) {
                 Ok(t) => s.taskstats = Some(t),
                 Err(why) => s.early.push(unavailable(
                     "taskstats (per-process delays, exact CPU of every thread)",
