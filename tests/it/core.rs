@@ -617,10 +617,12 @@ fn as_root_the_tracker_thread_runs_ahead_of_the_workload() {
     // The ptrace tracer (every stopped tracee waits for it) and the netlink reader (argv must
     // be read before a short process is gone) run at nice -10. The priority is raised before
     // the thread drops CAP_SYS_NICE with its other capabilities; raised after, it silently
-    // stayed 0. The command reads the nice value (field 19 of stat) of each of ste's threads.
+    // stayed 0. The command reads the nice value (field 19 of stat) of each of ste's threads,
+    // once the sampler's thread, which ste starts just after releasing the command, is there.
     for tracker in ["ptrace", "netlink"] {
-        let script =
-            "for t in /proc/$PPID/task/*; do echo $(cat $t/comm) $(cut -d' ' -f19 $t/stat); done";
+        let script = "i=0; until grep -qx ste-sampler /proc/$PPID/task/*/comm; do \
+                      i=$((i+1)); [ $i -lt 500 ] || exit 9; sleep 0.01; done; \
+                      for t in /proc/$PPID/task/*; do echo $(cat $t/comm) $(cut -d' ' -f19 $t/stat); done";
         let o = std::process::Command::new(&bins().ste)
             .args([
                 "--tracker",

@@ -570,12 +570,19 @@ fn snapshots_on_a_fragmented_heap_are_paced_and_the_one_at_exit_skipped() {
     // so the blocks are small. With 1,000-byte blocks a walk took 30-90 ms on one CPU (a Xeon)
     // but 1-3.5 ms on another (an EPYC), where 1 % of the 600 ms hold paid for the one at exit;
     // with 64-byte blocks it takes ~50 ms there, a tenth of building the heap.
+    //
+    // The skip also needs the last snapshot before the exit to be of the finished heap: the
+    // exit's cost is predicted from it. A round that falls in the free loop snapshots a
+    // half-fragmented heap, and its cost c puts the next request 100 c later (the 1 % pace),
+    // up to ~5 s. The hold is long enough for that request whenever c is below what the skip
+    // needs (~(build + hold) / 200): with 600 ms, a c of 6-11 ms left no snapshot of the
+    // finished heap and the one at exit was taken, on a loaded machine.
     let fx = fixture_c();
     // Rounds every 50 ms, so some come after the heap is fragmented and before the exit.
     let o = ste(
         root_ptrace(),
         &["--malloc", "--interval", "50ms"],
-        &[&fx, "scatter", "512", "600", "64"],
+        &[&fx, "scatter", "512", "3000", "64"],
     );
     assert_eq!(o.status(), 0, "{}", o.stderr());
     let i = only_image(o.run(), &fx, &o.stderr());
