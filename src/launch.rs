@@ -1,11 +1,13 @@
-//! Starting the command: subreaper, privilege drop under sudo, a fork that waits for the
-//! tracker, exec, and the launch errors ste exits with (127/126/125).
+//! Starting the command: subreaper, privilege drop under sudo, a child process that waits for
+//! the tracker, exec, and the launch errors ste exits with (127/126/125).
 //!
-//! Owns the child between `fork` and `execve`. The child waits on a pipe until a tracker has
-//! registered it (ptrace seize, netlink listening), so no event of the tree can be missed, and
-//! reports an exec failure through a close-on-exec pipe. Everything the child needs is built
-//! before `fork`; after it, the child makes only async-signal-safe system calls (so ste may
-//! fork while another of its threads runs: the BPF loader does, see `session.rs`).
+//! Owns the child between its start and `execve`. The child waits on a pipe until a tracker
+//! has registered it (ptrace seize, netlink listening, BPF's tree filter), so no event of the
+//! tree can be missed, and reports an exec failure through a close-on-exec pipe. Everything
+//! the child needs is built before it starts; after that it makes only raw system calls, on
+//! memory nothing else writes (see `spawn` for why it shares ste's memory, and `sys` for why
+//! its calls bypass glibc), so ste may start it while another of its threads runs (the BPF
+//! loader does, see `session.rs`).
 //!
 //! The child also joins ste's cgroup itself, before it drops privileges: it writes `0` (itself)
 //! to the files it is given (`account::group`), and says how that went on a pipe. A task that
@@ -140,61 +142,52 @@ impl Prepared {
         self.creds.as_ref()
     }
 
-    /// Forks the command. The child writes `0` to each of `join` (cgroup membership files: it
-    /// moves itself), reports how that went ([`Child::joined`]), drops privileges, sets `mask`
-    /// as its signal mask (the one ste started with) and waits for [`Child::release`]. Other
-    /// threads of ste may run meanwhile: the child touches no lock they could hold.
+    /// Starts the command's process. It writes `0` to each of `join` (cgroup membership files:
+    /// it moves itself), reports how that went ([`Child::joined`]), drops privileges, sets
+    /// `mask` as its signal mask (the one ste started with) and waits for [`Child::release`].
+    /// Other threads of ste may run meanwhile: the child touches no lock they could hold.
     pub fn fork(&self, mask: &libc::sigset_t, join: &[BorrowedFd<'_>]) -> Result<Child> {
         let (go_r, go_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         let joined = if join.is_empty() { None } else { Some(pipe()?) };
-        let join_fds: Vec<libc::c_int> = join.iter().map(|f| f.as_raw_fd()).collect();
-        let argv_ptrs = null_terminated(&self.argv);
-        let env_ptrs = null_terminated(&self.env);
-        let sh = c"/bin/sh";
+        // The child reads the plan until it has exec'd or exited, which only a wait tells, so
+        // the plan owns copies of everything it points to and is leaked: ste launches one
+        // command per process, so this is held once, until ste exits.
+        let strings = Strings {
+            argv: self.argv.clone(),
+            env: self.env.clone(),
+            candidates: self.candidates.clone(),
+        };
         // `sh path args...` for ENOEXEC, as execvp does for scripts without a shebang.
-        let mut sh_argv: Vec<*const libc::c_char> = Vec::with_capacity(self.argv.len() + 2);
-        sh_argv.push(sh.as_ptr());
+        let mut sh_argv: Vec<*const libc::c_char> = Vec::with_capacity(strings.argv.len() + 2);
+        sh_argv.push(c"/bin/sh".as_ptr());
         sh_argv.push(std::ptr::null());
-        sh_argv.extend(self.argv.iter().skip(1).map(|a| a.as_ptr()));
+        sh_argv.extend(strings.argv.iter().skip(1).map(|a| a.as_ptr()));
         sh_argv.push(std::ptr::null());
-        let cand_ptrs: Vec<*const libc::c_char> =
-            self.candidates.iter().map(|c| c.as_ptr()).collect();
-        let groups = self
-            .creds
-            .as_ref()
-            .map(|c| c.groups.clone())
-            .unwrap_or_default();
-
-        // SAFETY: ste calls this before starting any thread; the child below only makes
-        // async-signal-safe system calls on memory prepared before the fork.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(std::io::Error::last_os_error()).context("fork");
-        }
-        if pid == 0 {
-            // SAFETY: child side; see above. Never returns.
-            unsafe {
-                child_after_fork(ChildPlan {
-                    go: go_r.as_raw_fd(),
-                    err: err_w.as_raw_fd(),
-                    join: &join_fds,
-                    joined: joined.as_ref().map_or(-1, |(_, w)| w.as_raw_fd()),
-                    parent_ends: [
-                        go_w.as_raw_fd(),
-                        err_r.as_raw_fd(),
-                        joined.as_ref().map_or(-1, |(r, _)| r.as_raw_fd()),
-                    ],
-                    argv: argv_ptrs.as_ptr(),
-                    env: env_ptrs.as_ptr(),
-                    candidates: &cand_ptrs,
-                    sh_argv: &mut sh_argv,
-                    creds: self.creds.as_ref().map(|c| (c.uid, c.gid)),
-                    groups: &groups,
-                    mask,
-                })
-            }
-        }
+        let plan: &'static mut ChildPlan = Box::leak(Box::new(ChildPlan {
+            go: go_r.as_raw_fd(),
+            err: err_w.as_raw_fd(),
+            join: join.iter().map(|f| f.as_raw_fd()).collect(),
+            joined: joined.as_ref().map_or(-1, |(_, w)| w.as_raw_fd()),
+            parent_ends: [
+                go_w.as_raw_fd(),
+                err_r.as_raw_fd(),
+                joined.as_ref().map_or(-1, |(r, _)| r.as_raw_fd()),
+            ],
+            argv: null_terminated(&strings.argv),
+            env: null_terminated(&strings.env),
+            candidates: strings.candidates.iter().map(|c| c.as_ptr()).collect(),
+            sh_argv,
+            creds: self.creds.as_ref().map(|c| (c.uid, c.gid)),
+            groups: self
+                .creds
+                .as_ref()
+                .map(|c| c.groups.clone())
+                .unwrap_or_default(),
+            mask: *mask,
+            _strings: strings,
+        }));
+        let pid = spawn::start(plan).context("starting the command's process")?;
         drop(go_r);
         drop(err_w);
         Ok(Child {
@@ -253,118 +246,375 @@ fn null_terminated(v: &[CString]) -> Vec<*const libc::c_char> {
 const STAGE_CREDENTIALS: u32 = 1;
 const STAGE_EXEC: u32 = 2;
 
-struct ChildPlan<'a> {
+/// The strings a [`ChildPlan`] points to, owned by it.
+struct Strings {
+    argv: Vec<CString>,
+    env: Vec<CString>,
+    candidates: Vec<CString>,
+}
+
+/// Everything the child needs between its start and its exec, built before it starts.
+struct ChildPlan {
     go: libc::c_int,
     err: libc::c_int,
     /// Files to write `0` to (cgroup membership), and the pipe to report the outcome on (-1:
     /// none).
-    join: &'a [libc::c_int],
+    join: Vec<libc::c_int>,
     joined: libc::c_int,
     /// ste's ends of the pipes (-1: none): closed at once, or the child's own copy of the
     /// write end would keep `read(go)` from seeing ste close it (`Child::abandon`).
     parent_ends: [libc::c_int; 3],
-    argv: *const *const libc::c_char,
-    env: *const *const libc::c_char,
-    candidates: &'a [*const libc::c_char],
-    sh_argv: &'a mut [*const libc::c_char],
+    argv: Vec<*const libc::c_char>,
+    env: Vec<*const libc::c_char>,
+    candidates: Vec<*const libc::c_char>,
+    sh_argv: Vec<*const libc::c_char>,
     creds: Option<(libc::uid_t, libc::gid_t)>,
-    groups: &'a [libc::gid_t],
-    mask: &'a libc::sigset_t,
+    groups: Vec<libc::gid_t>,
+    mask: libc::sigset_t,
+    _strings: Strings,
 }
 
-/// The child between fork and exec. Only async-signal-safe system calls.
-unsafe fn child_after_fork(plan: ChildPlan<'_>) -> ! {
-    unsafe {
-        let report = |stage: u32, errno: i32| -> ! {
-            // On the stack: another thread of ste may have held the allocator's lock at fork.
-            let mut msg = [0u8; 8];
-            msg[..4].copy_from_slice(&stage.to_ne_bytes());
-            msg[4..].copy_from_slice(&(errno as u32).to_ne_bytes());
-            libc::write(plan.err, msg.as_ptr().cast(), msg.len());
-            libc::_exit(if stage == STAGE_EXEC { 127 } else { 125 });
+/// The child between its start and its exec. Only raw system calls ([`sys`]), on memory
+/// prepared before it started: it may share ste's memory and thread-local storage.
+fn child_main(plan: &mut ChildPlan) -> ! {
+    let report = |stage: u32, errno: i32| -> ! {
+        let mut msg = [0u8; 8];
+        msg[..4].copy_from_slice(&stage.to_ne_bytes());
+        msg[4..].copy_from_slice(&(errno as u32).to_ne_bytes());
+        let _ = sys::write(plan.err, &msg);
+        sys::exit(if stage == STAGE_EXEC { 127 } else { 125 });
+    };
+    // Rust ignores SIGPIPE in ste; the command must get the default back. The signals ste
+    // waits for in its signal thread are blocked in ste; restore the mask it started with.
+    for fd in plan.parent_ends {
+        if fd >= 0 {
+            sys::close(fd);
+        }
+    }
+    sys::default_action(libc::SIGPIPE);
+    sys::set_mask(&plan.mask);
+    // Joined while still privileged; the first failure's errno (0: all joined) is told.
+    if plan.joined >= 0 {
+        let mut errno = 0i32;
+        for &fd in &plan.join {
+            if let Err(e) = sys::write(fd, b"0") {
+                errno = e;
+                break;
+            }
+        }
+        let _ = sys::write(plan.joined, &errno.to_ne_bytes());
+        sys::close(plan.joined);
+    }
+    if let Some((uid, gid)) = plan.creds {
+        // Sharing ste's memory, the child makes the kernel mark that memory not dumpable
+        // (it does so whenever credentials change): ste is root here, so nothing it reads
+        // of itself changes; the command's exec gives it memory of its own.
+        let dropped = sys::setgroups(&plan.groups)
+            .and_then(|()| sys::setresgid(gid))
+            .and_then(|()| sys::setresuid(uid));
+        if let Err(e) = dropped {
+            report(STAGE_CREDENTIALS, e);
+        }
+    }
+    let mut byte = [0u8; 1];
+    loop {
+        match sys::read(plan.go, &mut byte) {
+            Ok(1) => break,
+            Err(libc::EINTR) => {}
+            // ste went away before releasing us: do not run the command unobserved.
+            _ => sys::exit(125),
+        }
+    }
+    sys::close(plan.go);
+    // execvp's rules: remember EACCES and keep looking; ENOENT/ENOTDIR keep looking; any
+    // other error stops the search.
+    let mut saw_eacces = false;
+    let mut last = libc::ENOENT;
+    for i in 0..plan.candidates.len() {
+        let cand = plan.candidates[i];
+        // SAFETY: strings and arrays the plan owns, terminated as execve needs.
+        let e = unsafe { sys::execve(cand, plan.argv.as_ptr(), plan.env.as_ptr()) };
+        if e == libc::ENOEXEC {
+            plan.sh_argv[1] = cand;
+            // SAFETY: as above.
+            last = unsafe {
+                sys::execve(
+                    c"/bin/sh".as_ptr(),
+                    plan.sh_argv.as_ptr(),
+                    plan.env.as_ptr(),
+                )
+            };
+            break;
+        }
+        match e {
+            // Denied on the file itself means "found but not executable"; denied on a
+            // directory of PATH (the file cannot be looked up either) means it was not
+            // found there, as bash says.
+            libc::EACCES => {
+                // SAFETY: a string the plan owns.
+                if unsafe { sys::exists(cand) } {
+                    saw_eacces = true;
+                } else {
+                    last = libc::ENOENT;
+                    continue;
+                }
+            }
+            libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
+            _ => {
+                last = e;
+                break;
+            }
+        }
+        last = e;
+    }
+    if saw_eacces && (last == libc::ENOENT || last == libc::ENOTDIR) {
+        last = libc::EACCES;
+    }
+    report(STAGE_EXEC, last)
+}
+
+/// How the child is started. Where ste can make raw system calls ([`sys`]), the child shares
+/// ste's memory (`clone` with `CLONE_VM`, as `posix_spawn` does, but without suspending ste):
+/// `fork` would copy ste's page tables and mark its memory copy-on-write, after which every
+/// page either process writes takes a fault and a copy: ~0.4 ms of `ste true`'s wall time
+/// and ~0.6 ms of its CPU here, all of it while ste starts up. The child runs on a stack of
+/// its own, and must not touch ste's thread-local storage (`errno` included).
+mod spawn {
+    use super::{ChildPlan, child_main};
+
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    pub fn start(plan: &'static mut ChildPlan) -> std::io::Result<libc::pid_t> {
+        const STACK: usize = 64 << 10;
+        extern "C" fn entry(plan: *mut libc::c_void) -> libc::c_int {
+            // SAFETY: `plan` is the leaked plan given to clone below, used by this child only.
+            child_main(unsafe { &mut *plan.cast::<ChildPlan>() })
+        }
+        // SAFETY: a fresh private mapping; its lowest page becomes a guard. It is never
+        // unmapped: the child runs on it until it has exec'd or exited.
+        let stack = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                STACK,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
         };
-        // Rust ignores SIGPIPE in ste; the command must get the default back. The signals ste
-        // waits for in its signal thread are blocked in ste; restore the mask it started with.
-        for fd in plan.parent_ends {
-            libc::close(fd);
+        if stack == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
         }
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        libc::pthread_sigmask(libc::SIG_SETMASK, plan.mask, std::ptr::null_mut());
-        // Joined while still privileged; the first failure's errno (0: all joined) is told.
-        if plan.joined >= 0 {
-            let mut errno = 0i32;
-            for &fd in plan.join {
-                if libc::write(fd, c"0".as_ptr().cast(), 1) != 1 {
-                    errno = *libc::__errno_location();
-                    break;
-                }
-            }
-            libc::write(plan.joined, (&raw const errno).cast(), 4);
-            libc::close(plan.joined);
+        // SAFETY: the lowest page of the mapping above.
+        unsafe { libc::mprotect(stack, 4096, libc::PROT_NONE) };
+        // SAFETY: the child runs `entry` on its own stack with the leaked plan; it shares
+        // ste's memory and makes only raw system calls until its exec. No CLONE_VFORK: ste
+        // goes on while the child waits to be released.
+        let pid = unsafe {
+            libc::clone(
+                entry,
+                stack.cast::<u8>().add(STACK).cast(),
+                libc::CLONE_VM | libc::SIGCHLD,
+                std::ptr::from_mut(plan).cast(),
+            )
+        };
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error());
         }
-        if let Some((uid, gid)) = plan.creds {
-            // Raw system calls: glibc's wrappers synchronise credentials across threads,
-            // machinery that has no business running in a forked child.
-            if libc::syscall(libc::SYS_setgroups, plan.groups.len(), plan.groups.as_ptr()) != 0
-                || libc::syscall(libc::SYS_setresgid, gid, gid, gid) != 0
-                || libc::syscall(libc::SYS_setresuid, uid, uid, uid) != 0
-            {
-                report(STAGE_CREDENTIALS, *libc::__errno_location());
-            }
+        Ok(pid)
+    }
+
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    pub fn start(plan: &'static mut ChildPlan) -> std::io::Result<libc::pid_t> {
+        // SAFETY: the child makes only system calls on memory prepared before the fork.
+        match unsafe { libc::fork() } {
+            -1 => Err(std::io::Error::last_os_error()),
+            // SAFETY: the child side; never returns.
+            0 => child_main(plan),
+            pid => Ok(pid),
         }
-        let mut byte = 0u8;
-        loop {
-            let n = libc::read(plan.go, (&mut byte as *mut u8).cast(), 1);
-            if n == 1 {
-                break;
-            }
-            if n == 0 || *libc::__errno_location() != libc::EINTR {
-                // ste went away before releasing us: do not run the command unobserved.
-                libc::_exit(125);
-            }
-        }
-        libc::close(plan.go);
-        // execvp's rules: remember EACCES and keep looking; ENOENT/ENOTDIR keep looking; any
-        // other error stops the search. stat(2) is async-signal-safe.
-        let mut saw_eacces = false;
-        let mut last = libc::ENOENT;
-        for &cand in plan.candidates {
-            libc::execve(cand, plan.argv, plan.env);
-            let e = *libc::__errno_location();
-            if e == libc::ENOEXEC {
-                plan.sh_argv[1] = cand;
-                libc::execve(c"/bin/sh".as_ptr(), plan.sh_argv.as_ptr(), plan.env);
-                last = *libc::__errno_location();
-                break;
-            }
-            match e {
-                // Denied on the file itself means "found but not executable"; denied on a
-                // directory of PATH (stat fails too) means it was not found there, as bash says.
-                libc::EACCES => {
-                    let mut st: libc::stat = std::mem::zeroed();
-                    if libc::stat(cand, &mut st) == 0 {
-                        saw_eacces = true;
-                    } else {
-                        last = libc::ENOENT;
-                        continue;
-                    }
-                }
-                libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
-                _ => {
-                    last = e;
-                    break;
-                }
-            }
-            last = e;
-        }
-        if saw_eacces && (last == libc::ENOENT || last == libc::ENOTDIR) {
-            last = libc::EACCES;
-        }
-        report(STAGE_EXEC, last)
     }
 }
 
-/// The forked command, waiting for [`Child::release`] until a tracker has registered it.
+/// The child's system calls. glibc's wrappers store a failure's code in `errno`, which lives
+/// in the thread-local storage of the ste thread that cloned the child (a `CLONE_VM` child
+/// keeps that thread's TLS pointer), where that thread may be reading its own: these return
+/// the kernel's error number instead, and touch no memory but their arguments. A hand-written
+/// `syscall` instruction because no crate of ste's offers raw calls (nix and libc wrap glibc).
+mod sys {
+    use std::ffi::c_char;
+
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn call(nr: libc::c_long, a: [usize; 4]) -> isize {
+        let ret: isize;
+        // SAFETY: the caller passes a valid call and arguments; the kernel clobbers rcx, r11.
+        unsafe {
+            std::arch::asm!("syscall", inlateout("rax") nr as isize => ret,
+                in("rdi") a[0], in("rsi") a[1], in("rdx") a[2], in("r10") a[3],
+                lateout("rcx") _, lateout("r11") _, options(nostack));
+        }
+        ret
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    unsafe fn call(nr: libc::c_long, a: [usize; 4]) -> isize {
+        let ret: isize;
+        // SAFETY: the caller passes a valid call and arguments.
+        unsafe {
+            std::arch::asm!("svc 0", in("x8") nr, inlateout("x0") a[0] as isize => ret,
+                in("x1") a[1], in("x2") a[2], in("x3") a[3], options(nostack));
+        }
+        ret
+    }
+
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    unsafe fn call(nr: libc::c_long, a: [usize; 4]) -> isize {
+        // A forked child (see `spawn`): glibc's errno is its own.
+        // SAFETY: the caller passes a valid call and arguments.
+        match unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3]) } {
+            -1 => {
+                -(std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO) as isize)
+            }
+            r => r as isize,
+        }
+    }
+
+    fn result(r: isize) -> Result<usize, i32> {
+        if (-4095..0).contains(&r) {
+            Err(-r as i32)
+        } else {
+            Ok(r as usize)
+        }
+    }
+
+    pub fn write(fd: libc::c_int, buf: &[u8]) -> Result<usize, i32> {
+        // SAFETY: a valid buffer of its length.
+        result(unsafe {
+            call(
+                libc::SYS_write,
+                [fd as usize, buf.as_ptr() as usize, buf.len(), 0],
+            )
+        })
+    }
+
+    pub fn read(fd: libc::c_int, buf: &mut [u8]) -> Result<usize, i32> {
+        // SAFETY: a valid buffer of its length.
+        result(unsafe {
+            call(
+                libc::SYS_read,
+                [fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0],
+            )
+        })
+    }
+
+    pub fn close(fd: libc::c_int) {
+        // SAFETY: closing a descriptor number.
+        unsafe { call(libc::SYS_close, [fd as usize, 0, 0, 0]) };
+    }
+
+    /// The default action for `signal` (rt_sigaction with the kernel's own layout: handler,
+    /// flags, restorer, mask, all zero for SIG_DFL).
+    pub fn default_action(signal: libc::c_int) {
+        let action = [0u64; 4];
+        // SAFETY: a valid action of the kernel's layout; the mask is 8 bytes.
+        unsafe {
+            call(
+                libc::SYS_rt_sigaction,
+                [signal as usize, action.as_ptr() as usize, 0, 8],
+            )
+        };
+    }
+
+    pub fn set_mask(mask: &libc::sigset_t) {
+        // SAFETY: glibc's sigset_t starts with the kernel's 8-byte mask.
+        unsafe {
+            call(
+                libc::SYS_rt_sigprocmask,
+                [
+                    libc::SIG_SETMASK as usize,
+                    std::ptr::from_ref(mask) as usize,
+                    0,
+                    8,
+                ],
+            )
+        };
+    }
+
+    pub fn setgroups(groups: &[libc::gid_t]) -> Result<(), i32> {
+        // SAFETY: a valid array of its length.
+        result(unsafe {
+            call(
+                libc::SYS_setgroups,
+                [groups.len(), groups.as_ptr() as usize, 0, 0],
+            )
+        })
+        .map(drop)
+    }
+
+    pub fn setresgid(gid: libc::gid_t) -> Result<(), i32> {
+        let g = gid as usize;
+        // SAFETY: integer arguments.
+        result(unsafe { call(libc::SYS_setresgid, [g, g, g, 0]) }).map(drop)
+    }
+
+    pub fn setresuid(uid: libc::uid_t) -> Result<(), i32> {
+        let u = uid as usize;
+        // SAFETY: integer arguments.
+        result(unsafe { call(libc::SYS_setresuid, [u, u, u, 0]) }).map(drop)
+    }
+
+    /// Replaces the process's image; returns only the error number of a failure.
+    ///
+    /// # Safety
+    /// `path` is a NUL-terminated string, `argv` and `env` NULL-terminated arrays of them.
+    pub unsafe fn execve(
+        path: *const c_char,
+        argv: *const *const c_char,
+        env: *const *const c_char,
+    ) -> i32 {
+        // SAFETY: NUL-terminated strings and NULL-terminated arrays built before the start.
+        match result(unsafe {
+            call(
+                libc::SYS_execve,
+                [path as usize, argv as usize, env as usize, 0],
+            )
+        }) {
+            Err(e) => e,
+            Ok(_) => libc::EIO,
+        }
+    }
+
+    /// Whether `path` can be looked up (faccessat with F_OK: the permissions of the
+    /// directories on the way, not the file's own).
+    ///
+    /// # Safety
+    /// `path` is a NUL-terminated string.
+    pub unsafe fn exists(path: *const c_char) -> bool {
+        // SAFETY: a NUL-terminated string.
+        result(unsafe {
+            call(
+                libc::SYS_faccessat,
+                [
+                    libc::AT_FDCWD as usize,
+                    path as usize,
+                    libc::F_OK as usize,
+                    0,
+                ],
+            )
+        })
+        .is_ok()
+    }
+
+    pub fn exit(code: libc::c_int) -> ! {
+        loop {
+            // SAFETY: ends the process.
+            unsafe { call(libc::SYS_exit_group, [code as usize, 0, 0, 0]) };
+        }
+    }
+}
+
+/// The command's process, waiting for [`Child::release`] until a tracker has registered it.
 pub struct Child {
     pub pid: libc::pid_t,
     go: Option<OwnedFd>,
