@@ -390,9 +390,16 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exec")
-int BPF_PROG(handle_exec, struct task_struct *task, int old_pid)
+// Exec and exit run in the task they trace, so they are raw tracepoints on the current task:
+// the kernel loads a raw tracepoint without searching its BTF for the tracepoint's function, as
+// it does for every tp_btf program (~0.15 ms of each load here, ste's start-up). Fork stays
+// tp_btf: it marks the child, for which only tp_btf gives the typed pointer that the task
+// storage needs.
+SEC("raw_tp/sched_process_exec")
+int handle_exec(u64 *ctx)
 {
+	struct task_struct *task = bpf_get_current_task_btf();
+	int old_pid = (int)ctx[1]; // (task, old_pid, bprm)
 	struct task_state *st = bpf_task_storage_get(&tasks, task, 0, 0);
 	if (!st)
 		return 0;
@@ -432,9 +439,10 @@ int BPF_PROG(handle_exec, struct task_struct *task, int old_pid)
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(handle_exit, struct task_struct *task)
+SEC("raw_tp/sched_process_exit")
+int handle_exit(u64 *ctx)
 {
+	struct task_struct *task = bpf_get_current_task_btf();
 	if (!bpf_task_storage_get(&tasks, task, 0, 0))
 		return 0;
 	flush_calls(task);

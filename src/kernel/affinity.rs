@@ -1,5 +1,6 @@
 //! Starting a helper thread on another CPU than its spawner's (`sched_getaffinity`,
-//! `pthread_setaffinity_np`), for start-up work meant to run side by side.
+//! `pthread_setaffinity_np`), for start-up work meant to run side by side; and leaving a CPU
+//! to a thread just woken, for end-of-run work meant to run side by side.
 //!
 //! Why by hand: the scheduler queues a new thread where it sees room at that instant, often
 //! behind the thread that spawned it. On this 2-vCPU machine ste's BPF loading spawned helpers
@@ -64,6 +65,20 @@ where
         pin.store(PINNED, Ordering::Release);
     }
     Ok(handle)
+}
+
+/// Moves the calling thread to its other allowed CPUs (when it has any), leaving the one it
+/// is on to a thread it has just woken (which the kernel places on its waker's CPU). For the
+/// rest of its life: a thread about to end calls it.
+pub fn leave_this_cpu() {
+    let Some(all) = allowed_cpus() else { return };
+    // SAFETY: no arguments; returns the calling thread's CPU or -1.
+    let here = unsafe { libc::sched_getcpu() };
+    if let Some(rest) = without(&all, here) {
+        // Best effort: staying only costs the woken thread a wait. SAFETY: sets the calling
+        // thread's CPU set from a valid set.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&rest), &rest) };
+    }
 }
 
 /// The states of the hand-over in [`spawn_elsewhere`].

@@ -10,12 +10,15 @@
 //! maps. The loading itself is `kernel::bpf`'s (ste's own loader: its header says why not
 //! aya). Reaping is the shared reaper's (`track::reaper`); the live tree is `track::tree`'s.
 //!
-//! The programs attach as `tp_btf` (BTF-typed raw tracepoints, the target being the
-//! `btf_trace_<tracepoint>` typedef of the kernel's BTF, found by the same walk of the BTF as
-//! the offsets) rather than as raw tracepoints: the kernel calls both the same way (no perf
-//! buffer; not measured apart here), and only tp_btf arguments are typed task pointers, which
-//! the task-storage filter (`bpf_task_storage_get`) requires; with raw tracepoints the filter
-//! would need a lookup by pid instead. Uprobes attach through perf events linked with
+//! The programs attach as raw tracepoints, in two kinds the kernel calls the same way: exec
+//! and exit, which run in the task they trace, are plain raw tracepoints, and find that task's
+//! typed pointer, which the task-storage filter (`bpf_task_storage_get`) requires, with
+//! `bpf_get_current_task_btf`; fork, which must mark the child, and the system-call programs,
+//! which read `pt_regs` directly on every call, are `tp_btf` (BTF-typed: their arguments are
+//! typed pointers), loaded with the id of the `btf_trace_<tracepoint>` typedef of the kernel's
+//! BTF, found by the same walk of the BTF as the offsets. A `tp_btf` load costs the kernel a
+//! linear search of its BTF (~0.15 ms each here), which is why only those that need it are.
+//! Uprobes attach through perf events linked with
 //! `BPF_LINK_CREATE` and a cookie (one per SDT site, which the program reads to know its site).
 //!
 //! The root is registered before it is released: the kernel map of tracked tasks (task-local
@@ -28,9 +31,10 @@
 use crate::event::Event;
 use crate::kernel::affinity::spawn_elsewhere;
 use crate::kernel::bpf::btf::{self, Btf};
-use crate::kernel::bpf::loader::{Loaded as Bpf, Loader};
+use crate::kernel::bpf::loader::{Loaded as Bpf, Loader, Tracepoints};
+use crate::kernel::bpf::maps::Map;
 use crate::kernel::bpf::maps::{Array, Hash, PerCpuArray, Pod};
-use crate::kernel::bpf::object::Object;
+use crate::kernel::bpf::object::{Object, Tracepoint};
 use crate::kernel::bpf::ringbuf::RingBuf;
 use crate::kernel::bpf::sys;
 use crate::kernel::bytes::{i32_at, u32_at, u64_at};
@@ -46,7 +50,7 @@ use crate::track::reaper::{self, Done};
 use crate::track::tree::Tree;
 use std::collections::HashSet;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 /// The object, aligned for the ELF parser.
@@ -418,10 +422,18 @@ fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBuf), String>
     let tracepoints = programs
         .iter()
         .map(|p| {
-            obj.tp_btf_target(p)
-                .ok_or(format!("the BPF object has no tp_btf program `{p}`"))
+            obj.tracepoint(p)
+                .ok_or(format!("the BPF object has no tracepoint program `{p}`"))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    // Only tp_btf programs are loaded with their tracepoint's BTF id.
+    let typed: Vec<&str> = tracepoints
+        .iter()
+        .filter_map(|t| match t {
+            Tracepoint::Btf(name) => Some(*name),
+            Tracepoint::Raw(_) => None,
+        })
+        .collect();
     let cpus = sys::possible_cpus().map_err(|e| format!("possible CPUs: {e}"))?;
     let mut loader = Loader::new(obj.clone());
     loader
@@ -431,17 +443,31 @@ fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBuf), String>
     if with_sdt {
         maps_for.push("sdt_memory");
     }
-    // Side by side: the walk of the kernel's BTF, and the kernel allocating the maps.
-    let want: Vec<String> = tracepoints.iter().map(|t| t.to_string()).collect();
+    // Side by side, on this thread and one helper started on another CPU: the helper walks
+    // the kernel's BTF while this thread has the kernel allocate the maps; both then load and
+    // attach the programs in turn, and the helper maps the ring buffer when it has no program
+    // left. One helper for all three, rather than a thread each: starting a thread costs
+    // ~0.05 ms here, and up to ~1 ms when several threads map memory at once (each waits for
+    // the others' hold on ste's memory map).
+    let want: Vec<String> = typed.iter().map(|t| t.to_string()).collect();
     let with_syscalls = config.syscalls.is_some();
-    let btf = spawn_elsewhere("ste-bpf-btf", move || {
-        crate::phases::span("bpf: kernel BTF", || from_btf(with_syscalls, &want))
-    });
+    let (btf_tx, btf_rx) = mpsc::channel();
+    let (work_tx, work_rx) = mpsc::channel::<(Arc<Tracepoints>, Map)>();
+    let helper = spawn_elsewhere("ste-bpf-helper", move || {
+        let btf = crate::phases::span("bpf: kernel BTF", || from_btf(with_syscalls, &want));
+        let _ = btf_tx.send(btf);
+        // No work when the loading stopped short: its error says why.
+        let (tracepoints, events) = work_rx.recv().ok()?;
+        let turns = tracepoints.take_turns();
+        let ring = crate::phases::span("bpf: map ring", || RingBuf::new(events));
+        Some((turns, ring))
+    })
+    .ok();
     let created = crate::phases::span("bpf: create maps", || loader.create_maps(&maps_for));
     // The BTF's error first, as when the two ran in turn: it says what this kernel lacks.
-    let btf = match btf {
-        Ok(h) => joined(h)?,
-        Err(_) => from_btf(with_syscalls, &tracepoints)?,
+    let btf = match (&helper, btf_rx.recv()) {
+        (Some(_), Ok(btf)) => btf?,
+        _ => from_btf(with_syscalls, &typed)?,
     };
     let mut ebpf = created.map_err(|e| e.to_string())?;
     for (name, value) in &btf.layout {
@@ -451,21 +477,31 @@ fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBuf), String>
         .and_then(|l| l.set_global("cfg_per_thread", &per_thread))
         .and_then(|l| l.set_global("cfg_sigreturn_nr", &sigreturn))
         .map_err(|e| e.to_string())?;
-    // Side by side: mapping the ring buffer, and the kernel checking the programs.
+    let mut ids = btf.tracepoint_ids.into_iter();
+    let attach: Vec<(&str, u32)> = programs
+        .iter()
+        .zip(&tracepoints)
+        .map(|(&p, t)| match t {
+            Tracepoint::Btf(_) => (p, ids.next().unwrap_or_default()),
+            Tracepoint::Raw(_) => (p, 0),
+        })
+        .collect();
     let events = ebpf.map("events").map_err(|e| e.to_string())?;
-    let attach: Vec<(&str, u32)> = programs.iter().copied().zip(btf.tracepoint_ids).collect();
-    let ring = spawn_elsewhere("ste-bpf-ring", move || {
-        crate::phases::span("bpf: map ring", || RingBuf::new(events))
-    });
-    let attached = crate::phases::span("bpf: load+attach programs", || ebpf.attach_tp_btf(&attach));
-    let ring = match ring {
-        Ok(h) => joined(h),
-        Err(_) => ebpf
-            .map("events")
-            .map_err(|e| std::io::Error::other(e.to_string()))
-            .and_then(RingBuf::new),
+    let work = Arc::new(ebpf.tracepoints(&attach).map_err(|e| e.to_string())?);
+    let helped = helper.is_some() && work_tx.send((Arc::clone(&work), events)).is_ok();
+    let mine = crate::phases::span("bpf: load+attach programs", || work.take_turns());
+    let (theirs, ring) = match helper.filter(|_| helped).and_then(joined) {
+        Some((theirs, ring)) => (Some(theirs), ring),
+        // No helper: this thread took every program; it maps the ring buffer too.
+        None => (
+            None,
+            ebpf.map("events")
+                .map_err(|e| std::io::Error::other(e.to_string()))
+                .and_then(RingBuf::new),
+        ),
     };
-    attached.map_err(|e| e.to_string())?;
+    ebpf.attached(&work, std::iter::once(mine).chain(theirs))
+        .map_err(|e| e.to_string())?;
     let ring = ring.map_err(|e| format!("mapping the ring buffer: {e}"))?;
     Ok((ebpf, ring))
 }
@@ -703,6 +739,13 @@ impl Reader {
             t_ns: end_ns,
             error: None,
         });
+        // What is left of this thread is detaching the programs, as `self` drops: the kernel
+        // rewrites the tracepoints' call sites (~0.3 ms here, with a round of interrupts on
+        // every CPU). The session thread, just woken by the message above, finishes the
+        // report meanwhile; the kernel places a woken thread on its waker's CPU, where it
+        // waited for the whole detach (0.3 ms in the run queue, the other CPU idle). So this
+        // thread leaves that CPU to it first.
+        crate::kernel::affinity::leave_this_cpu();
     }
 
     fn drain(&mut self) {

@@ -1,21 +1,21 @@
 //! Loading a parsed BPF object ([`Object`]) into the kernel: its maps created (task-storage
 //! maps with the small BTF they need, written here), its `.rodata` set by the caller and
 //! frozen read-only (so the verifier knows the configuration as constants and prunes what it
-//! switches off), its programs relocated and loaded, and attached: `tp_btf` programs with
-//! `BPF_RAW_TRACEPOINT_OPEN` (their tracepoint is the `btf_trace_<name>` typedef the kernel's
-//! BTF names), uprobe programs on uprobe perf events through `BPF_LINK_CREATE` with a cookie.
+//! switches off), its programs relocated and loaded, and attached: tracepoint programs with
+//! `BPF_RAW_TRACEPOINT_OPEN` (a `tp_btf` program's tracepoint is the `btf_trace_<name>`
+//! typedef the kernel's BTF names, a `raw_tp` program's is named), uprobe programs on uprobe
+//! perf events through `BPF_LINK_CREATE` with a cookie.
 //! Everything is detached and freed when the [`Loaded`] is dropped (descriptors closed).
 //! Must not know ste's programs and maps by name (`track::ebpf` does).
 
 use super::btf::{self, Btf};
 use super::maps::{Map, Pod};
-use super::object::{Object, Target};
+use super::object::{Object, Target, Tracepoint};
 use super::sys::{self, MapBtf, MapDef};
 use super::{Error, err};
-use crate::kernel::affinity::spawn_elsewhere;
+use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The object, with its map sizes set, before anything is created.
@@ -204,30 +204,40 @@ impl Pending {
 /// A program's descriptor and its attachment's, or why it is not attached.
 type Attached = Result<(OwnedFd, OwnedFd), Error>;
 
-/// `tp_btf` programs to load and attach, shared by the threads that take them in turn.
-struct Attaching {
-    /// Each program with its tracepoint's name (for messages).
-    work: Vec<(Pending, String)>,
+/// Tracepoint programs ready to load and attach ([`Loaded::tracepoints`]). Any number of
+/// threads may take turns loading them ([`Tracepoints::take_turns`]): the kernel checks
+/// programs side by side (root's loads take no common lock), and each is attached as soon as
+/// it is loaded (attaching takes the kernel's tracepoint and jump-label locks, so attaches
+/// queue, but behind another CPU's load, not after it). [`Loaded::attached`] keeps the result.
+pub struct Tracepoints {
+    /// Each program with its tracepoint's name, and whether it is attached by that name
+    /// (`raw_tp`) rather than by the id it was loaded with (`tp_btf`).
+    work: Vec<(Pending, CString, bool)>,
     license: String,
     next: AtomicUsize,
 }
 
-impl Attaching {
-    /// Loads and attaches programs until none is left; each with its index in `work`.
-    fn take_turns(&self) -> Vec<(usize, Attached)> {
+/// What one thread loaded and attached: each program's index in the work, and the outcome.
+pub struct Turns(Vec<(usize, Attached)>);
+
+impl Tracepoints {
+    /// Loads and attaches programs until none is left.
+    pub fn take_turns(&self) -> Turns {
         let mut out = Vec::new();
         loop {
             let i = self.next.fetch_add(1, Ordering::Relaxed);
-            let Some((p, tp)) = self.work.get(i) else {
-                return out;
+            let Some((p, tp, by_name)) = self.work.get(i) else {
+                return Turns(out);
             };
             let loaded = crate::phases::span("bpf: prog load", || p.load(&self.license));
             out.push((
                 i,
                 loaded.and_then(|fd| {
-                    let link =
-                        crate::phases::span("bpf: attach", || sys::raw_tracepoint_open(fd.as_fd()))
-                            .map_err(|e| Error(format!("attaching {} to {tp}: {e}", p.name)))?;
+                    let name = by_name.then_some(tp.as_c_str());
+                    let link = crate::phases::span("bpf: attach", || {
+                        sys::raw_tracepoint_open(fd.as_fd(), name)
+                    })
+                    .map_err(|e| Error(format!("attaching {} to {tp:?}: {e}", p.name)))?;
                     Ok((fd, link))
                 }),
             ));
@@ -252,10 +262,12 @@ pub struct Loaded {
     links: Vec<OwnedFd>,
 }
 
-/// The program type, expected attach type and `tp_btf` target of a program's section.
+/// The program type, expected attach type and tracepoint of a program's section.
 fn section_type(section: &str) -> Option<(u32, u32, Option<&str>)> {
     if let Some(tp) = section.strip_prefix("tp_btf/") {
         Some((sys::PROG_TRACING, sys::ATTACH_TRACE_RAW_TP, Some(tp)))
+    } else if let Some(tp) = section.strip_prefix("raw_tp/") {
+        Some((sys::PROG_RAW_TRACEPOINT, 0, Some(tp)))
     } else if section == "uprobe" || section.starts_with("uprobe/") {
         Some((sys::PROG_KPROBE, 0, None))
     } else {
@@ -347,47 +359,46 @@ impl Loaded {
         Ok(ProgId(self.progs.len() - 1))
     }
 
-    /// Loads and attaches `tp_btf` programs, each with its tracepoint's id
-    /// ([`tracepoint_ids`]). The kernel checks them side by side, one thread per CPU, each
-    /// helper started on another CPU than this one ([`spawn_elsewhere`]): each load costs
-    /// ~0.5 ms here, half of it the kernel's linear search of its own BTF for the tracepoint's
-    /// function (`bpf_check_attach_target`), and root's loads take no common lock. Each
-    /// program is attached as soon as it is loaded (attaching takes the kernel's tracepoint
-    /// and jump-label locks, so attaches queue, but behind another CPU's load, not after it).
-    pub fn attach_tp_btf(&mut self, programs: &[(&str, u32)]) -> Result<(), Error> {
+    /// Tracepoint programs to load and attach, each with its tracepoint's id for a `tp_btf`
+    /// one ([`tracepoint_ids`]; a `raw_tp` one is attached by name, its id is not read). A
+    /// load costs ~0.3 ms here, and a `tp_btf` one ~0.15 ms more: the kernel's linear search
+    /// of its own BTF for the tracepoint's function (`bpf_check_attach_target`).
+    pub fn tracepoints(&mut self, programs: &[(&str, u32)]) -> Result<Tracepoints, Error> {
         let work = programs
             .iter()
             .map(|&(name, id)| {
-                let tp = self.obj.tp_btf_target(name).unwrap_or_default().to_string();
-                Ok((self.pending(name, id)?, tp))
+                let tp = self.obj.tracepoint(name).ok_or_else(|| {
+                    Error(format!("program `{name}` is not a tracepoint program"))
+                })?;
+                let by_name = matches!(tp, Tracepoint::Raw(_));
+                let tp = CString::new(tp.name())
+                    .map_err(|_| Error(format!("`{name}`: a NUL in its section's name")))?;
+                Ok((self.pending(name, id)?, tp, by_name))
             })
             .collect::<Result<Vec<_>, Error>>()?;
-        let shared = Arc::new(Attaching {
+        Ok(Tracepoints {
             work,
             license: self.obj.license.clone(),
             next: AtomicUsize::new(0),
-        });
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        // A helper that cannot start leaves its share to this thread.
-        let helpers: Vec<_> = (1..cpus.min(shared.work.len()))
-            .filter_map(|_| {
-                let shared = Arc::clone(&shared);
-                spawn_elsewhere("ste-bpf-load", move || shared.take_turns()).ok()
-            })
-            .collect();
-        let mut done: Vec<Option<Attached>> = programs.iter().map(|_| None).collect();
-        let mut record = |turns: Vec<(usize, Attached)>| {
-            for (i, r) in turns {
+        })
+    }
+
+    /// Keeps the programs the turns taken on `tracepoints` loaded and attached (detached when
+    /// this is dropped); the first failure, by program, otherwise.
+    pub fn attached(
+        &mut self,
+        tracepoints: &Tracepoints,
+        turns: impl IntoIterator<Item = Turns>,
+    ) -> Result<(), Error> {
+        let mut done: Vec<Option<Attached>> = tracepoints.work.iter().map(|_| None).collect();
+        for Turns(t) in turns {
+            for (i, r) in t {
                 done[i] = Some(r);
             }
-        };
-        record(shared.take_turns());
-        for h in helpers {
-            record(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
         }
-        for ((name, _), r) in programs.iter().zip(done) {
+        for ((p, _, _), r) in tracepoints.work.iter().zip(done) {
             let (fd, link) =
-                r.ok_or_else(|| Error(format!("loading {name}: no thread took it")))??;
+                r.ok_or_else(|| Error(format!("loading {}: no thread took it", p.name)))??;
             self.progs.push(fd);
             self.links.push(link);
         }
@@ -429,6 +440,10 @@ mod tests {
                 sys::ATTACH_TRACE_RAW_TP,
                 Some("sys_exit")
             ))
+        );
+        assert_eq!(
+            section_type("raw_tp/sched_process_exit"),
+            Some((sys::PROG_RAW_TRACEPOINT, 0, Some("sched_process_exit")))
         );
         assert_eq!(section_type("uprobe"), Some((sys::PROG_KPROBE, 0, None)));
         assert_eq!(section_type("kprobe/do_exit"), None);

@@ -297,9 +297,33 @@ impl Object {
         self.programs.iter().find(|p| p.name == name)
     }
 
-    /// The tracepoint a `tp_btf` program attaches to (its section's `tp_btf/<name>`).
-    pub fn tp_btf_target(&self, name: &str) -> Option<&str> {
-        self.program(name)?.section.strip_prefix("tp_btf/")
+    /// The tracepoint a tracepoint program attaches to, by its section: `tp_btf/<name>` or
+    /// `raw_tp/<name>`.
+    pub fn tracepoint(&self, name: &str) -> Option<Tracepoint<'_>> {
+        let section = &self.program(name)?.section;
+        if let Some(tp) = section.strip_prefix("tp_btf/") {
+            Some(Tracepoint::Btf(tp))
+        } else {
+            section.strip_prefix("raw_tp/").map(Tracepoint::Raw)
+        }
+    }
+}
+
+/// A tracepoint program's kind and tracepoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracepoint<'a> {
+    /// A BTF-typed raw tracepoint: loaded with the id of the tracepoint's `btf_trace_<name>`
+    /// typedef in the kernel's BTF; its arguments are typed.
+    Btf(&'a str),
+    /// A raw tracepoint: attached by name; its arguments are plain words.
+    Raw(&'a str),
+}
+
+impl Tracepoint<'_> {
+    pub fn name(&self) -> &str {
+        match self {
+            Tracepoint::Btf(n) | Tracepoint::Raw(n) => n,
+        }
     }
 }
 
@@ -315,6 +339,15 @@ mod tests {
         assert_eq!(obj.license, "Dual MIT/GPL");
         let fork = obj.program("handle_fork").unwrap();
         assert_eq!(fork.section, "tp_btf/sched_process_fork");
+        assert_eq!(
+            obj.tracepoint("handle_fork"),
+            Some(Tracepoint::Btf("sched_process_fork"))
+        );
+        assert_eq!(
+            obj.tracepoint("handle_exit"),
+            Some(Tracepoint::Raw("sched_process_exit"))
+        );
+        assert_eq!(obj.tracepoint("sdt_memory"), None);
         assert_eq!(obj.program("sdt_memory").unwrap().section, "uprobe");
         let map = |n: &str| obj.maps.iter().find(|m| m.name == n).unwrap().def.clone();
         assert_eq!(

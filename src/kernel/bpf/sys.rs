@@ -8,7 +8,7 @@
 //! sets: the kernel accepts a shorter attribute than it knows and zero-fills the rest.
 //! Owns the raw descriptors' creation; must not know about ste's programs or maps.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
@@ -33,6 +33,7 @@ pub const MAP_TASK_STORAGE: u32 = 29;
 
 /// `enum bpf_prog_type`.
 pub const PROG_KPROBE: u32 = 2;
+pub const PROG_RAW_TRACEPOINT: u32 = 17;
 pub const PROG_TRACING: u32 = 26;
 
 /// `enum bpf_attach_type`.
@@ -330,9 +331,10 @@ fn with_log(e: io::Error, log: &[u8]) -> io::Error {
     io::Error::new(e.kind(), format!("{e}; the kernel's log ends: {tail}"))
 }
 
-/// `BPF_RAW_TRACEPOINT_OPEN` for a `tp_btf` program (the tracepoint is the program's
-/// `attach_btf_id`): attached until the returned descriptor is closed.
-pub fn raw_tracepoint_open(prog: BorrowedFd) -> io::Result<OwnedFd> {
+/// `BPF_RAW_TRACEPOINT_OPEN`: a raw tracepoint program on tracepoint `name`, or a `tp_btf`
+/// program (`None`: the tracepoint is the program's `attach_btf_id`); attached until the
+/// returned descriptor is closed.
+pub fn raw_tracepoint_open(prog: BorrowedFd, name: Option<&CStr>) -> io::Result<OwnedFd> {
     #[repr(C)]
     struct Attr {
         name: u64,
@@ -340,7 +342,7 @@ pub fn raw_tracepoint_open(prog: BorrowedFd) -> io::Result<OwnedFd> {
         pad: u32,
     }
     let attr = Attr {
-        name: 0,
+        name: name.map_or(0, |n| n.as_ptr() as u64),
         prog_fd: prog.as_raw_fd() as u32,
         pad: 0,
     };
