@@ -182,6 +182,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     };
 
     crate::phases::span("command (release to tree done)", || ());
+    accounting.ask_to_stop();
     let info = crate::phases::span("sampler stop", || sampler.stop());
     crate::phases::span("accounting stop", || accounting.stop());
     if let Some(p) = &peak_maps {

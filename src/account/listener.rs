@@ -1,16 +1,19 @@
 //! The accounts thread: receives taskstats exit records (every exiting thread on the machine)
-//! and samples ste's cgroup's memory, until the session stops it.
+//! and samples ste's cgroup's memory, until the session stops it; then reads the group's end
+//! figures.
 //!
 //! Owns the taskstats socket once registered and the sampling clock. Records go to the
 //! session raw (`Msg::Task`), because only the session's ledger can tell which belong to the
 //! tree; cgroup samples go out as events. On stop it drains what the kernel already queued:
 //! every exit of the tree was queued before the tracker saw the process end, so nothing of
-//! the tree is left behind.
+//! the tree is left behind. The end figures are read here rather than by the session, so
+//! that they are read while the session stops the sampler (the end of `ste true` is ~1 ms,
+//! of which these reads are ~0.1 ms).
 
 use super::group::Group;
 use crate::event::Event;
 use crate::kernel::taskstats::{Message, Received, Taskstats};
-use crate::model::AccountEvent;
+use crate::model::{AccountEvent, GroupEnd};
 use crate::sink::{Msg, Sink};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
@@ -32,7 +35,7 @@ const STAT_EVERY: Duration = Duration::from_secs(1);
 
 pub struct Listener {
     wake: OwnedFd,
-    handle: Option<JoinHandle<()>>,
+    handle: Option<JoinHandle<Option<GroupEnd>>>,
 }
 
 impl Listener {
@@ -61,15 +64,19 @@ impl Listener {
         })
     }
 
-    /// Stops the thread once it has drained the records already queued; every message it
-    /// sent is in the channel when this returns.
-    pub fn stop(&mut self) {
+    /// Asks the thread to drain the records already queued, take its last sample and read
+    /// the group's end figures, then end; [`Listener::stop`] waits for that.
+    pub fn ask_to_stop(&self) {
         let one = 1u64.to_ne_bytes();
         // SAFETY: writing 8 bytes to an eventfd.
         unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+    }
+
+    /// Stops the thread (see [`Listener::ask_to_stop`]); every message it sent is in the
+    /// channel when this returns. The group's end figures, when it has a group.
+    pub fn stop(&mut self) -> Option<GroupEnd> {
+        self.ask_to_stop();
+        self.handle.take().and_then(|h| h.join().ok().flatten())
     }
 }
 
@@ -145,7 +152,12 @@ fn forward(received: Received, sink: &Sink) {
     }
 }
 
-fn run(mut ts: Option<Taskstats>, group: Option<Arc<Group>>, sink: &Sink, wake: &OwnedFd) {
+fn run(
+    mut ts: Option<Taskstats>,
+    group: Option<Arc<Group>>,
+    sink: &Sink,
+    wake: &OwnedFd,
+) -> Option<GroupEnd> {
     let mut max = Maxima::default();
     let mut tick = TICK;
     loop {
@@ -166,9 +178,9 @@ fn run(mut ts: Option<Taskstats>, group: Option<Arc<Group>>, sink: &Sink, wake: 
             break;
         }
     }
-    if let Some(g) = &group {
-        sample(g, sink, &mut max, true);
-    }
+    let g = group?;
+    sample(&g, sink, &mut max, true);
+    Some(g.end())
 }
 
 /// Forwards every record already queued.

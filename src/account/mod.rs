@@ -17,7 +17,7 @@ pub mod monitor;
 
 use crate::event::Event;
 use crate::kernel::taskstats::{self, TaskStats, Taskstats};
-use crate::model::{AccountEvent, Source};
+use crate::model::{AccountEvent, GroupEnd, Source};
 use crate::recorder::Recorder;
 use crate::sink::Sink;
 use group::Group;
@@ -67,6 +67,8 @@ pub struct Session {
     procs: Vec<File>,
     taskstats: Option<Taskstats>,
     listener: Option<Listener>,
+    /// The group's end figures, read by the accounts thread as it stopped.
+    group_end: Option<GroupEnd>,
     matcher: Matcher,
     delays: Option<delays::Guard>,
     /// Events found before the sink existed, emitted by `start`.
@@ -98,6 +100,7 @@ impl Session {
             procs: Vec::new(),
             taskstats: None,
             listener: None,
+            group_end: None,
             matcher: Matcher::default(),
             delays: None,
             early: Vec::new(),
@@ -310,10 +313,19 @@ impl Session {
         })
     }
 
-    /// Stops the accounts thread once it has drained what the kernel queued.
+    /// Asks the accounts thread to drain what the kernel queued and read the group's end
+    /// figures, without waiting: the session stops the sampler meanwhile.
+    pub fn ask_to_stop(&self) {
+        if let Some(l) = &self.listener {
+            l.ask_to_stop();
+        }
+    }
+
+    /// Stops the accounts thread once it has drained what the kernel queued and read the
+    /// group's end figures.
     pub fn stop(&mut self) {
         if let Some(mut l) = self.listener.take() {
-            l.stop();
+            self.group_end = l.stop();
         }
     }
 
@@ -322,10 +334,10 @@ impl Session {
         self.stop();
         let mut out = Vec::new();
         if let Some(g) = self.group.take() {
+            // Read by the accounts thread, unless it never ran.
+            let end = self.group_end.take().unwrap_or_else(|| g.end());
             out.push(Event::Accounting {
-                event: AccountEvent::GroupEnd {
-                    end: Box::new(g.end()),
-                },
+                event: AccountEvent::GroupEnd { end: Box::new(end) },
             });
             // Dropping the last reference removes the directories.
             drop(g);
