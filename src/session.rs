@@ -76,10 +76,11 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         account::Session::prepare(&opts.accounting)
     });
     let original_mask = signals::block();
-    let clock = Clock::start();
     let mut child = crate::phases::span("fork", || {
         prepared.fork(&original_mask, &accounting.join_files())
     })?;
+    // From the command's start: until its release, its time is ste's set-up (see below).
+    let clock = Clock::start();
     let (sink, rx) = Sink::new(clock.clone());
     let sampler = Sampler::new(opts.pace, sink.clone());
     let peak_maps = crate::maps::peak::attach(opts.maps_at_peak, &sampler, &sink);
@@ -132,7 +133,8 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     let root = child.pid;
     // Time zero is the release: what ste did since the fork is its own set-up, not the
     // command's time. The sampler starts after it, so its samples run forward from zero.
-    clock.restart();
+    let waited_ns = clock.restart();
+    accounting.before_release(&sink, root, waited_ns);
     crate::phases::span("release", || child.release())?;
     let sampler_role = Role::Sampler {
         page_flags: opts.maps_at_peak.is_some(),

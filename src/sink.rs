@@ -44,12 +44,13 @@ impl Clock {
         }
     }
 
-    /// Moves time zero to now. The session calls it as it releases the command, so ste's own
-    /// set-up between the fork and the release (loading BPF, a cgroup, taskstats) is not
-    /// counted as the command's wall time. Stamps taken before it saturate to 0.
-    pub fn restart(&self) {
-        self.t0_monotonic_ns
-            .store(monotonic_ns(), Ordering::Release);
+    /// Moves time zero to now, and returns how far it moved. The session calls it as it
+    /// releases the command, so ste's own set-up between the fork and the release (loading
+    /// BPF, a cgroup, taskstats) is not counted as the command's wall time. Stamps taken
+    /// before it saturate to 0.
+    pub fn restart(&self) -> u64 {
+        let now = monotonic_ns();
+        now.saturating_sub(self.t0_monotonic_ns.swap(now, Ordering::AcqRel))
     }
 
     pub fn now_ns(&self) -> u64 {

@@ -87,6 +87,7 @@ pub fn apply(run: &mut Run, index: Option<usize>, t_ns: u64, event: &AccountEven
             a.delays_switched_by_ste = *switched_by_ste;
         }
         AccountEvent::TaskstatsOverrun => acc(run).taskstats_overruns += 1,
+        AccountEvent::BeforeRelease { before } => acc(run).before_release = Some(*before),
         AccountEvent::KilledLingering { pids, signal, via } => {
             let a = acc(run);
             a.killed_lingering = Some(format!("{} through the {via}", signal_name(*signal)));
@@ -109,6 +110,17 @@ pub fn finish(run: &mut Run) {
     let Some(mut a) = run.accounting.take() else {
         return;
     };
+    if let Some(b) = &a.before_release
+        && let Some(root) = run.processes.first_mut().filter(|p| p.pid == b.pid)
+        && let Some(l) = root.ledger.as_mut()
+    {
+        for f in [&mut l.taskstats, &mut l.exit_stop, &mut l.wait4]
+            .into_iter()
+            .flatten()
+        {
+            f.without(b);
+        }
+    }
     a.lingering = lingering(run, &a.lingering);
     a.taskstats_incomplete = run
         .processes
@@ -339,7 +351,7 @@ fn critical_path(run: &Run) -> Vec<PathLink> {
 mod tests {
     use super::*;
     use crate::event::{Event, Stamped};
-    use crate::model::{Arg, Figures, GroupEnd, Termination};
+    use crate::model::{Arg, BeforeRelease, Figures, GroupEnd, Termination};
     use crate::recorder::Recorder;
 
     fn at(t_ns: u64, event: Event) -> Stamped {
@@ -464,6 +476,39 @@ mod tests {
         assert_eq!(t.other_ns, Some((3703 - 756 - 50) * MS));
         assert_eq!(t.blkio_ns, None, "delay accounting was off");
         assert_eq!(t.from, "taskstats");
+    }
+
+    #[test]
+    fn the_first_process_is_counted_from_its_release() {
+        // sh (10) waited 40 ms for ste's set-up, 3 ms of it on a CPU and 1 ms in the run queue.
+        let mut ev = build();
+        ev.insert(
+            1,
+            at(
+                0,
+                Event::Accounting {
+                    event: AccountEvent::BeforeRelease {
+                        before: BeforeRelease {
+                            pid: 10,
+                            alive_ns: 40 * MS,
+                            cpu_ns: Some(3 * MS),
+                            run_queue_ns: Some(MS),
+                        },
+                    },
+                },
+            ),
+        );
+        let run = Recorder::replay(&ev);
+        let sh = run.processes[0].ledger.as_ref().unwrap().taskstats.unwrap();
+        assert_eq!(sh.task_time_ns, Some(865 * MS));
+        assert_eq!(sh.cpu_ns, Some(2 * MS));
+        assert_eq!(sh.run_queue_ns, Some(0), "saturates, never wraps");
+        let t = run.accounting.as_ref().unwrap().time.clone().unwrap();
+        assert_eq!(t.cpu_ns, Some(753 * MS));
+        assert_eq!(t.task_time_ns, Some(3663 * MS));
+        // Another process's figures are left alone.
+        let cc = run.processes[1].ledger.as_ref().unwrap().taskstats.unwrap();
+        assert_eq!(cc.task_time_ns, Some(599 * MS));
     }
 
     #[test]

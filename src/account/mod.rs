@@ -17,7 +17,7 @@ pub mod monitor;
 
 use crate::event::Event;
 use crate::kernel::taskstats::{self, TaskStats, Taskstats};
-use crate::model::{AccountEvent, GroupEnd, Source};
+use crate::model::{AccountEvent, BeforeRelease, GroupEnd, Source};
 use crate::recorder::Recorder;
 use crate::sink::Sink;
 use group::Group;
@@ -263,6 +263,30 @@ impl Session {
         {
             self.listener = Some(l);
         }
+    }
+
+    /// Measures the command's first process just before its release, `alive_ns` after ste
+    /// started it: blocked on its pipe, its figures stand still. What it did until then was
+    /// ste's set-up, which the fold leaves out of its ledger (`model::BeforeRelease`). Nothing
+    /// with accounting off, where no ledger is kept.
+    pub fn before_release(&self, sink: &Sink, pid: i32, alive_ns: u64) {
+        if self.opts.off {
+            return;
+        }
+        let (cpu_ns, run_queue_ns) = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+            .ok()
+            .and_then(|t| crate::kernel::proc::parse_schedstat(&t))
+            .unzip();
+        sink.emit(Event::Accounting {
+            event: AccountEvent::BeforeRelease {
+                before: BeforeRelease {
+                    pid,
+                    alive_ns,
+                    cpu_ns,
+                    run_queue_ns,
+                },
+            },
+        });
     }
 
     /// A taskstats record from the listener: the event to apply when it is the tree's.

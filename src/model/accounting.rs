@@ -125,6 +125,45 @@ impl Figures {
     }
 }
 
+impl Figures {
+    /// Leaves out what the command's first process did before ste released it (see
+    /// [`BeforeRelease`]): its life then, its CPU (taken from user and system time in
+    /// proportion, so they still add up to it) and its wait for a CPU.
+    pub fn without(&mut self, before: &BeforeRelease) {
+        let sub = |v: &mut Option<u64>, by: Option<u64>| {
+            if let (Some(v), Some(by)) = (v.as_mut(), by) {
+                *v = v.saturating_sub(by);
+            }
+        };
+        sub(&mut self.task_time_ns, Some(before.alive_ns));
+        sub(&mut self.run_queue_ns, before.run_queue_ns);
+        if let (Some(cpu), Some(u), Some(s)) = (before.cpu_ns, self.user_ns, self.sys_ns)
+            && u + s > 0
+        {
+            let from_sys = (u128::from(cpu.min(u + s)) * u128::from(s) / u128::from(u + s)) as u64;
+            self.sys_ns = Some(s - from_sys);
+            self.user_ns = Some(u - (cpu.min(u + s) - from_sys));
+        }
+        sub(&mut self.cpu_ns, before.cpu_ns);
+    }
+}
+
+/// The command's first process before ste released it: ste starts it before its own set-up
+/// (BPF, the cgroup, taskstats), and it waits, blocked, until ste lets it exec. Every source
+/// of per-process figures counts that time as the process's (taskstats' task time, the CPU
+/// and run-queue wait of schedstat and taskstats, wait4's CPU), where the Run's time zero is
+/// the release: the fold leaves these out of its ledger.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BeforeRelease {
+    pub pid: i32,
+    /// From ste starting it to its release.
+    pub alive_ns: u64,
+    /// On a CPU meanwhile (its `schedstat`, read as it was released); `null` when unread.
+    pub cpu_ns: Option<u64>,
+    /// Runnable but waiting for a CPU meanwhile (its `schedstat`); `null` when unread.
+    pub run_queue_ns: Option<u64>,
+}
+
 /// A process's exact figures, grouped by the source that measured them.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct Ledger {
@@ -199,6 +238,8 @@ pub enum AccountEvent {
     Delays { on: bool, switched_by_ste: bool },
     /// The taskstats receive buffer overflowed: exit records were dropped.
     TaskstatsOverrun,
+    /// The command's first process as ste released it: what it did before is ste's set-up.
+    BeforeRelease { before: BeforeRelease },
     /// ste ended the descendants still running after the command (`--kill-lingering`).
     KilledLingering {
         pids: Vec<i32>,
@@ -367,6 +408,9 @@ pub struct Accounting {
     pub lingering: Vec<Lingering>,
     /// The signal ste ended lingering descendants with, and how (`cgroup` or `pids`).
     pub killed_lingering: Option<String>,
+    /// The command's first process before its release, left out of its ledger.
+    #[serde(default)]
+    pub before_release: Option<BeforeRelease>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -421,6 +465,53 @@ mod tests {
         assert_eq!(a.peak_rss_bytes, Some(100));
         assert_eq!(a.minor_faults, Some(3));
         assert_eq!(a.read_bytes, None);
+    }
+
+    #[test]
+    fn before_release_comes_off_user_and_system_in_proportion() {
+        let mut f = Figures {
+            user_ns: Some(30),
+            sys_ns: Some(10),
+            cpu_ns: Some(40),
+            run_queue_ns: None,
+            task_time_ns: Some(100),
+            peak_rss_bytes: Some(5),
+            ..Default::default()
+        };
+        f.without(&BeforeRelease {
+            pid: 1,
+            alive_ns: 60,
+            cpu_ns: Some(8),
+            run_queue_ns: Some(4),
+        });
+        assert_eq!(
+            (f.user_ns, f.sys_ns, f.cpu_ns),
+            (Some(24), Some(8), Some(32))
+        );
+        assert_eq!(f.task_time_ns, Some(40));
+        assert_eq!(f.run_queue_ns, None, "unknown stays unknown");
+        assert_eq!(f.peak_rss_bytes, Some(5));
+        // More CPU before the release than the source saw (a coarser clock): all of it goes.
+        f.without(&BeforeRelease {
+            pid: 1,
+            alive_ns: 500,
+            cpu_ns: Some(1000),
+            run_queue_ns: None,
+        });
+        assert_eq!((f.user_ns, f.sys_ns, f.cpu_ns), (Some(0), Some(0), Some(0)));
+        assert_eq!(f.task_time_ns, Some(0));
+        // Unread schedstat: the CPU stands.
+        let mut g = Figures {
+            cpu_ns: Some(9),
+            ..Default::default()
+        };
+        g.without(&BeforeRelease {
+            pid: 1,
+            alive_ns: 1,
+            cpu_ns: None,
+            run_queue_ns: None,
+        });
+        assert_eq!(g.cpu_ns, Some(9));
     }
 
     #[test]

@@ -13,8 +13,9 @@ mod syscalls;
 mod timeline;
 
 pub use accounting::{
-    AccountEvent, Accounting, Figures, Group, GroupEnd, GroupRound, Ledger, LedgerSource,
-    Lingering, MemoryFigure, MemoryReconciled, PathLink, TimeBreakdown, Unavailable, process_peak,
+    AccountEvent, Accounting, BeforeRelease, Figures, Group, GroupEnd, GroupRound, Ledger,
+    LedgerSource, Lingering, MemoryFigure, MemoryReconciled, PathLink, TimeBreakdown, Unavailable,
+    process_peak,
 };
 pub use arg::{Arg, join_escaped};
 pub use syscalls::{CallCount, ErrnoCount, ImageCalls, SyscallRow, Syscalls, Uncounted};

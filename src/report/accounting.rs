@@ -207,9 +207,19 @@ fn time_line(a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
     } else {
         String::new()
     };
+    let before = a
+        .before_release
+        .filter(|b| b.alive_ns > 0)
+        .map(|b| {
+            format!(
+                "; the first process's {} before ste released it (waiting while ste set up) left out",
+                ms(b.alive_ns)
+            )
+        })
+        .unwrap_or_default();
     writeln!(
         w,
-        "Time: {} of task time over {} of wall: {} [{}; the user/system split follows the kernel's tick samples, as getrusage does{missing}]",
+        "Time: {} of task time over {} of wall: {} [{}; the user/system split follows the kernel's tick samples, as getrusage does{missing}{before}]",
         ms(total),
         ms(t.wall_ns),
         parts.join(", "),

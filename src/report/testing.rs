@@ -388,6 +388,17 @@ pub fn accounting_events() -> Vec<Stamped> {
     }
     ev.push((
         0,
+        account(AccountEvent::BeforeRelease {
+            before: crate::model::BeforeRelease {
+                pid: 100,
+                alive_ns: 7_500_000,
+                cpu_ns: Some(400_000),
+                run_queue_ns: Some(100_000),
+            },
+        }),
+    ));
+    ev.push((
+        0,
         account(AccountEvent::Delays {
             on: true,
             switched_by_ste: true,

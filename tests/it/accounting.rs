@@ -105,6 +105,64 @@ matrix!(group_peak_and_exact_process_peaks, |mode: Mode| {
     }
 });
 
+matrix!(
+    the_first_process_is_counted_from_its_release,
+    |mode: Mode| {
+        // ste starts the command's first process before its own set-up (BPF, the cgroup,
+        // taskstats) and releases it after; until then it waits, blocked, and that time is ste's.
+        // The sources count it as the process's own (taskstats' task time, the run-queue wait
+        // while ste's set-up had the CPUs): the ledger leaves it out, and says how much.
+        let o = ste(mode, &[], &["/bin/true"]);
+        assert_eq!(o.status(), 0, "{}", o.stderr());
+        let run = o.run();
+        let root = &run.processes[0];
+        let b = run
+            .accounting
+            .as_ref()
+            .and_then(|a| a.before_release)
+            .expect("the first process measured at its release");
+        assert_eq!(b.pid, root.pid);
+        assert!(b.alive_ns > 0, "{b:?}");
+        assert!(b.cpu_ns.is_some() && b.run_queue_ns.is_some(), "{b:?}");
+        // Its life in the Run starts at the release; the figures must fit in it (the records'
+        // own instants differ from the tracker's by tens of µs).
+        let life = root.end_ns.expect("it ended") - root.start_ns;
+        let slack = 300_000;
+        let Some(l) = &root.ledger else {
+            assert_eq!((mode.tracker, mode.who), (Tracker::Netlink, Who::Nobody));
+            return;
+        };
+        for (source, f) in [("taskstats", l.taskstats), ("exit_stop", l.exit_stop)] {
+            let Some(f) = f else { continue };
+            let spent = f.cpu_ns.unwrap_or(0) + f.run_queue_ns.unwrap_or(0);
+            assert!(
+                spent <= life + slack,
+                "{source}: {f:?} over a life of {life} ns"
+            );
+            if let Some(t) = f.task_time_ns {
+                assert!(
+                    t <= life + slack,
+                    "{source}: {f:?} over a life of {life} ns"
+                );
+            }
+        }
+        if mode.who == Who::Root {
+            let t = l
+                .taskstats
+                .expect("taskstats as root")
+                .task_time_ns
+                .unwrap();
+            assert!(t + slack >= life, "task time {t} ns, life {life} ns");
+        }
+        assert!(
+            o.stderr()
+                .contains("before ste released it (waiting while ste set up) left out"),
+            "{}",
+            o.stderr()
+        );
+    }
+);
+
 #[test]
 fn unprivileged_runs_say_which_exact_figures_are_missing() {
     for tracker in [Tracker::Ptrace, Tracker::Netlink] {

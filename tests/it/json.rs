@@ -222,6 +222,16 @@ struct Accounting {
     critical_path: Vec<PathLink>,
     lingering: Vec<Lingering>,
     killed_lingering: Option<String>,
+    before_release: Option<BeforeRelease>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct BeforeRelease {
+    pid: i32,
+    alive_ns: u64,
+    cpu_ns: Option<u64>,
+    run_queue_ns: Option<u64>,
 }
 
 #[derive(Deserialize, Serialize)]

@@ -752,6 +752,14 @@ fn the_accounting_section_shows_the_runs_figures() {
         );
     }
 
+    // The first process's wait for ste's set-up, left out of its figures, is said.
+    let before = acc.before_release.as_ref().expect("before_release as root");
+    assert!(before.alive_ns > 0, "{before:?}");
+    assert!(
+        section.contains(" while ste set up (blocked until ste released it"),
+        "the wait before the release is not said"
+    );
+
     // The critical path, link by link, ending at the daemon; the lingering daemon.
     let path: Vec<String> = acc
         .critical_path

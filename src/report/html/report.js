@@ -1319,6 +1319,8 @@
     notes.push('The rest is time asleep or waiting otherwise: for children, pipes, the network, locks.');
     if (a.delays_on) notes.push(a.delays_switched_by_ste ? 'Delay accounting was on: ste switched it on for the run (--delays) and back off after.' : 'Delay accounting was on.');
     else notes.push('Block I/O and swap/reclaim waits need delay accounting, which was off: <code>ste --delays</code> switches it on for the run (root).');
+    const b = a.before_release;
+    if (b && b.alive_ns > 0) notes.push(`The command's first process waited ${esc(fmtDur(b.alive_ns))} while ste set up (blocked until ste released it${b.cpu_ns != null ? `, ${esc(fmtDur(b.cpu_ns))} of it on a CPU` : ''}): left out of its figures, as time zero is the release.`);
     if (t.processes_without_figures) notes.push(`<span class="bad">${esc(fmtInt(t.processes_without_figures))} process${t.processes_without_figures === 1 ? '' : 'es'} without figures left out.</span>`);
     h += `<p class="lead">${notes.join(' ')}</p>`;
     host.insertAdjacentHTML('beforeend', h);
@@ -1387,7 +1389,7 @@
 
   const ACCOUNTING_PARTS = [
     { id: 'memory', keys: ['memory'], title: 'Memory: three figures, reconciled', lead: 'Each measures something else: the group\'s peak counts everything charged to the tree at once (page cache too); a process\'s peak counts only its own pages; the PSS curve is sampled.', draw: accMemory },
-    { id: 'time', keys: ['time', 'delays_on', 'delays_switched_by_ste'], title: 'Where the time went', draw: accTime },
+    { id: 'time', keys: ['time', 'delays_on', 'delays_switched_by_ste', 'before_release'], title: 'Where the time went', draw: accTime },
     { id: 'critical_path', keys: ['critical_path'], title: 'Critical path', lead: 'The chain of processes whose lifetimes bound the wall time, root first: each waited for the next. Its own time is the part of the path no later link covers. Outlined on the timeline; click a row to show it there.', draw: accPath },
     { id: 'group', keys: ['group'], title: 'ste\'s cgroup', draw: accGroup },
     { id: 'lingering', keys: ['lingering', 'killed_lingering'], title: 'Lingering processes', lead: 'Descendants still running when the command\'s first process ended.', draw: accLingering },
