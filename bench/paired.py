@@ -122,6 +122,7 @@ def main():
                         "diff_median_s": dmed, "diff_ci95_s": [dlo, dhi],
                         "cpu_ratio_median": cmed, "cpu_ratio_ci95": [clo, chi]})
     if a.json:
+        os.makedirs(os.path.dirname(a.json) or ".", exist_ok=True)
         with open(a.json, "w") as f:
             json.dump({"runs": a.runs, "baseline": base, "commands": summary}, f, indent=1)
 

@@ -16,7 +16,8 @@
 #      every 20 ms); --batch 5: never prompt (too late for argv), the cost of sending alone;
 #    - ste with each tracker, with and without its accounting (taskstats, cgroup), and netlink
 #      with its reader thread at nice 0 instead of -10 (STE_TRACKER_NICE=0: cheaper for the
-#      loop, more argv gone before they are read; section 2 counts them).
+#      loop, more argv gone before they are read; section 2 counts them); ste ebpf (root's
+#      default), for comparison.
 # 2. ste's own CPU per process of the loop (its JSON `overhead.cpu_ns`), the sampler's rounds
 #    and cost, argv lost by netlink, for each tracker (median of CPU_RUNS=5 runs); the netlink
 #    floor's own CPU, for comparison.
@@ -51,6 +52,7 @@ python3 "$BENCH_DIR/paired.py" --runs "$RUNS" --warmup 1 --json "$RESULTS/tracke
     "ste netlink=$STE --tracker netlink -o /dev/null -- sh -c '$LOOP'" \
     "ste netlink --no-accounting=$STE --tracker netlink --no-accounting -o /dev/null -- sh -c '$LOOP'" \
     "ste netlink, reader at nice 0=env STE_TRACKER_NICE=0 $STE --tracker netlink -o /dev/null -- sh -c '$LOOP'" \
+    "ste ebpf=$STE --tracker ebpf -o /dev/null -- sh -c '$LOOP'" \
     | tee "$RESULTS/trackers-cost.md"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
