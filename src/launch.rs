@@ -187,11 +187,13 @@ impl Prepared {
             mask: *mask,
             _strings: strings,
         }));
+        let started_ns = crate::sink::monotonic_ns();
         let pid = spawn::start(plan).context("starting the command's process")?;
         drop(go_r);
         drop(err_w);
         Ok(Child {
             pid,
+            started_ns,
             go: Some(go_w),
             err: Some(err_r),
             joined: joined.map(|(r, _)| r),
@@ -617,6 +619,11 @@ mod sys {
 /// The command's process, waiting for [`Child::release`] until a tracker has registered it.
 pub struct Child {
     pub pid: libc::pid_t,
+    /// `CLOCK_MONOTONIC` just before the clone that made the process: the kernel's start time
+    /// of it (`task->start_time`, which taskstats' elapsed time counts from) comes later,
+    /// inside that system call. Taken after the clone instead, a preemption of ste between
+    /// the clone and that stamp (milliseconds on a loaded machine) went uncounted.
+    pub started_ns: u64,
     go: Option<OwnedFd>,
     err: Option<OwnedFd>,
     /// The read end of the pipe the child reports its joining on, until read.

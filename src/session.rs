@@ -80,7 +80,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         prepared.fork(&original_mask, &accounting.join_files())
     })?;
     // From the command's start: until its release, its time is ste's set-up (see below).
-    let clock = Clock::start();
+    let clock = Clock::start_at(child.started_ns);
     let (sink, rx) = Sink::new(clock.clone());
     let sampler = Sampler::new(opts.pace, sink.clone());
     let peak_maps = crate::maps::peak::attach(opts.maps_at_peak, &sampler, &sink);
@@ -128,13 +128,13 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     declare_sources(&sink);
     sampler.declare_source();
     crate::phases::span("accounting start", || {
-        accounting.start(&sink, child.joined(), started.kind.name())
+        accounting.start(&sink, child.pid, child.joined(), started.kind.name())
     });
     let root = child.pid;
     // Time zero is the release: what ste did since the fork is its own set-up, not the
     // command's time. The sampler starts after it, so its samples run forward from zero.
     let waited_ns = clock.restart();
-    accounting.before_release(&sink, root, waited_ns);
+    accounting.before_release(&sink, root, child.started_ns + waited_ns, waited_ns);
     crate::phases::span("release", || child.release())?;
     let sampler_role = Role::Sampler {
         page_flags: opts.maps_at_peak.is_some(),

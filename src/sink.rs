@@ -39,8 +39,13 @@ pub struct Clock {
 
 impl Clock {
     pub fn start() -> Self {
+        Self::start_at(monotonic_ns())
+    }
+
+    /// A clock whose time zero is the `CLOCK_MONOTONIC` instant `t0_monotonic_ns`.
+    pub fn start_at(t0_monotonic_ns: u64) -> Self {
         Clock {
-            t0_monotonic_ns: Arc::new(AtomicU64::new(monotonic_ns())),
+            t0_monotonic_ns: Arc::new(AtomicU64::new(t0_monotonic_ns)),
         }
     }
 

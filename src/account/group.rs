@@ -4,8 +4,10 @@
 //! Where: cgroup v2 when the unified hierarchy can hold it (a `memory` controller enabled in
 //! the subtree of ste's own cgroup's parent and that directory writable by ste: root, or a
 //! delegated subtree such as systemd's `user@UID.service`), else v1 `memory`, `cpuacct` and
-//! `pids` under ste's own path in each (root only). On the hybrid machine this was written on,
-//! the unified hierarchy has no memory controller, so v1 is used.
+//! `pids` under ste's own path in each (root only), else v2 without the memory controller
+//! (see [`Group::create`]). On the hybrid machine this was written on, the unified hierarchy
+//! has no memory controller, so root gets v1 and a user with a delegated v2 subtree gets the
+//! group's CPU and members but no group memory figures, and is told so ([`Group::missing`]).
 //!
 //! Joining before exec: the child, between fork and exec (see `launch.rs`), writes `0` to the
 //! files [`Group::open_join`] opened before the fork: v1 `tasks`, v2 `cgroup.procs`. So every
@@ -32,65 +34,140 @@ use std::path::{Path, PathBuf};
 /// One directory of the group, in one hierarchy.
 struct Dir {
     path: PathBuf,
-    /// The v1 controllers it serves (`memory`, `cpuacct`, `pids`), empty for v2.
+    /// The controllers it serves: v1 `memory`, `cpuacct`, `pids` (its hierarchy's), v2 those
+    /// its parent enables for it (`cgroup.subtree_control`; `cpu.stat` needs none).
     controllers: Vec<String>,
 }
 
 pub struct Group {
     pub version: u8,
     dirs: Vec<Dir>,
+    /// Figures this group cannot give, each with why (a controller that is not enabled for
+    /// it or not mounted): the report says so instead of leaving them out.
+    pub missing: Vec<(String, String)>,
 }
 
 const V1_CONTROLLERS: [&str; 3] = ["memory", "cpuacct", "pids"];
 
-impl Group {
-    /// Creates the group, after removing leftovers of dead ste runs. `Err` says why none
-    /// could be made.
-    pub fn create(procfs_self: &Path) -> Result<Group, String> {
-        let hier = cgroup::hierarchies_of(procfs_self)
-            .map_err(|e| format!("cannot read /proc/self/cgroup and mountinfo: {e}"))?;
-        let name = own_name(procfs_self)?;
-        let v2_why = match hier.iter().find(|h| h.v2) {
-            Some(h) => match Self::create_v2(h, &name) {
-                Ok(g) => return Ok(g),
-                Err(e) => e,
-            },
-            None => "no cgroup2 hierarchy is mounted".to_string(),
+/// The figures each controller gives, named as the report's unavailable lines name them.
+const MEMORY_FIGURES: &str = "group memory peak and its anon/file split";
+const PIDS_FIGURES: &str = "pids.peak";
+const CPU_FIGURES: &str = "group CPU";
+
+/// Where a v2 group would go: next to ste's own cgroup, or inside it when it is the top of
+/// the hierarchy (the root cgroup may hold processes and children at once).
+struct V2Place {
+    parent: PathBuf,
+    /// The parent's `cgroup.subtree_control`: the controllers a child of it gets.
+    controllers: Vec<String>,
+}
+
+impl V2Place {
+    fn of(h: &Hierarchy) -> Result<V2Place, String> {
+        // A sibling, not a child: a cgroup that holds processes cannot also have children
+        // with controllers (the "no internal processes" rule), except the root.
+        let parent = if h.top {
+            h.dir.clone()
+        } else {
+            h.dir
+                .parent()
+                .ok_or_else(|| format!("{} has no parent", h.dir.display()))?
+                .to_path_buf()
         };
-        Self::create_v1(&hier, &name).map_err(|v1| format!("cgroup v2: {v2_why}; cgroup v1: {v1}"))
+        let controllers = cgroup::read(&parent, "cgroup.subtree_control")
+            .map_err(|e| {
+                format!(
+                    "cannot read {}/cgroup.subtree_control: {e}",
+                    parent.display()
+                )
+            })?
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        Ok(V2Place {
+            parent,
+            controllers,
+        })
     }
 
-    fn create_v2(h: &Hierarchy, name: &str) -> Result<Group, String> {
-        // The new group is a sibling of ste's own cgroup: a cgroup that holds processes
-        // cannot also have children with controllers (the "no internal processes" rule).
-        let parent = h
-            .dir
-            .parent()
-            .ok_or_else(|| format!("{} has no parent", h.dir.display()))?;
-        let controllers = cgroup::read(parent, "cgroup.subtree_control").unwrap_or_default();
-        if !controllers.split_whitespace().any(|c| c == "memory") {
-            return Err(format!(
-                "{} does not enable the memory controller for its children (cgroup.subtree_control: {:?}); a delegated subtree needs it",
-                parent.display(),
-                controllers.trim()
-            ));
-        }
-        sweep(parent);
-        let dir = parent.join(name);
+    fn has(&self, c: &str) -> bool {
+        self.controllers.iter().any(|x| x == c)
+    }
+
+    fn create(&self, name: &str) -> Result<Group, String> {
+        sweep(&self.parent);
+        let dir = self.parent.join(name);
         std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let not_enabled = |c: &str| {
+            format!(
+                "the cgroup v2 hierarchy does not enable the {c} controller for ste's cgroup ({}/cgroup.subtree_control: {:?})",
+                self.parent.display(),
+                self.controllers.join(" ")
+            )
+        };
+        let mut missing = Vec::new();
+        if !self.has("memory") {
+            missing.push((MEMORY_FIGURES.to_string(), not_enabled("memory")));
+        }
+        if !self.has("pids") {
+            missing.push((PIDS_FIGURES.to_string(), not_enabled("pids")));
+        }
         Ok(Group {
             version: 2,
             dirs: vec![Dir {
                 path: dir,
-                controllers: Vec::new(),
+                controllers: self.controllers.clone(),
             }],
+            missing,
         })
+    }
+}
+
+impl Group {
+    /// Creates the group, after removing leftovers of dead ste runs. `Err` says why none
+    /// could be made.
+    ///
+    /// The choice, best first: v2 with its memory controller (every figure), v1 (every
+    /// figure, root only), then v2 without it (a delegated subtree on a machine whose v2
+    /// hierarchy has no memory controller, as on this hybrid one: the group's exact CPU, its
+    /// members for `--kill-lingering`, and the memory figures said unavailable).
+    pub fn create(procfs_self: &Path) -> Result<Group, String> {
+        let hier = cgroup::hierarchies_of(procfs_self)
+            .map_err(|e| format!("cannot read /proc/self/cgroup and mountinfo: {e}"))?;
+        let name = own_name(procfs_self)?;
+        let v2 = match hier.iter().find(|h| h.v2) {
+            Some(h) => V2Place::of(h),
+            None => Err("no cgroup2 hierarchy is mounted".to_string()),
+        };
+        let mut why = Vec::new();
+        if let Ok(place) = &v2
+            && place.has("memory")
+        {
+            match place.create(&name) {
+                Ok(g) => return Ok(g),
+                Err(e) => why.push(format!("cgroup v2: {e}")),
+            }
+        }
+        match Self::create_v1(&hier, &name) {
+            Ok(g) => return Ok(g),
+            Err(e) => why.push(format!("cgroup v1: {e}")),
+        }
+        match &v2 {
+            Ok(place) if !place.has("memory") => match place.create(&name) {
+                Ok(g) => return Ok(g),
+                Err(e) => why.push(format!("cgroup v2: {e}")),
+            },
+            Ok(_) => {}
+            Err(e) => why.push(format!("cgroup v2: {e}")),
+        }
+        Err(why.join("; "))
     }
 
     fn create_v1(hier: &[Hierarchy], name: &str) -> Result<Group, String> {
         let mut g = Group {
             version: 1,
             dirs: Vec::new(),
+            missing: Vec::new(),
         };
         for c in V1_CONTROLLERS {
             let Some(h) = hier
@@ -99,7 +176,7 @@ impl Group {
             else {
                 continue;
             };
-            if g.dirs.iter().any(|d| d.controllers.iter().any(|x| x == c)) {
+            if g.dirs.iter().any(|d| d.has(c)) {
                 continue;
             }
             sweep(&h.dir);
@@ -113,11 +190,24 @@ impl Group {
                 controllers: h.controllers.clone(),
             });
         }
-        if !g.dirs.iter().any(|d| d.has("memory")) {
+        if g.dir_with("memory").is_none() {
             g.remove();
             return Err("no v1 memory hierarchy is mounted".into());
         }
+        for (c, figures) in [("cpuacct", CPU_FIGURES), ("pids", PIDS_FIGURES)] {
+            if g.dir_with(c).is_none() {
+                g.missing.push((
+                    figures.to_string(),
+                    format!("no v1 {c} hierarchy is mounted"),
+                ));
+            }
+        }
         Ok(g)
+    }
+
+    /// Whether the group's memory is measured (its memory controller is there).
+    pub fn has_memory(&self) -> bool {
+        self.dir_with("memory").is_some()
     }
 
     pub fn dirs(&self) -> Vec<String> {
@@ -130,7 +220,7 @@ impl Group {
     fn dir_with(&self, controller: &str) -> Option<&Path> {
         self.dirs
             .iter()
-            .find(|d| self.version == 2 || d.has(controller))
+            .find(|d| d.has(controller))
             .map(|d| d.path.as_path())
     }
 

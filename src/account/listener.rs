@@ -159,14 +159,17 @@ fn run(
     wake: &OwnedFd,
 ) -> Option<GroupEnd> {
     let mut max = Maxima::default();
-    let mut tick = TICK;
+    // Only the group's memory and taskstats records need a clock; a group without its memory
+    // controller is read once, at the end.
+    let sampled = group.as_ref().filter(|g| g.has_memory());
+    let mut tick = (sampled.is_some() || ts.is_some()).then_some(TICK);
     loop {
-        if let Some(g) = &group {
-            tick = if sample(g, sink, &mut max, false) {
+        if let (Some(g), Some(t)) = (sampled, tick) {
+            tick = Some(if sample(g, sink, &mut max, false) {
                 TICK
             } else {
-                (tick * 2).min(TICK_IDLE)
-            };
+                (t * 2).min(TICK_IDLE)
+            });
         }
         // Records wait in the socket's 16 MiB buffer and are taken in batches: waking for
         // each one would cost the workload a context switch per exit on a busy machine.
@@ -179,7 +182,9 @@ fn run(
         }
     }
     let g = group?;
-    sample(&g, sink, &mut max, true);
+    if g.has_memory() {
+        sample(&g, sink, &mut max, true);
+    }
     Some(g.end())
 }
 
@@ -193,8 +198,9 @@ fn drain(t: &mut Taskstats, sink: &Sink) {
     }
 }
 
-/// Waits up to `timeout` for the eventfd; true once it was written.
-fn wait_for(wake: &OwnedFd, timeout: Duration) -> bool {
+/// Waits up to `timeout` (`None`: for as long as it takes) for the eventfd; true once it was
+/// written.
+fn wait_for(wake: &OwnedFd, timeout: Option<Duration>) -> bool {
     let mut pfd = libc::pollfd {
         fd: wake.as_raw_fd(),
         events: libc::POLLIN,
@@ -205,7 +211,7 @@ fn wait_for(wake: &OwnedFd, timeout: Duration) -> bool {
         libc::poll(
             &mut pfd,
             1,
-            timeout.as_millis().min(i32::MAX as u128) as i32,
+            timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32),
         )
     };
     rc > 0 && pfd.revents & libc::POLLIN != 0

@@ -73,6 +73,9 @@ pub struct Session {
     delays: Option<delays::Guard>,
     /// Events found before the sink existed, emitted by `start`.
     early: Vec<Event>,
+    /// `CLOCK_MONOTONIC` at the kernel's start of the command's first process, from taskstats'
+    /// elapsed time (root); see [`Session::before_release`].
+    root_started_ns: Option<u64>,
 }
 
 fn unavailable(figure: &str, why: impl Into<String>) -> Event {
@@ -104,6 +107,7 @@ impl Session {
             matcher: Matcher::default(),
             delays: None,
             early: Vec::new(),
+            root_started_ns: None,
         };
         if opts.off {
             crate::track::ptrace::set_ledger_figures(false);
@@ -185,10 +189,10 @@ impl Session {
         self.procs.iter().map(|f| f.as_fd()).collect()
     }
 
-    /// Called once the tracker runs and before the command is released, with whether the
-    /// parked command joined the cgroup (`launch::Child::joined`): starts the accounts thread,
-    /// declares sources.
-    pub fn start(&mut self, sink: &Sink, joined: std::io::Result<()>, tracker: &str) {
+    /// Called once the tracker runs and before the command is released, with the parked
+    /// command's first process and whether it joined the cgroup (`launch::Child::joined`):
+    /// starts the accounts thread, declares sources.
+    pub fn start(&mut self, sink: &Sink, root: i32, joined: std::io::Result<()>, tracker: &str) {
         for e in self.early.drain(..) {
             sink.emit(e);
         }
@@ -203,20 +207,25 @@ impl Session {
                             dirs: g.dirs(),
                         },
                     });
-                    let what = if g.version == 2 {
-                        "cgroup v2 memory.peak of ste's own cgroup, joined before exec"
-                    } else {
-                        "cgroup v1 memory.max_usage_in_bytes of ste's own cgroup, joined before exec"
-                    };
-                    declare(sink, "group.memory_peak_bytes", Source::exact(what));
-                    declare(
-                        sink,
-                        "group.anon_file",
-                        Source::sampled(
-                            "memory.stat of ste's cgroup (anon, file = page cache)",
-                            "sampled every 20ms; the page cache still charged at the end is exact",
-                        ),
-                    );
+                    if g.has_memory() {
+                        let what = if g.version == 2 {
+                            "cgroup v2 memory.peak of ste's own cgroup, joined before exec"
+                        } else {
+                            "cgroup v1 memory.max_usage_in_bytes of ste's own cgroup, joined before exec"
+                        };
+                        declare(sink, "group.memory_peak_bytes", Source::exact(what));
+                        declare(
+                            sink,
+                            "group.anon_file",
+                            Source::sampled(
+                                "memory.stat of ste's cgroup (anon, file = page cache)",
+                                "sampled every 20ms; the page cache still charged at the end is exact",
+                            ),
+                        );
+                    }
+                    for (figure, why) in &g.missing {
+                        sink.emit(unavailable(figure, why.as_str()));
+                    }
                 }
                 Err(why) => {
                     sink.emit(unavailable("group memory peak, group CPU, pids.peak", why));
@@ -257,6 +266,15 @@ impl Session {
                 "the netlink tracker cannot stop a process at its exit, and taskstats needs root",
             ));
         }
+        if let Some(t) = self.taskstats.as_mut() {
+            // Nothing of the tree can have exited yet, so the exit records this query may read
+            // past are other processes'. The kernel's elapsed time is taken between the stamp
+            // and the reply: the start is at most a round trip (~20 µs) early.
+            let asked_ns = crate::sink::monotonic_ns();
+            if let Ok(s) = t.query_pid(root as u32) {
+                self.root_started_ns = Some(asked_ns.saturating_sub(s.elapsed_us * 1000));
+            }
+        }
         let group = self.group.clone();
         if (self.taskstats.is_some() || group.is_some())
             && let Ok(l) = Listener::spawn(self.taskstats.take(), group, sink.clone())
@@ -265,14 +283,21 @@ impl Session {
         }
     }
 
-    /// Measures the command's first process just before its release, `alive_ns` after ste
-    /// started it: blocked on its pipe, its figures stand still. What it did until then was
-    /// ste's set-up, which the fold leaves out of its ledger (`model::BeforeRelease`). Nothing
-    /// with accounting off, where no ledger is kept.
-    pub fn before_release(&self, sink: &Sink, pid: i32, alive_ns: u64) {
+    /// Measures the command's first process just before its release at `release_ns`
+    /// (`CLOCK_MONOTONIC`): blocked on its pipe, its figures stand still. What it did until
+    /// then was ste's set-up, which the fold leaves out of its ledger (`model::BeforeRelease`).
+    /// Its life until then is exact from the kernel's start of it where taskstats told it (the
+    /// ledger's task time, taskstats' too, is then right to the microsecond), else
+    /// `alive_ns`, ste's own measure from just before the clone (longer by the part of the
+    /// clone that precedes the kernel's start time: up to milliseconds on a loaded machine).
+    /// Nothing with accounting off, where no ledger is kept.
+    pub fn before_release(&self, sink: &Sink, pid: i32, release_ns: u64, alive_ns: u64) {
         if self.opts.off {
             return;
         }
+        let alive_ns = self
+            .root_started_ns
+            .map_or(alive_ns, |s| release_ns.saturating_sub(s));
         let (cpu_ns, run_queue_ns) = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
             .ok()
             .and_then(|t| crate::kernel::proc::parse_schedstat(&t))

@@ -105,6 +105,9 @@ pub struct Hierarchy {
     pub controllers: Vec<String>,
     /// The directory of the process's own cgroup.
     pub dir: PathBuf,
+    /// The own cgroup is the top of the hierarchy as mounted here (its root, or a container's
+    /// root): it has no parent ste could reach.
+    pub top: bool,
 }
 
 /// Joins the memberships with the mounts: for each hierarchy, the directory of the own cgroup.
@@ -127,11 +130,12 @@ pub fn own_hierarchies(memberships: &[Membership], mounts: &[Mount]) -> Vec<Hier
             } else {
                 m.path.strip_prefix(mount.root.as_str())?
             };
-            let dir = mount.mount_point.join(rel.trim_start_matches('/'));
+            let rel = rel.trim_start_matches('/');
             Some(Hierarchy {
                 v2,
                 controllers: m.controllers.clone(),
-                dir,
+                dir: mount.mount_point.join(rel),
+                top: rel.is_empty(),
             })
         })
         .collect()
@@ -243,6 +247,8 @@ mod tests {
         assert_eq!(dir("blkio"), None);
         let v2 = h.iter().find(|h| h.v2).unwrap();
         assert_eq!(v2.dir, Path::new("/sys/fs/cgroup/unified"));
+        assert!(v2.top);
+        assert!(!h.iter().find(|h| h.controllers == ["memory"]).unwrap().top);
     }
 
     #[test]
@@ -255,6 +261,11 @@ mod tests {
             Path::new("/sys/fs/cgroup/user-1000.slice/user@1000.service/app.slice/x.scope")
         );
         assert!(h[0].v2);
+        assert!(!h[0].top);
+        // The container's own root is its top: nothing above it is visible.
+        let h = own_hierarchies(&parse_proc_cgroup("0::/user.slice\n"), &parse_mountinfo(mi));
+        assert_eq!(h[0].dir, Path::new("/sys/fs/cgroup"));
+        assert!(h[0].top);
     }
 
     #[test]

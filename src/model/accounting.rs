@@ -156,7 +156,8 @@ impl Figures {
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BeforeRelease {
     pub pid: i32,
-    /// From ste starting it to its release.
+    /// From its start to its release: from the kernel's start time when taskstats gave it
+    /// (root), else from just before ste's clone (see `account::Session::before_release`).
     pub alive_ns: u64,
     /// On a CPU meanwhile (its `schedstat`, read as it was released); `null` when unread.
     pub cpu_ns: Option<u64>,

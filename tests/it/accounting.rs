@@ -111,8 +111,9 @@ matrix!(
         // ste starts the command's first process before its own set-up (BPF, the cgroup,
         // taskstats) and releases it after; until then it waits, blocked, and that time is ste's.
         // The sources count it as the process's own (taskstats' task time, the run-queue wait
-        // while ste's set-up had the CPUs): the ledger leaves it out, and says how much.
-        let o = ste(mode, &[], &["/bin/true"]);
+        // while ste's set-up had the CPUs): the ledger leaves it out, and says how much. The
+        // command lives ~20 ms, so that leaving out too much shows against its life.
+        let o = ste(mode, &[], &["/bin/sleep", "0.02"]);
         assert_eq!(o.status(), 0, "{}", o.stderr());
         let run = o.run();
         let root = &run.processes[0];
@@ -125,9 +126,13 @@ matrix!(
         assert!(b.alive_ns > 0, "{b:?}");
         assert!(b.cpu_ns.is_some() && b.run_queue_ns.is_some(), "{b:?}");
         // Its life in the Run starts at the release; the figures must fit in it (the records'
-        // own instants differ from the tracker's by tens of µs).
+        // own instants differ from the tracker's by tens of µs). The other way, the tracker
+        // sees the end later than taskstats, whose record is made early in the kernel's exit
+        // path: ptrace at the wait that reaps it, netlink and ebpf later in that path, up to
+        // ~2 ms later on a loaded machine (measured: 0.4–1.9 ms with two runs at a time).
         let life = root.end_ns.expect("it ended") - root.start_ns;
         let slack = 300_000;
+        let end_lag = 3_000_000;
         let Some(l) = &root.ledger else {
             assert_eq!((mode.tracker, mode.who), (Tracker::Netlink, Who::Nobody));
             return;
@@ -152,7 +157,7 @@ matrix!(
                 .expect("taskstats as root")
                 .task_time_ns
                 .unwrap();
-            assert!(t + slack >= life, "task time {t} ns, life {life} ns");
+            assert!(t + end_lag >= life, "task time {t} ns, life {life} ns");
         }
         assert!(
             o.stderr()
@@ -477,4 +482,145 @@ fn monitor_without_privileges_uses_the_proc_connector() {
         e["peak_rss_bytes"].is_null(),
         "no peak from the connector: unknown, not 0"
     );
+}
+
+/// A cgroup v2 subtree delegated to `nobody`, as systemd delegates `user@UID.service` to its
+/// user: a directory of the unified hierarchy owned by 65534, with its `cgroup.procs`,
+/// `cgroup.threads` and `cgroup.subtree_control`, and a leaf in it (root's) where the test
+/// puts ste. Removed on drop, with whatever group ste may have left in it.
+struct Delegated {
+    dir: std::path::PathBuf,
+    leaf: std::path::PathBuf,
+}
+
+impl Delegated {
+    fn new() -> Delegated {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let mount = ste::kernel::cgroup::parse_mountinfo(&mountinfo)
+            .into_iter()
+            .find(|m| m.v2 && m.root == "/")
+            .expect("this test needs the cgroup2 hierarchy mounted (this machine's hybrid layout has it at /sys/fs/cgroup/unified)");
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = mount
+            .mount_point
+            .join(format!("ste-it-delegated-{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        let leaf = dir.join("leaf");
+        std::fs::create_dir(&leaf).unwrap();
+        for p in [
+            dir.clone(),
+            dir.join("cgroup.procs"),
+            dir.join("cgroup.threads"),
+            dir.join("cgroup.subtree_control"),
+        ] {
+            std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+        }
+        Delegated { dir, leaf }
+    }
+
+    /// ste's groups still in the delegated directory.
+    fn groups_left(&self) -> Vec<String> {
+        std::fs::read_dir(&self.dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("ste-"))
+            .collect()
+    }
+
+    /// Runs ste as `nobody` from inside the leaf.
+    fn ste(&self, tracker: Tracker, extra: &[&str], command: &[&str]) -> Outcome {
+        let mode = Mode {
+            tracker,
+            who: Who::Nobody,
+        };
+        let procs = self.leaf.join("cgroup.procs");
+        ste_with(mode, extra, command, move |c| {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: between fork and exec the hook only opens, writes and closes a file
+            // (no allocation: the path is built before), then setpriv drops to nobody.
+            let path = std::ffi::CString::new(procs.as_os_str().as_encoded_bytes()).unwrap();
+            unsafe {
+                c.pre_exec(move || {
+                    let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    libc::close(fd);
+                    Ok(())
+                });
+            }
+        })
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        for g in self.groups_left() {
+            let _ = std::fs::remove_dir(self.dir.join(g));
+        }
+        let _ = std::fs::remove_dir(&self.leaf);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+#[test]
+fn a_delegated_cgroup_v2_subtree_gives_nobody_the_groups_cpu_and_its_members() {
+    let d = Delegated::new();
+    for tracker in [Tracker::Ptrace, Tracker::Netlink] {
+        // CPU: 400 ms burnt by the command, all of it in the group.
+        let o = d.ste(tracker, &[], &[&super::harness::fixture(), "spin", "400"]);
+        assert_eq!(o.status(), 0, "{}", o.stderr());
+        let err = o.stderr();
+        let acc = o.run().accounting.as_ref().unwrap();
+        let g = acc
+            .group
+            .as_ref()
+            .unwrap_or_else(|| panic!("no cgroup in the delegated subtree:\n{err}"));
+        assert_eq!(g.version, 2, "{err}");
+        assert!(
+            g.dirs[0].starts_with(d.dir.to_str().unwrap()),
+            "{:?} is not in {}",
+            g.dirs,
+            d.dir.display()
+        );
+        let end = g.end.expect("the group's end figures");
+        let cpu = end.cpu_ns.expect("cpu.stat's usage");
+        assert!(
+            (400_000_000..2_000_000_000).contains(&cpu),
+            "group CPU {cpu} ns for a 400 ms spin\n{err}"
+        );
+        assert!(err.contains("Group: CPU "), "{err}");
+        // No memory controller in this v2 hierarchy: said, not shown as 0.
+        assert_eq!(end.memory_peak_bytes, None);
+        assert!(
+            acc.unavailable
+                .iter()
+                .any(|u| u.figure == "group memory peak and its anon/file split"
+                    && u.why.contains("does not enable the memory controller")),
+            "{:?}",
+            acc.unavailable
+        );
+        assert!(!err.contains("Memory, group peak"), "{err}");
+        assert!(d.groups_left().is_empty(), "ste left {:?}", d.groups_left());
+
+        // Members: a daemon left in the group is ended through it.
+        let o = d.ste(
+            tracker,
+            &["--kill-lingering"],
+            &[&fixture(), "daemon", "30"],
+        );
+        assert_eq!(o.status(), 0, "{}", o.stderr());
+        assert!(
+            o.stderr()
+                .contains("--kill-lingering sent SIGTERM through the cgroup"),
+            "{}",
+            o.stderr()
+        );
+        let acc = o.run().accounting.as_ref().unwrap();
+        let daemon = acc.lingering.iter().find(|l| l.killed).expect("killed");
+        assert!(!alive(daemon.pid), "the daemon survived --kill-lingering");
+        assert!(d.groups_left().is_empty(), "ste left {:?}", d.groups_left());
+    }
 }
