@@ -10,10 +10,18 @@
 //! loader does, see `session.rs`).
 //!
 //! The child also joins ste's cgroup itself, before it drops privileges: it writes `0` (itself)
-//! to the files it is given (`account::group`), and says how that went on a pipe. A task that
-//! moves itself alone skips the kernel's global lock on thread groups, whose write side waits
-//! for an RCU grace period (4–20 ms on this machine, HZ=250) when ste writes the child's pid
-//! instead; and the child does it while ste loads BPF.
+//! to the membership files ste names ([`Child::join`], `account::group`), and says how that
+//! went on a pipe. A task that moves itself alone skips the kernel's global lock on thread
+//! groups, whose write side waits for an RCU grace period (4–20 ms on this machine, HZ=250)
+//! when ste writes the child's pid instead; and the child does it while ste loads BPF.
+//!
+//! The child is started before the cgroup exists, and waits for the files' names: ste starts
+//! it first, as the BPF loader starts, and makes the cgroup after. Making the cgroup first
+//! (mkdir, ~0.5 ms) delayed the start by that much, and then the fork loop of 500 `/bin/true`
+//! ran 4–6 ms slower under the ebpf tracker (a 0.5 ms spin in its place did the same, the same
+//! spin after the start did not; measured with bench/paired.py, 80 rounds, on this 2-vCPU VM):
+//! where the command's first process starts relative to the loader's threads decides how the
+//! scheduler spreads the tree afterwards.
 //!
 //! `std::process::Command` is not used because `spawn` returns only after the exec, while ste
 //! must learn the pid and register it before the exec happens (see KERNEL-NOTES, ptrace).
@@ -21,7 +29,7 @@
 use crate::model::{LaunchError, LaunchErrorKind};
 use anyhow::{Context, Result, bail};
 use std::ffi::{CString, OsStr, OsString};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 /// Makes ste the reaper of every orphan in its tree (`PR_SET_CHILD_SUBREAPER`).
@@ -142,14 +150,15 @@ impl Prepared {
         self.creds.as_ref()
     }
 
-    /// Starts the command's process. It writes `0` to each of `join` (cgroup membership files:
-    /// it moves itself), reports how that went ([`Child::joined`]), drops privileges, sets
-    /// `mask` as its signal mask (the one ste started with) and waits for [`Child::release`].
-    /// Other threads of ste may run meanwhile: the child touches no lock they could hold.
-    pub fn fork(&self, mask: &libc::sigset_t, join: &[BorrowedFd<'_>]) -> Result<Child> {
+    /// Starts the command's process. It sets `mask` as its signal mask (the one ste started
+    /// with), waits for [`Child::join`] and writes `0` to each file named there (cgroup
+    /// membership: it moves itself), reports how that went ([`Child::joined`]), drops
+    /// privileges and waits for [`Child::release`]. Other threads of ste may run meanwhile:
+    /// the child touches no lock they could hold.
+    pub fn fork(&self, mask: &libc::sigset_t) -> Result<Child> {
         let (go_r, go_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
-        let joined = if join.is_empty() { None } else { Some(pipe()?) };
+        let (joined_r, joined_w) = pipe()?;
         // The child reads the plan until it has exec'd or exited, which only a wait tells, so
         // the plan owns copies of everything it points to and is leaked: ste launches one
         // command per process, so this is held once, until ste exits.
@@ -167,13 +176,9 @@ impl Prepared {
         let plan: &'static mut ChildPlan = Box::leak(Box::new(ChildPlan {
             go: go_r.as_raw_fd(),
             err: err_w.as_raw_fd(),
-            join: join.iter().map(|f| f.as_raw_fd()).collect(),
-            joined: joined.as_ref().map_or(-1, |(_, w)| w.as_raw_fd()),
-            parent_ends: [
-                go_w.as_raw_fd(),
-                err_r.as_raw_fd(),
-                joined.as_ref().map_or(-1, |(r, _)| r.as_raw_fd()),
-            ],
+            join: vec![0; JOIN_MAX],
+            joined: joined_w.as_raw_fd(),
+            parent_ends: [go_w.as_raw_fd(), err_r.as_raw_fd(), joined_r.as_raw_fd()],
             argv: null_terminated(&strings.argv),
             env: null_terminated(&strings.env),
             candidates: strings.candidates.iter().map(|c| c.as_ptr()).collect(),
@@ -191,12 +196,14 @@ impl Prepared {
         let pid = spawn::start(plan).context("starting the command's process")?;
         drop(go_r);
         drop(err_w);
+        drop(joined_w);
         Ok(Child {
             pid,
             started_ns,
             go: Some(go_w),
             err: Some(err_r),
-            joined: joined.map(|(r, _)| r),
+            joined: Some(joined_r),
+            join: None,
             name: self.argv[0].to_bytes().to_vec(),
         })
     }
@@ -255,16 +262,21 @@ struct Strings {
     candidates: Vec<CString>,
 }
 
+/// The largest message [`Child::join`] sends: a length and NUL-terminated paths. Within
+/// `PIPE_BUF`, so it arrives in one piece; three cgroup paths take ~250 bytes.
+const JOIN_MAX: usize = 4096;
+
 /// Everything the child needs between its start and its exec, built before it starts.
 struct ChildPlan {
+    /// Read twice: the join message ([`Child::join`]), then the release byte.
     go: libc::c_int,
     err: libc::c_int,
-    /// Files to write `0` to (cgroup membership), and the pipe to report the outcome on (-1:
-    /// none).
-    join: Vec<libc::c_int>,
+    /// Where the child receives the join message: its own memory, which ste never touches.
+    join: Vec<u8>,
+    /// The pipe the child reports its joining on ([`Child::joined`]).
     joined: libc::c_int,
-    /// ste's ends of the pipes (-1: none): closed at once, or the child's own copy of the
-    /// write end would keep `read(go)` from seeing ste close it (`Child::abandon`).
+    /// ste's ends of the pipes: closed at once, or the child's own copy of the write end
+    /// would keep `read(go)` from seeing ste close it (`Child::abandon`).
     parent_ends: [libc::c_int; 3],
     argv: Vec<*const libc::c_char>,
     env: Vec<*const libc::c_char>,
@@ -295,18 +307,35 @@ fn child_main(plan: &mut ChildPlan) -> ! {
     }
     sys::default_action(libc::SIGPIPE);
     sys::set_mask(&plan.mask);
-    // Joined while still privileged; the first failure's errno (0: all joined) is told.
-    if plan.joined >= 0 {
-        let mut errno = 0i32;
-        for &fd in &plan.join {
-            if let Err(e) = sys::write(fd, b"0") {
-                errno = e;
-                break;
-            }
+    // Joined while still privileged. Told: the index of the first file that failed and its
+    // errno, or (n, 0) when all n were joined.
+    let Some(len) = read_join(plan.go, &mut plan.join) else {
+        // ste went away before telling: do not run the command unobserved.
+        sys::exit(125)
+    };
+    let (mut index, mut errno) = (0u32, 0i32);
+    for path in plan.join[..len].split_inclusive(|&b| b == 0) {
+        let opened = match path.last() {
+            // SAFETY: a NUL-terminated string in the child's own buffer.
+            Some(0) => unsafe { sys::open_write(path.as_ptr().cast()) },
+            _ => Err(libc::EINVAL),
+        };
+        let written = opened.and_then(|fd| {
+            let w = sys::write(fd, b"0");
+            sys::close(fd);
+            w
+        });
+        if let Err(e) = written {
+            errno = e;
+            break;
         }
-        let _ = sys::write(plan.joined, &errno.to_ne_bytes());
-        sys::close(plan.joined);
+        index += 1;
     }
+    let mut msg = [0u8; 8];
+    msg[..4].copy_from_slice(&index.to_ne_bytes());
+    msg[4..].copy_from_slice(&errno.to_ne_bytes());
+    let _ = sys::write(plan.joined, &msg);
+    sys::close(plan.joined);
     if let Some((uid, gid)) = plan.creds {
         // Sharing ste's memory, the child makes the kernel mark that memory not dumpable
         // (it does so whenever credentials change): ste is root here, so nothing it reads
@@ -377,6 +406,34 @@ fn child_main(plan: &mut ChildPlan) -> ! {
 
 /// How the child is started. Where ste can make raw system calls ([`sys`]), the child shares
 /// ste's memory (`clone` with `CLONE_VM`, as `posix_spawn` does, but without suspending ste):
+/// Reads the join message into `buf` (a 4-byte length, then that many bytes of NUL-terminated
+/// paths); returns the length, or `None` when ste closed the pipe or sent nonsense.
+fn read_join(fd: libc::c_int, buf: &mut [u8]) -> Option<usize> {
+    let mut head = [0u8; 4];
+    if !read_exact(fd, &mut head) {
+        return None;
+    }
+    let len = u32::from_ne_bytes(head) as usize;
+    if len > buf.len() || !read_exact(fd, &mut buf[..len]) {
+        return None;
+    }
+    Some(len)
+}
+
+/// Fills `buf` from `fd` with raw reads; false when the pipe ends first.
+fn read_exact(fd: libc::c_int, buf: &mut [u8]) -> bool {
+    let mut got = 0;
+    while got < buf.len() {
+        match sys::read(fd, &mut buf[got..]) {
+            Ok(0) => return false,
+            Ok(n) => got += n,
+            Err(libc::EINTR) => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
 /// `fork` would copy ste's page tables and mark its memory copy-on-write, after which every
 /// page either process writes takes a fault and a copy: ~0.4 ms of `ste true`'s wall time
 /// and ~0.6 ms of its CPU here, all of it while ste starts up. The child runs on a stack of
@@ -587,6 +644,26 @@ mod sys {
         }
     }
 
+    /// Opens `path` for writing (close-on-exec); returns the descriptor.
+    ///
+    /// # Safety
+    /// `path` is a NUL-terminated string.
+    pub unsafe fn open_write(path: *const c_char) -> Result<libc::c_int, i32> {
+        // SAFETY: a NUL-terminated string.
+        result(unsafe {
+            call(
+                libc::SYS_openat,
+                [
+                    libc::AT_FDCWD as usize,
+                    path as usize,
+                    (libc::O_WRONLY | libc::O_CLOEXEC) as usize,
+                    0,
+                ],
+            )
+        })
+        .map(|fd| fd as libc::c_int)
+    }
+
     /// Whether `path` can be looked up (faccessat with F_OK: the permissions of the
     /// directories on the way, not the file's own).
     ///
@@ -628,12 +705,45 @@ pub struct Child {
     err: Option<OwnedFd>,
     /// The read end of the pipe the child reports its joining on, until read.
     joined: Option<OwnedFd>,
+    /// The files named to the child by [`Child::join`], once sent.
+    join: Option<Vec<CString>>,
     name: Vec<u8>,
 }
 
 impl Child {
-    /// Lets the child go on to exec.
+    /// Names the files the child writes `0` to before it drops privileges (cgroup membership;
+    /// none: it joins nothing), once, before [`Child::joined`] and [`Child::release`].
+    pub fn join(&mut self, files: Vec<CString>) -> Result<()> {
+        if self.join.is_some() {
+            bail!("the command's process was already told what to join");
+        }
+        let mut msg = vec![0u8; 4];
+        for f in &files {
+            msg.extend_from_slice(f.as_bytes_with_nul());
+        }
+        let len = msg.len() - 4;
+        if len > JOIN_MAX {
+            bail!("the cgroup paths are too long to hand to the command's process ({len} bytes)");
+        }
+        msg[..4].copy_from_slice(&(len as u32).to_ne_bytes());
+        self.join = Some(files);
+        let go = self.go.as_ref().context("child already released")?;
+        // Within PIPE_BUF into an empty pipe: written whole, or not at all.
+        // SAFETY: writing a valid buffer to an owned pipe.
+        let n = unsafe { libc::write(go.as_raw_fd(), msg.as_ptr().cast(), msg.len()) };
+        if n != msg.len() as isize {
+            return Err(std::io::Error::last_os_error())
+                .context("telling the command's process what to join");
+        }
+        Ok(())
+    }
+
+    /// Lets the child go on to exec (telling it to join nothing if [`Child::join`] was not
+    /// called).
     pub fn release(&mut self) -> Result<()> {
+        if self.join.is_none() {
+            self.join(Vec::new())?;
+        }
         let go = self.go.take().context("child already released")?;
         // SAFETY: writing one byte from a valid buffer to an owned pipe.
         let n = unsafe { libc::write(go.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
@@ -643,21 +753,34 @@ impl Child {
         Ok(())
     }
 
-    /// Waits for the child to have written `0` to the files given to [`Prepared::fork`]:
-    /// `Ok` when it did (or was given none), else the error of the first write that failed.
+    /// Waits for the child to have written `0` to the files named by [`Child::join`] (which
+    /// must come first): `Ok` when it did (or was given none), else the file that failed and
+    /// why.
     pub fn joined(&mut self) -> std::io::Result<()> {
+        let Some(files) = &self.join else {
+            return Err(std::io::Error::other(
+                "the command's process was not told what to join",
+            ));
+        };
         let Some(fd) = self.joined.take() else {
             return Ok(());
         };
-        let mut buf = [0u8; 4];
+        let mut buf = [0u8; 8];
         if read_full(&fd, &mut buf)? < buf.len() {
             return Err(std::io::Error::other(
                 "the command's process ended before it could join",
             ));
         }
-        match i32::from_ne_bytes(buf) {
+        let index = u32::from_ne_bytes(buf[..4].try_into().expect("4 bytes")) as usize;
+        match i32::from_ne_bytes(buf[4..].try_into().expect("4 bytes")) {
             0 => Ok(()),
-            errno => Err(std::io::Error::from_raw_os_error(errno)),
+            errno => {
+                let e = std::io::Error::from_raw_os_error(errno);
+                let file = files.get(index).map_or_else(String::new, |f| {
+                    format!("cannot write to {}: ", f.to_string_lossy())
+                });
+                Err(std::io::Error::new(e.kind(), format!("{file}{e}")))
+            }
         }
     }
 
@@ -759,6 +882,52 @@ mod tests {
         let c = search_path(OsStr::new("./x"), Some(OsStr::new("/a"))).unwrap();
         assert_eq!(c[0].to_str().unwrap(), "./x");
         assert!(search_path(OsStr::new(""), None).is_err());
+    }
+
+    /// Starts `/bin/true` (as whoever runs the tests), hands it `files` to join, releases it
+    /// and reaps it; returns what it said about joining.
+    fn join_and_run(files: &[&std::path::Path]) -> std::io::Result<()> {
+        let prepared = Prepared::new(&["/bin/true".into()], None, &Vec::new()).unwrap();
+        // SAFETY: an empty set is a valid signal mask.
+        let mask = unsafe { std::mem::zeroed::<libc::sigset_t>() };
+        let mut child = prepared.fork(&mask).unwrap();
+        let files = files
+            .iter()
+            .map(|f| CString::new(f.as_os_str().as_bytes()).unwrap())
+            .collect();
+        child.join(files).unwrap();
+        assert!(child.join(Vec::new()).is_err(), "told twice");
+        let joined = child.joined();
+        child.release().unwrap();
+        let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child.pid), None);
+        assert_eq!(
+            status.unwrap(),
+            nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(child.pid), 0)
+        );
+        joined
+    }
+
+    #[test]
+    fn the_child_writes_0_to_each_file_it_is_told_and_names_the_one_that_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, "").unwrap();
+        std::fs::write(&b, "").unwrap();
+        join_and_run(&[&a, &b]).unwrap();
+        assert_eq!(std::fs::read(&a).unwrap(), b"0");
+        assert_eq!(std::fs::read(&b).unwrap(), b"0");
+        // Told nothing: joins nothing, and says so.
+        join_and_run(&[]).unwrap();
+        let missing = dir.path().join("no-such-dir/tasks");
+        std::fs::write(&a, "").unwrap();
+        let e = join_and_run(&[&a, &missing]).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        assert!(e.to_string().contains("no-such-dir/tasks"), "{e}");
+        assert_eq!(
+            std::fs::read(&a).unwrap(),
+            b"0",
+            "the files before it were joined"
+        );
     }
 
     #[test]

@@ -68,17 +68,20 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     let env = malloc.as_ref().map(|m| m.env()).unwrap_or_default();
     let prepared = Prepared::new(&opts.command, creds, &env)?;
     let sdt = opts.malloc.then(|| crate::malloc::sdt::plan(&opts.command));
-    // Start-up side by side: BPF loads on a thread of its own while the accounting is
-    // prepared and the command forked (it joins the cgroup itself meanwhile); only the
-    // release waits for all of them.
+    // Start-up side by side: BPF loads on a thread of its own while the command is forked
+    // and the accounting prepared (the command joins the cgroup itself, once told where);
+    // only the release waits for all of them. The fork comes first: see `launch` for what
+    // starting the command later cost under the ebpf tracker.
     let loading = track::preload_in_background(opts.tracker, opts.syscalls, sdt.clone());
+    let original_mask = signals::block();
+    let mut child = crate::phases::span("fork", || prepared.fork(&original_mask))?;
     let mut accounting = crate::phases::span("accounting prepare", || {
         account::Session::prepare(&opts.accounting)
     });
-    let original_mask = signals::block();
-    let mut child = crate::phases::span("fork", || {
-        prepared.fork(&original_mask, &accounting.join_files())
-    })?;
+    if let Err(e) = child.join(accounting.join_files()) {
+        child.abandon();
+        return Err(e);
+    }
     // From the command's start: until its release, its time is ste's set-up (see below).
     let clock = Clock::start_at(child.started_ns);
     let (sink, rx) = Sink::new(clock.clone());

@@ -10,7 +10,7 @@
 //! group's CPU and members but no group memory figures, and is told so ([`Group::missing`]).
 //!
 //! Joining before exec: the child, between fork and exec (see `launch.rs`), writes `0` to the
-//! files [`Group::open_join`] opened before the fork: v1 `tasks`, v2 `cgroup.procs`. So every
+//! files [`Group::join_paths`] names: v1 `tasks`, v2 `cgroup.procs`. So every
 //! page the command allocates after its exec is charged to the group (charges already made
 //! stay where they are: moving a running process moves none of them). The child moves itself
 //! rather than ste writing its pid, because a v1 task moving only itself skips the kernel's
@@ -28,7 +28,6 @@
 use crate::kernel::cgroup::{self, Hierarchy, MemoryStat};
 use crate::kernel::proc::ProcFs;
 use crate::model::GroupEnd;
-use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 /// One directory of the group, in one hierarchy.
@@ -224,24 +223,15 @@ impl Group {
             .map(|d| d.path.as_path())
     }
 
-    /// Opens, in each directory, the file the child joins by (v1 `tasks`, v2 `cgroup.procs`)
-    /// for writing, before the fork, so that a failure is known before the command starts.
-    pub fn open_join(&self) -> Result<Vec<File>, String> {
+    /// In each directory, the file the child joins by (v1 `tasks`, v2 `cgroup.procs`): it
+    /// writes `0` to each (see `launch::Child::join`).
+    pub fn join_paths(&self) -> Vec<PathBuf> {
         let file = if self.version == 2 {
             "cgroup.procs"
         } else {
             "tasks"
         };
-        self.dirs
-            .iter()
-            .map(|d| {
-                let p = d.path.join(file);
-                OpenOptions::new()
-                    .write(true)
-                    .open(&p)
-                    .map_err(|e| format!("cannot open {}: {e}", p.display()))
-            })
-            .collect()
+        self.dirs.iter().map(|d| d.path.join(file)).collect()
     }
 
     /// Current usage (one read of one number, ~10 µs).

@@ -2,8 +2,8 @@
 //! delegated cgroup v2 subtree), delay accounting, the per-process ledger, lingering
 //! descendants ended on request — and `ste monitor`.
 //!
-//! Owns the session's accounting sources (prepared before the fork, started before the
-//! command is released, stopped and read when the tree is over) and the matching of taskstats
+//! Owns the session's accounting sources (prepared while the command's first process waits to
+//! be told what to join, started before it is released, stopped and read when the tree is over) and the matching of taskstats
 //! records to the Run's processes. Everything it learns reaches the Run as
 //! `Event::Accounting`, folded by `fold`; it formats nothing (reports do), and it never touches
 //! the tracker's or the sampler's state.
@@ -23,8 +23,8 @@ use crate::sink::Sink;
 use group::Group;
 use listener::Listener;
 use matcher::Matcher;
-use std::fs::File;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -63,8 +63,8 @@ pub struct Options {
 pub struct Session {
     opts: Options,
     group: Option<Arc<Group>>,
-    /// The files the child joins the group by, until it has.
-    procs: Vec<File>,
+    /// The files the child joins the group by.
+    join: Vec<CString>,
     taskstats: Option<Taskstats>,
     listener: Option<Listener>,
     /// The group's end figures, read by the accounts thread as it stopped.
@@ -93,14 +93,14 @@ fn is_root() -> bool {
 }
 
 impl Session {
-    /// Opens what must exist before the command starts: the cgroup (and the files the child
-    /// joins it by), the taskstats exit listener, delay accounting. Starts no thread. Anything
+    /// Opens what must exist before the command is released: the cgroup (and names the files
+    /// the child joins it by), the taskstats exit listener, delay accounting. Starts no thread. Anything
     /// that does not work is recorded as unavailable, with the reason.
     pub fn prepare(opts: &Options) -> Session {
         let mut s = Session {
             opts: opts.clone(),
             group: None,
-            procs: Vec::new(),
+            join: Vec::new(),
             taskstats: None,
             listener: None,
             group_end: None,
@@ -118,13 +118,18 @@ impl Session {
         if opts.cgroup {
             let made = crate::phases::span("accounting: cgroup", || {
                 Group::create(Path::new("/proc/self")).and_then(|g| {
-                    let procs = g.open_join()?;
-                    Ok((g, procs))
+                    let join = g
+                        .join_paths()
+                        .into_iter()
+                        .map(|p| CString::new(p.into_os_string().into_vec()))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|_| "a cgroup path holds a NUL byte".to_string())?;
+                    Ok((g, join))
                 })
             });
             match made {
-                Ok((g, procs)) => {
-                    s.procs = procs;
+                Ok((g, join)) => {
+                    s.join = join;
                     s.group = Some(Arc::new(g));
                 }
                 Err(why) => s.early.push(unavailable(
@@ -184,9 +189,9 @@ impl Session {
     }
 
     /// The files the child writes `0` to, to join the cgroup before its exec (none without a
-    /// cgroup): give them to `launch::Prepared::fork`.
-    pub fn join_files(&self) -> Vec<BorrowedFd<'_>> {
-        self.procs.iter().map(|f| f.as_fd()).collect()
+    /// cgroup): give them to `launch::Child::join`.
+    pub fn join_files(&self) -> Vec<CString> {
+        self.join.clone()
     }
 
     /// Called once the tracker runs and before the command is released, with the parked
@@ -233,7 +238,6 @@ impl Session {
                 }
             }
         }
-        self.procs.clear();
         if self.opts.off {
             return;
         }
