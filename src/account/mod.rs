@@ -14,6 +14,7 @@ pub mod group;
 pub mod listener;
 pub mod matcher;
 pub mod monitor;
+pub mod owner;
 
 use crate::event::Event;
 use crate::kernel::taskstats::{self, TaskStats, Taskstats};
@@ -158,8 +159,14 @@ impl Session {
             ));
         }
         crate::track::ptrace::set_ledger_figures(s.taskstats.is_none());
+        let places = delays::Places::default();
+        if is_root()
+            && let Some(text) = delays::sweep(&places)
+        {
+            s.early.push(Event::Note { text });
+        }
         let (on, switched) = if opts.delays {
-            match delays::switch_on() {
+            match delays::switch_on(&places) {
                 Ok(g) => {
                     let switched = g.switched();
                     s.delays = Some(g);

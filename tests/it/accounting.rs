@@ -350,6 +350,53 @@ fn delays_are_switched_on_for_the_run_and_restored() {
     let t = acc.time.as_ref().unwrap();
     assert!(t.blkio_ns.is_some() && t.swap_reclaim_ns.is_some());
     assert!(o.stderr().contains("block I/O "), "{}", o.stderr());
+
+    // A ste killed by SIGKILL runs no destructor: the next ste run as root puts the setting
+    // back, from the mark the killed one left.
+    let json = scratch("delays-killed.json");
+    let mut killed = ste_command(mode, &[], &json, &["--delays"], &["sleep", "30"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let on = loop {
+        let on = std::fs::read_to_string("/proc/sys/kernel/task_delayacct").unwrap();
+        if on.trim() == "1" || std::time::Instant::now() > deadline {
+            break on.trim() == "1";
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    // SAFETY: signals ste's own pid; its tracee dies with it (PTRACE_O_EXITKILL).
+    unsafe { libc::kill(killed.id() as i32, libc::SIGKILL) };
+    killed.wait().unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert!(on, "ste --delays did not switch delay accounting on");
+    let marks = || std::fs::read_dir("/run/ste/delays").map_or(0, |d| d.count());
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/task_delayacct")
+            .unwrap()
+            .trim(),
+        "1",
+        "SIGKILL left delays on, as the premise of this test needs"
+    );
+    let o = ste(mode, &[], &["true"]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/task_delayacct")
+            .unwrap()
+            .trim(),
+        "0",
+        "the next run did not put kernel.task_delayacct back: {}",
+        o.stderr()
+    );
+    assert_eq!(marks(), 0, "the killed run's mark is still there");
+    // Any root run of the other tests sweeps too: one of them may have been first.
+    if !o
+        .stderr()
+        .contains("was left on by a ste --delays run that was killed")
+    {
+        eprintln!("another root run of ste put task_delayacct back first");
+    }
 }
 
 #[test]
