@@ -47,6 +47,9 @@ fn read(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
+/// A run's mark: its owner's name and the value to put back.
+type Mark = (String, String);
+
 /// The marks' directory, locked for as long as this lives.
 struct Marks {
     dir: PathBuf,
@@ -74,9 +77,8 @@ impl Marks {
         })
     }
 
-    /// Removes the marks of runs that are gone; returns what the live ones and the gone ones
-    /// hold (name, value to put back).
-    fn sweep(&self) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    /// Removes the marks of runs that are gone; returns the live ones and the gone ones.
+    fn sweep(&self) -> (Vec<Mark>, Vec<Mark>) {
         let (mut live, mut gone) = (Vec::new(), Vec::new());
         let mut liveness = Liveness::default();
         let Ok(entries) = std::fs::read_dir(&self.dir) else {

@@ -43,10 +43,21 @@ const FULL_EVERY_NS: u64 = 1_000_000_000;
 
 /// The share of a program's time its snapshots may take. A snapshot runs in the program's own
 /// thread, and mallinfo2() walks every free chunk of every arena: ~5 µs on a small heap, but
-/// milliseconds on a fragmented one (perl emptying a hash of a million strings: 740,000 free
-/// chunks). So each program's next request waits until its last snapshot's measured cost is
-/// within this share of the time since.
+/// tens of milliseconds on a fragmented one (perl emptying a hash of a million strings: 925,000
+/// free chunks, 30–100 ms). See [`Pacing`].
 const SNAPSHOT_BUDGET: f64 = 0.01;
+/// What mallinfo2 is assumed to spend per free chunk until a snapshot of a heap with at least
+/// [`CHUNKS_TO_MEASURE`] free chunks measures it: a heap that fits the cache (up to
+/// [`CACHED_HEAP_BYTES`] held) is walked at tens of ns a chunk; a larger one misses it at every
+/// chunk (perl's 925,000 free chunks in 258 MiB: ~370 ns each here). The shim assumes the same
+/// (shim/ste_malloc.c).
+const PER_CHUNK_CACHED_NS: f64 = 20.0;
+const PER_CHUNK_NS: f64 = 400.0;
+const CACHED_HEAP_BYTES: u64 = 32 << 20;
+const CHUNKS_TO_MEASURE: u64 = 10_000;
+/// What an image's snapshots may take whatever its age, so a young program gets its first
+/// ones (a few µs each on a small heap); the shim allows its exit snapshot the same.
+const SNAPSHOT_ALLOWANCE_NS: f64 = 1e6;
 
 /// The run directory, with the shim written out. Create it before the command is prepared.
 pub struct Setup {
@@ -183,6 +194,18 @@ struct State {
 }
 
 /// When an image may be asked for its next snapshot.
+///
+/// Two rules, both on measured costs. After a snapshot, the next waits until that one's cost
+/// is within [`SNAPSHOT_BUDGET`] of the time since. And a request is made only when what the
+/// image's snapshots cost so far plus what the next one is predicted to cost stays within
+/// the budget of the image's age (plus [`SNAPSHOT_ALLOWANCE_NS`]). The prediction: mallinfo2's
+/// walk costs about the same per free chunk on a given heap, and each free or realloc since
+/// the last request can have added at most one, so the next costs at most the last one plus
+/// the walk of that many chunks more. It errs on the dear side for a program that frees and
+/// allocates alike (its free lists stay short): such a program gets fewer snapshots, never a
+/// dearer one. The first rule alone let costs run away on a heap that
+/// fragments as it goes: perl emptying a hash took 12 snapshots costing 372 ms of its 2.3 s,
+/// 16 %, each far dearer than the one before it.
 #[derive(Default)]
 struct Pacing {
     /// The last request whose answer was accounted.
@@ -192,19 +215,59 @@ struct Pacing {
     requested: u64,
     /// Run time before which no new request is made.
     not_before_ns: u64,
+    /// The last answer's cost, and the dearest cost per free chunk measured (0: none yet).
+    last_cost_ns: u64,
+    per_chunk_ns: f64,
+    /// Frees and reallocs counted when the last request was made.
+    frees_at_request: u64,
+}
+
+/// What [`Pacing`] reads of an image at a sampling round.
+struct PaceInput {
+    t_ns: u64,
+    /// The newest snapshot: (request answered, when taken, cost, free chunks walked).
+    answer: Option<(u64, u64, u64, u64)>,
+    /// Frees and reallocs so far, and the chunk bytes held.
+    frees: u64,
+    held_bytes: u64,
+    /// What its snapshots cost so far, and when the image started (run time).
+    spent_ns: u64,
+    start_ns: u64,
 }
 
 impl Pacing {
-    /// Accounts the answer (request number, when taken, cost), if new, and says whether a
-    /// request may be made at `t_ns`.
-    fn may_request(&mut self, t_ns: u64, answer: Option<(u64, u64, u64)>) -> bool {
-        if let Some((answered, taken_ns, cost_ns)) = answer
+    /// Accounts the answer, if new, and says whether a request may be made now.
+    fn may_request(&mut self, now: &PaceInput) -> bool {
+        if let Some((answered, taken_ns, cost_ns, chunks)) = now.answer
             && answered != self.answered
         {
             self.answered = answered;
             self.not_before_ns = taken_ns + (cost_ns as f64 / SNAPSHOT_BUDGET) as u64;
+            self.last_cost_ns = cost_ns;
+            if chunks >= CHUNKS_TO_MEASURE {
+                self.per_chunk_ns = self.per_chunk_ns.max(cost_ns as f64 / chunks as f64);
+            }
         }
-        self.answered >= self.requested && t_ns >= self.not_before_ns
+        let per_chunk = if self.per_chunk_ns > 0.0 {
+            self.per_chunk_ns
+        } else if now.held_bytes <= CACHED_HEAP_BYTES {
+            PER_CHUNK_CACHED_NS
+        } else {
+            PER_CHUNK_NS
+        };
+        let added = now.frees.saturating_sub(self.frees_at_request);
+        let predicted = self.last_cost_ns as f64 + per_chunk * added as f64;
+        let allowed =
+            SNAPSHOT_BUDGET * now.t_ns.saturating_sub(now.start_ns) as f64 + SNAPSHOT_ALLOWANCE_NS;
+        self.answered >= self.requested
+            && now.t_ns >= self.not_before_ns
+            && now.spent_ns as f64 + predicted <= allowed
+    }
+
+    /// Records a request made with `frees` frees and reallocs counted.
+    fn made(&mut self, request: u64, frees: u64) {
+        self.requested = request;
+        self.frees_at_request = frees;
     }
 }
 
@@ -292,13 +355,22 @@ impl RoundObserver for MallocSource {
             calls: counts.calls(),
         };
         let clock = self.sink.clock();
-        let answer = snap
-            .as_ref()
-            .map(|s| (s.answered, clock.from_monotonic(s.t_ns), s.cost_ns));
+        let frees = counts.free_calls + counts.realloc_calls;
+        let now = PaceInput {
+            t_ns,
+            answer: snap.as_ref().map(|s| {
+                let taken = clock.from_monotonic(s.t_ns);
+                (s.answered, taken, s.cost_ns, s.ordblks + s.smblks)
+            }),
+            frees,
+            held_bytes: counts.held_bytes(header.inherited_bytes),
+            spent_ns: header.snapshots_cost_ns,
+            start_ns: clock.from_monotonic(header.created_ns),
+        };
         let pace = pacing.entry((pid, *n)).or_default();
-        let requested = pace.may_request(t_ns, answer);
+        let requested = pace.may_request(&now);
         if requested {
-            pace.requested = seg.request(full);
+            pace.made(seg.request(full), frees);
         }
         if requested && full {
             st.last_full_ns = t_ns;
@@ -486,20 +558,89 @@ fn image_of(seg: &Segment, pid: i32, n: u32, sink: &Sink) -> MallocImage {
 mod tests {
     use super::*;
 
+    fn input(
+        t_ms: u64,
+        answer: Option<(u64, u64, u64, u64)>,
+        frees: u64,
+        spent_ms: u64,
+    ) -> PaceInput {
+        PaceInput {
+            t_ns: t_ms * 1_000_000,
+            answer: answer.map(|(n, taken_ms, cost_us, chunks)| {
+                (n, taken_ms * 1_000_000, cost_us * 1_000, chunks)
+            }),
+            frees,
+            held_bytes: 1 << 30,
+            spent_ns: spent_ms * 1_000_000,
+            start_ns: 0,
+        }
+    }
+
     #[test]
     fn snapshots_are_paced_by_their_cost_and_never_overlap() {
         let mut p = Pacing::default();
-        assert!(p.may_request(0, None));
-        p.requested = 1;
+        assert!(p.may_request(&input(0, None, 0, 0)));
+        p.made(1, 0);
         // Not answered yet (the program is still taking it, or idle): no second request.
-        assert!(!p.may_request(1_000_000_000, None));
-        // Answered at 10 ms for 5 ms of the program's CPU: the next waits 500 ms after it.
-        assert!(!p.may_request(20_000_000, Some((1, 10_000_000, 5_000_000))));
-        assert!(!p.may_request(509_000_000, Some((1, 10_000_000, 5_000_000))));
-        assert!(p.may_request(510_000_000, Some((1, 10_000_000, 5_000_000))));
-        // A cheap one (5 µs) is asked for again half a millisecond later.
-        p.requested = 2;
-        assert!(p.may_request(600_500_000, Some((2, 600_000_000, 5_000))));
+        assert!(!p.may_request(&input(1000, None, 0, 0)));
+        // Answered at 10 ms for 5 ms of the program's CPU (walking 1,000 chunks): the next
+        // waits 500 ms after it, and until the image is old enough for 5 ms + the next one.
+        let a = Some((1, 10, 5_000, 1_000));
+        assert!(!p.may_request(&input(20, a, 0, 5)));
+        assert!(!p.may_request(&input(509, a, 0, 5)));
+        assert!(
+            !p.may_request(&input(510, a, 0, 5)),
+            "5 + 5 ms over 1 % of 510 ms + 1 ms"
+        );
+        assert!(
+            p.may_request(&input(900, a, 0, 5)),
+            "5 + 5 ms within 1 % of 900 ms + 1 ms"
+        );
+        // A cheap one (5 µs, 10 chunks: the heap was emptied) is asked for again half a
+        // millisecond later.
+        p.made(2, 0);
+        let b = Some((2, 1000, 5, 10));
+        assert!(p.may_request(&input(1001, b, 0, 5)));
+    }
+
+    #[test]
+    fn a_heap_that_fragments_is_not_walked_beyond_the_budget() {
+        let mut p = Pacing::default();
+        assert!(p.may_request(&input(0, None, 0, 0)));
+        p.made(1, 0);
+        // 20,000 chunks walked in 10 ms: 500 ns a chunk, measured.
+        let a = Some((1, 1_000, 10_000, 20_000));
+        assert!(
+            p.may_request(&input(2_000, a, 0, 10)),
+            "no frees since: 10 + 10 ms ≤ 21 ms"
+        );
+        p.made(2, 1_000);
+        // Then 200,000 frees: the next may walk 200,000 chunks more, 10 + 100 ms.
+        let b = Some((2, 2_000, 10_000, 20_000));
+        assert!(
+            !p.may_request(&input(10_000, b, 201_000, 20)),
+            "20 + 110 ms > 101 ms"
+        );
+        assert!(
+            p.may_request(&input(12_900, b, 201_000, 20)),
+            "20 + 110 ms ≤ 130 ms"
+        );
+        // Small heaps measure nothing (fixed costs dominate): the assumed 400 ns a chunk on a
+        // heap of 1 GiB held, 20 ns on one of 32 MiB or less.
+        let mut q = Pacing::default();
+        q.made(1, 0);
+        let c = Some((1, 10, 50, 100));
+        assert!(
+            !q.may_request(&input(3_000, c, 100_000, 0)),
+            "0.05 + 40 ms > 31 ms"
+        );
+        assert!(
+            q.may_request(&input(4_000, c, 100_000, 0)),
+            "0.05 + 40 ms ≤ 41 ms"
+        );
+        let mut small = input(200, c, 100_000, 0);
+        small.held_bytes = 32 << 20;
+        assert!(q.may_request(&small), "0.05 + 2 ms ≤ 2 ms + 1 ms");
     }
 
     #[test]

@@ -178,6 +178,8 @@ pub struct Snap {
     pub at_exit: bool,
     pub arena: u64,
     pub ordblks: u64,
+    /// Free chunks in the fastbins (`smblks`): mallinfo2 walks them too.
+    pub smblks: u64,
     pub hblks: u64,
     pub hblkhd: u64,
     pub uordblks: u64,
@@ -371,6 +373,7 @@ impl Segment {
                 at_exit: w(offset_of!(Snapshot, at_exit)) != 0,
                 arena: w(offset_of!(Snapshot, arena)),
                 ordblks: w(offset_of!(Snapshot, ordblks)),
+                smblks: w(offset_of!(Snapshot, smblks)),
                 hblks: w(offset_of!(Snapshot, hblks)),
                 hblkhd: w(offset_of!(Snapshot, hblkhd)),
                 uordblks: w(offset_of!(Snapshot, uordblks)),

@@ -63,7 +63,8 @@ pub struct MallocImage {
     /// The last state the shim reported (mallinfo2, and malloc_info's arenas).
     pub last: Option<MallocState>,
     /// Snapshots (mallinfo2, malloc_info) taken in the image's own threads, and the thread CPU
-    /// they cost it in all, exact. Paced to 1 % of the image's time by their measured cost.
+    /// they cost it in all, exact. Paced to 1 % of the image's time by their measured cost and
+    /// the cost predicted for the next (`malloc::Pacing`).
     #[serde(default)]
     pub snapshots: u64,
     #[serde(default)]

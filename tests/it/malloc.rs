@@ -571,12 +571,9 @@ fn snapshots_on_a_fragmented_heap_are_paced_and_the_one_at_exit_skipped() {
     // but 1-3.5 ms on another (an EPYC), where 1 % of the 600 ms hold paid for the one at exit;
     // with 64-byte blocks it takes ~50 ms there, a tenth of building the heap.
     //
-    // The skip also needs the last snapshot before the exit to be of the finished heap: the
-    // exit's cost is predicted from it. A round that falls in the free loop snapshots a
-    // half-fragmented heap, and its cost c puts the next request 100 c later (the 1 % pace),
-    // up to ~5 s. The hold is long enough for that request whenever c is below what the skip
-    // needs (~(build + hold) / 200): with 600 ms, a c of 6-11 ms left no snapshot of the
-    // finished heap and the one at exit was taken, on a loaded machine.
+    // Both ste's requests and the exit's snapshot are predicted from the last cost plus the
+    // walk of one chunk per free since (see `Pacing` in src/malloc/mod.rs); the next test is
+    // the case where the last snapshot came before the heap fragmented.
     let fx = fixture_c();
     // Rounds every 50 ms, so some come after the heap is fragmented and before the exit.
     let o = ste(
@@ -623,5 +620,44 @@ fn snapshots_on_a_fragmented_heap_are_paced_and_the_one_at_exit_skipped() {
         o.stderr().contains("the one at exit was skipped"),
         "{}",
         o.stderr()
+    );
+}
+
+#[test]
+fn the_exit_snapshot_is_predicted_from_the_frees_since_the_last() {
+    // perl emptying a hash: its last snapshot came while the heap was whole (one free chunk,
+    // µs), then it freed a million blocks and exited. Predicted from the last snapshot's cost
+    // alone, the one at exit was taken and walked every chunk: 344 ms of a 2.3 s life. Here:
+    // 256 MiB of 64-byte blocks, every other one freed (2.1 million free chunks), then exit at
+    // once. Before the fix: 43.6 ms of snapshots over a life of 418 ms, the one at exit taken.
+    let fx = fixture_c();
+    let o = ste(
+        root_ptrace(),
+        &["--malloc", "--interval", "50ms"],
+        &[&fx, "scatter", "256", "0", "64"],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let i = only_image(o.run(), &fx, &o.stderr());
+    assert!(i.calls.free >= 2_000_000, "{:?}", i.calls);
+    assert!(
+        i.exit_snapshot_skipped,
+        "{} snapshots, {} ns\n{}",
+        i.snapshots,
+        i.snapshots_cost_ns,
+        o.stderr()
+    );
+    let p = o
+        .run()
+        .processes
+        .iter()
+        .find(|p| p.pid == i.pid)
+        .expect("the fixture's process");
+    let life = p.end_ns.expect("it ended") - p.start_ns;
+    // Within the budget: 1 % of the life plus the 1 ms allowance.
+    assert!(
+        i.snapshots_cost_ns <= life / 100 + 1_000_000,
+        "{} ns for {} snapshots over a life of {life} ns",
+        i.snapshots_cost_ns,
+        i.snapshots
     );
 }
