@@ -560,6 +560,16 @@ fn sdt_sizes_beyond_the_table_are_counted_as_dropped() {
     );
 }
 
+/// How long the process `pid` of `run` lived.
+fn life_of(run: &Run, pid: i32) -> u64 {
+    let p = run
+        .processes
+        .iter()
+        .find(|p| p.pid == pid)
+        .expect("the fixture's process");
+    p.end_ns.expect("it ended") - p.start_ns
+}
+
 #[test]
 fn snapshots_on_a_fragmented_heap_are_paced_and_the_one_at_exit_skipped() {
     // 512 MiB in 64-byte blocks, every other one freed: 3.4 million free chunks that every
@@ -602,13 +612,7 @@ fn snapshots_on_a_fragmented_heap_are_paced_and_the_one_at_exit_skipped() {
     // beyond (the next one's cost is only known once it is taken), plus the last one's own.
     // Unpaced, each of the hold's rounds (every 50 ms) would have paid a walk of the whole
     // heap: tens of percent.
-    let p = o
-        .run()
-        .processes
-        .iter()
-        .find(|p| p.pid == i.pid)
-        .expect("the fixture's process");
-    let life = p.end_ns.expect("it ended") - p.start_ns;
+    let life = life_of(o.run(), i.pid);
     assert!(
         i.snapshots_cost_ns <= life / 100 + 2 * last.cost_ns.max(1_000_000),
         "{} ns for {} snapshots over a life of {life} ns, the last {} ns",
@@ -646,13 +650,7 @@ fn the_exit_snapshot_is_predicted_from_the_frees_since_the_last() {
         i.snapshots_cost_ns,
         o.stderr()
     );
-    let p = o
-        .run()
-        .processes
-        .iter()
-        .find(|p| p.pid == i.pid)
-        .expect("the fixture's process");
-    let life = p.end_ns.expect("it ended") - p.start_ns;
+    let life = life_of(o.run(), i.pid);
     // Within the budget: 1 % of the life plus the 1 ms allowance.
     assert!(
         i.snapshots_cost_ns <= life / 100 + 1_000_000,
