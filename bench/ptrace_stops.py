@@ -7,11 +7,15 @@
 import re, sys, statistics
 thread = sys.argv[2]
 head = re.compile(r'^\s*([\d.]+) \(\s*([\d.]*) ms\): (\S+)/(\d+)\s+(.*)$')
+lines = open(sys.argv[1]).read().splitlines()
+# The tracer's thread by its id: perf trace names a thread by the comm it knew when it first saw
+# it, and later lines of ste's tracer show its process's name (`ste`) instead of `ste-ptrace`.
+tids = {m.group(4) for m in map(head.match, lines) if m and m.group(3).startswith(thread)}
 pending = {}
 lat = {}
-for line in open(sys.argv[1]):
+for line in lines:
     m = head.match(line)
-    if not m or not m.group(3).startswith(thread): continue
+    if not m or m.group(4) not in tids: continue
     t, dur, rest = float(m.group(1)), float(m.group(2) or 0), m.group(5)
     cont = rest.startswith('... [continued]: ')
     if cont: rest = rest[len('... [continued]: '):]
