@@ -7,7 +7,7 @@
 
 use crate::model::Run;
 use crate::model::malloc::{AllocatorKind, ImageOrigin, MallocImage, MallocRun};
-use crate::units::{bytes_human, duration_human, group_thousands, millis};
+use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
 use std::io::{self, Write};
 
 /// Arenas listed one by one under an image.
@@ -30,7 +30,7 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
         }
     )?;
     for img in shown {
-        render_image(img, w)?;
+        render_image(img, life_of(run, img), w)?;
     }
     for u in &m.uncovered {
         writeln!(
@@ -60,7 +60,25 @@ pub(crate) fn worth_showing(m: &MallocRun, i: &MallocImage) -> bool {
             .any(|o| o.pid == i.pid && o.origin == ImageOrigin::Exec && o.t_ns >= i.t_ns))
 }
 
-fn render_image(i: &MallocImage, w: &mut dyn Write) -> io::Result<()> {
+/// How long an image ran: until the next image of its pid (an exec) or its process's end.
+fn life_of(run: &Run, i: &MallocImage) -> Option<u64> {
+    let next = run.malloc.as_ref().and_then(|m| {
+        m.images
+            .iter()
+            .filter(|o| o.pid == i.pid && o.t_ns > i.t_ns)
+            .map(|o| o.t_ns)
+            .min()
+    });
+    let end = next.or_else(|| {
+        run.processes
+            .iter()
+            .rfind(|p| p.pid == i.pid && p.start_ns <= i.t_ns)
+            .and_then(|p| p.end_ns)
+    })?;
+    end.checked_sub(i.t_ns)
+}
+
+fn render_image(i: &MallocImage, life_ns: Option<u64>, w: &mut dyn Write) -> io::Result<()> {
     let origin = match i.origin {
         ImageOrigin::Exec => "started",
         ImageOrigin::Fork => "forked",
@@ -167,9 +185,16 @@ fn render_image(i: &MallocImage, w: &mut dyn Write) -> io::Result<()> {
     if i.snapshots > 0 || i.exit_snapshot_skipped {
         writeln!(
             w,
-            "    snapshots: {} taken in the program's own threads, {} of its CPU (paced to about 1% of its time){}",
+            "    snapshots: {} taken in the program's own threads, {} of its CPU{} (paced to stay near 1% of its time){}",
             group_thousands(i.snapshots),
             duration_human(i.snapshots_cost_ns),
+            life_ns
+                .filter(|&l| l > 0)
+                .map_or_else(String::new, |l| format!(
+                    ", {} of its {}",
+                    percent(i.snapshots_cost_ns as f64 / l as f64),
+                    duration_human(l)
+                )),
             if i.exit_snapshot_skipped {
                 "; the one at exit was skipped to stay within that"
             } else {

@@ -658,4 +658,15 @@ fn the_exit_snapshot_is_predicted_from_the_frees_since_the_last() {
         i.snapshots_cost_ns,
         i.snapshots
     );
+    // The report gives the share it took, not only the aim.
+    let line = o
+        .stderr()
+        .lines()
+        .find(|l| l.trim_start().starts_with("snapshots: "))
+        .map(str::to_string)
+        .expect("a snapshots line");
+    assert!(
+        line.contains("% of its ") && line.contains("the one at exit was skipped"),
+        "{line}"
+    );
 }
