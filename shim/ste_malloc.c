@@ -584,6 +584,8 @@ static void attach_forked(void) {
         publish(s);
     }
     seg = s;
+    /* The new segment counts from zero; the cost per chunk measured stays: same heap. */
+    frees_at_snapshot = 0;
     leave();
 }
 
@@ -626,7 +628,8 @@ __attribute__((destructor)) static void fini(void) {
     double per_chunk = per_chunk_ns > 0                ? per_chunk_ns
                        : now.held <= CACHED_HEAP_BYTES ? PER_CHUNK_CACHED_NS
                                                        : PER_CHUNK_NS;
-    double predicted = (double)last + per_chunk * (double)(now.frees - frees_at_snapshot);
+    uint64_t added = now.frees >= frees_at_snapshot ? now.frees - frees_at_snapshot : now.frees;
+    double predicted = (double)last + per_chunk * (double)added;
     if ((double)spent + predicted > SNAPSHOT_BUDGET * (double)life + SNAPSHOT_ALLOWANCE_NS)
         seg->exit_snapshot_skipped = 1;
     else
