@@ -129,13 +129,23 @@ pub struct Guard {
 /// Switches delay accounting on for this run; the guard switches it back.
 pub fn switch_on(places: &Places) -> Result<Guard, String> {
     let sysctl = places.sysctl.display();
+    let unmarked = Guard {
+        places: places.clone(),
+        mark: None,
+    };
+    // Only root can make the marks' directory (and switch the setting).
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let marks = Marks::lock(&places.marks, root);
     let before = read(&places.sysctl).ok_or_else(|| format!("cannot read {sysctl}"))?;
-    let marks = Marks::lock(&places.marks, true).map_err(|e| {
-        format!(
-            "cannot keep a mark in {} (needs root): {e}",
-            places.marks.display()
-        )
-    })?;
+    let Ok(marks) = marks else {
+        // No marks to keep: on already (by whoever), or not ours to switch.
+        return if before.trim() != "0" {
+            Ok(unmarked)
+        } else {
+            Err(format!("cannot write {sysctl} (needs root)"))
+        };
+    };
     let (live, _) = marks.sweep();
     let restore = if before.trim() == "0" {
         std::fs::write(&places.sysctl, "1")
@@ -145,10 +155,8 @@ pub fn switch_on(places: &Places) -> Result<Guard, String> {
         // On because another ste run switched it: share its switch and what it puts back.
         value.clone()
     } else {
-        return Ok(Guard {
-            places: places.clone(),
-            mark: None,
-        });
+        // On, and not by a ste run: it stays as it is.
+        return Ok(unmarked);
     };
     let mark = places.marks.join(own_name(Path::new("/proc/self"))?);
     std::fs::write(&mark, &restore).map_err(|e| format!("cannot write {}: {e}", mark.display()))?;
