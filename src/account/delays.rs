@@ -146,13 +146,14 @@ pub fn switch_on(places: &Places) -> Result<Guard, String> {
             Err(format!("cannot write {sysctl} (needs root)"))
         };
     };
-    let (live, _) = marks.sweep();
+    let (live, gone) = marks.sweep();
     let restore = if before.trim() == "0" {
         std::fs::write(&places.sysctl, "1")
             .map_err(|e| format!("cannot write {sysctl} (needs root): {e}"))?;
         "0".to_string()
-    } else if let Some((_, value)) = live.first() {
-        // On because another ste run switched it: share its switch and what it puts back.
+    } else if let Some((_, value)) = live.first().or(gone.first()) {
+        // On because another ste run switched it: share its switch and what it puts back
+        // (and take over the switch of a run killed since the session's sweep).
         value.clone()
     } else {
         // On, and not by a ste run: it stays as it is.

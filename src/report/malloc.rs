@@ -8,6 +8,7 @@
 use crate::model::Run;
 use crate::model::malloc::{AllocatorKind, ImageOrigin, MallocImage, MallocRun};
 use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
+use std::collections::HashMap;
 use std::io::{self, Write};
 
 /// Arenas listed one by one under an image.
@@ -29,8 +30,9 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
             format!("; {} without it (below)", m.uncovered.len())
         }
     )?;
+    let lives = Lives::of(run, m);
     for img in shown {
-        render_image(img, life_of(run, img), w)?;
+        render_image(img, lives.of_image(img), w)?;
     }
     for u in &m.uncovered {
         writeln!(
@@ -60,22 +62,45 @@ pub(crate) fn worth_showing(m: &MallocRun, i: &MallocImage) -> bool {
             .any(|o| o.pid == i.pid && o.origin == ImageOrigin::Exec && o.t_ns >= i.t_ns))
 }
 
-/// How long an image ran: until the next image of its pid (an exec) or its process's end.
-fn life_of(run: &Run, i: &MallocImage) -> Option<u64> {
-    let next = run.malloc.as_ref().and_then(|m| {
-        m.images
-            .iter()
-            .filter(|o| o.pid == i.pid && o.t_ns > i.t_ns)
-            .map(|o| o.t_ns)
-            .min()
-    });
-    let end = next.or_else(|| {
-        run.processes
-            .iter()
-            .rfind(|p| p.pid == i.pid && p.start_ns <= i.t_ns)
-            .and_then(|p| p.end_ns)
-    })?;
-    end.checked_sub(i.t_ns)
+/// How long each image ran: until the next image of its pid (an exec) or its process's end.
+/// Indexed once, so a run of many processes with the shim is not scanned once per image.
+struct Lives {
+    /// Each pid's image start times, sorted.
+    images: HashMap<i32, Vec<u64>>,
+    /// Each pid's processes (pids are reused): start and end, in start order.
+    processes: HashMap<i32, Vec<(u64, Option<u64>)>>,
+}
+
+impl Lives {
+    fn of(run: &Run, m: &MallocRun) -> Lives {
+        let mut images: HashMap<i32, Vec<u64>> = HashMap::new();
+        for i in &m.images {
+            images.entry(i.pid).or_default().push(i.t_ns);
+        }
+        images.values_mut().for_each(|v| v.sort_unstable());
+        let mut processes: HashMap<i32, Vec<(u64, Option<u64>)>> = HashMap::new();
+        for p in &run.processes {
+            processes
+                .entry(p.pid)
+                .or_default()
+                .push((p.start_ns, p.end_ns));
+        }
+        processes.values_mut().for_each(|v| v.sort_unstable());
+        Lives { images, processes }
+    }
+
+    fn of_image(&self, i: &MallocImage) -> Option<u64> {
+        let next = self.images.get(&i.pid).and_then(|v| {
+            let after = v.partition_point(|&t| t <= i.t_ns);
+            v.get(after).copied()
+        });
+        let end = next.or_else(|| {
+            let v = self.processes.get(&i.pid)?;
+            let started = v.partition_point(|&(start, _)| start <= i.t_ns);
+            v.get(started.checked_sub(1)?)?.1
+        })?;
+        end.checked_sub(i.t_ns)
+    }
 }
 
 fn render_image(i: &MallocImage, life_ns: Option<u64>, w: &mut dyn Write) -> io::Result<()> {
