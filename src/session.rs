@@ -64,7 +64,10 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     } else {
         Credentials::invoking_user()?
     };
-    let malloc = opts.malloc.then(crate::malloc::Setup::new).transpose()?;
+    let malloc = opts
+        .malloc
+        .then(|| crate::malloc::Setup::new(creds.as_ref().map(|c| c.uid)))
+        .transpose()?;
     let env = malloc.as_ref().map(|m| m.env()).unwrap_or_default();
     let prepared = Prepared::new(&opts.command, creds, &env)?;
     let sdt = opts.malloc.then(|| crate::malloc::sdt::plan(&opts.command));

@@ -5,11 +5,12 @@
 //! to explain a program the shim cannot reach, and harvests every segment when its process
 //! ends.
 //!
-//! Owns the run directory (shim and segments; removed at the end) and the segment bookkeeping.
-//! Emits `Malloc*` events; never formats. glibc's SDT probes (`memory_*`) are `sdt`'s: found
+//! Owns the segment bookkeeping; the run directory that holds the shim and the segments, and
+//! every file operation in it, are `rundir`'s. Emits `Malloc*` events; never formats. glibc's SDT probes (`memory_*`) are `sdt`'s: found
 //! there, attached and counted by the ebpf tracker.
 
 pub mod info;
+pub mod rundir;
 pub mod sdt;
 pub mod segment;
 
@@ -24,11 +25,11 @@ use crate::model::malloc::{
 };
 use crate::sample::{RoundInfo, RoundObserver, Sampler};
 use crate::sink::{Sink, thread_cpu_ns};
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
+use rundir::{Ids, Reach, RunDir};
 use segment::Segment;
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -59,34 +60,27 @@ const CHUNKS_TO_MEASURE: u64 = 10_000;
 /// ones (a few µs each on a small heap); the shim allows its exit snapshot the same.
 const SNAPSHOT_ALLOWANCE_NS: f64 = 1e6;
 
+/// The name of the shim in the run directory.
+const SHIM_NAME: &str = "ste_malloc.so";
+
 /// The run directory, with the shim written out. Create it before the command is prepared.
 pub struct Setup {
-    dir: PathBuf,
+    dir: RunDir,
     shim: PathBuf,
 }
 
 impl Setup {
-    pub fn new() -> Result<Setup> {
+    /// `command_uid`: the user the command runs as, when not ste's (under sudo), who must be
+    /// able to create segments in the directory.
+    pub fn new(command_uid: Option<u32>) -> Result<Setup> {
         if SHIM.is_empty() {
             bail!(
                 "--malloc is unavailable: this ste was built without its malloc shim ({SHIM_STATUS}); install a C compiler (gcc) and rebuild ste"
             );
         }
-        let base = ["/dev/shm".into(), std::env::temp_dir()]
-            .into_iter()
-            .find(|d: &PathBuf| usable_dir(d))
-            .context("--malloc: no writable directory that allows executable mappings (/dev/shm, $TMPDIR)")?;
-        let nonce = crate::sink::monotonic_ns();
-        let dir = base.join(format!("ste-malloc-{}-{nonce:x}", std::process::id()));
-        std::fs::create_dir(&dir)
-            .with_context(|| format!("--malloc: cannot create {}", dir.display()))?;
-        // The command may run as another user (sudo drops to the invoking user), and every
-        // process of its tree creates its segment here.
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))?;
-        let shim = dir.join("ste_malloc.so");
-        std::fs::write(&shim, SHIM)
-            .with_context(|| format!("--malloc: cannot write {}", shim.display()))?;
-        std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o644))?;
+        let bases = ["/dev/shm".into(), std::env::temp_dir()];
+        let dir = RunDir::create(&bases, command_uid, &[(SHIM_NAME, SHIM, 0o644)])?;
+        let shim = dir.path().join(SHIM_NAME);
         Ok(Setup { dir, shim })
     }
 
@@ -100,20 +94,9 @@ impl Setup {
         }
         vec![
             ("LD_PRELOAD".into(), preload),
-            ("STE_MALLOC_DIR".into(), self.dir.clone().into_os_string()),
+            ("STE_MALLOC_DIR".into(), self.dir.path().into()),
         ]
     }
-}
-
-/// A directory ste can write to whose mounts allow executable mappings (the shim is mapped
-/// executable by every process).
-fn usable_dir(d: &Path) -> bool {
-    let Ok(st) = nix::sys::statvfs::statvfs(d) else {
-        return false;
-    };
-    !st.flags().contains(nix::sys::statvfs::FsFlags::ST_NOEXEC)
-        && !st.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY)
-        && nix::unistd::access(d, nix::unistd::AccessFlags::W_OK).is_ok()
 }
 
 /// Starts the malloc source for a run: declares it and registers it with the sampler.
@@ -174,7 +157,7 @@ pub fn attach(
 }
 
 pub struct MallocSource {
-    dir: PathBuf,
+    dir: RunDir,
     shim: PathBuf,
     sink: Sink,
     state: Mutex<State>,
@@ -272,14 +255,16 @@ impl Pacing {
 }
 
 impl MallocSource {
-    fn segment_path(&self, pid: i32, n: u32) -> PathBuf {
-        self.dir.join(format!("{pid}.{n}"))
+    /// Maps the segment `name`, if it is one.
+    fn segment(&self, name: &str) -> Option<Segment> {
+        let file = self.dir.open_segment(name).ok()??;
+        Segment::open(file).ok()?
     }
 
     /// Attaches the newest published segment of `pid` (an exec makes a new one).
     fn refresh(&self, st: &mut State, pid: i32) {
         let mut next = st.attached.get(&pid).map_or(0, |(n, _)| n + 1);
-        while let Ok(Some(seg)) = Segment::open(&self.segment_path(pid, next)) {
+        while let Some(seg) = self.segment(&format!("{pid}.{next}")) {
             st.attached.insert(pid, (next, seg));
             next += 1;
         }
@@ -288,27 +273,25 @@ impl MallocSource {
     /// Reads every segment of the given pids (all, when `None`), emits their images, removes
     /// the files.
     fn harvest(&self, st: &mut State, pids: Option<&[i32]>) {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return;
-        };
-        let mut found: Vec<(i32, u32, PathBuf)> = entries
-            .filter_map(|e| e.ok())
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
+        let mut found: Vec<(i32, u32, String)> = self
+            .dir
+            .names()
+            .into_iter()
+            .filter_map(|name| {
                 let (pid, n) = name.split_once('.')?;
-                Some((pid.parse().ok()?, n.parse().ok()?, e.path()))
+                Some((pid.parse().ok()?, n.parse().ok()?, name))
             })
             .filter(|(pid, _, _)| pids.is_none_or(|p| p.contains(pid)))
             .collect();
         found.sort();
-        for (pid, n, path) in found {
-            if let Ok(Some(seg)) = Segment::open(&path) {
+        for (pid, n, name) in found {
+            if let Some(seg) = self.segment(&name) {
                 let image = image_of(&seg, pid, n, &self.sink);
                 self.sink.emit(Event::MallocImage {
                     image: Box::new(image),
                 });
             }
-            let _ = std::fs::remove_file(&path);
+            self.dir.remove_file(&name);
             if st.attached.get(&pid).is_some_and(|(m, _)| *m == n) {
                 st.attached.remove(&pid);
             }
@@ -325,8 +308,7 @@ impl MallocSource {
         st.attached.clear();
         st.cpu_ns += thread_cpu_ns().saturating_sub(cpu0);
         self.sink.emit(Event::MallocDone { cpu_ns: st.cpu_ns });
-        let _ = std::fs::remove_file(&self.shim);
-        let _ = std::fs::remove_dir(&self.dir);
+        self.dir.remove();
     }
 }
 
@@ -392,7 +374,13 @@ impl RoundObserver for MallocSource {
 
     fn exec(&self, pid: i32) {
         let cpu0 = thread_cpu_ns();
-        let check = check_exec(Path::new("/proc"), pid, &self.shim, self.sink.now_ns());
+        let check = check_exec(
+            Path::new("/proc"),
+            pid,
+            &self.shim,
+            self.dir.reach(),
+            self.sink.now_ns(),
+        );
         self.sink.emit(Event::MallocExec { check });
         let mut st = self.state.lock().expect("malloc lock");
         st.cpu_ns += thread_cpu_ns().saturating_sub(cpu0);
@@ -403,9 +391,12 @@ impl RoundObserver for MallocSource {
     }
 }
 
-/// What a program's exec tells about the shim's chances in it.
-pub fn check_exec(root: &Path, pid: i32, shim: &Path, t_ns: u64) -> ExecCheck {
+/// What a program's exec tells about the shim's chances in it (`reach`: who can open the shim).
+pub fn check_exec(root: &Path, pid: i32, shim: &Path, reach: Reach, t_ns: u64) -> ExecCheck {
     let proc_dir = root.join(pid.to_string());
+    let ids = std::fs::read_to_string(proc_dir.join("status"))
+        .ok()
+        .and_then(|s| Ids::parse(&s));
     let program = std::fs::read_link(proc_dir.join("exe"))
         .ok()
         .map(|p| p.display().to_string());
@@ -420,8 +411,7 @@ pub fn check_exec(root: &Path, pid: i32, shim: &Path, t_ns: u64) -> ExecCheck {
         .or_else(|| {
             // A setuid program's auxv is not readable by its invoker; its status is, and
             // differing real and effective ids are what makes ld.so secure.
-            let status = std::fs::read_to_string(proc_dir.join("status")).ok()?;
-            changed_ids(&status).then_some(true)
+            ids.as_ref().is_some_and(Ids::changed).then_some(true)
         });
     let preload_in_env = auxv::read(root, pid, "environ").ok().map(|env| {
         auxv::env_value(&env, "LD_PRELOAD").is_some_and(|v| {
@@ -442,19 +432,8 @@ pub fn check_exec(root: &Path, pid: i32, shim: &Path, t_ns: u64) -> ExecCheck {
         foreign,
         secure,
         preload_in_env,
+        shim_reachable: ids.map(|i| reach.admits(&i)),
     }
-}
-
-/// Whether `/proc/PID/status` shows a real id different from the effective one (`Uid:` and
-/// `Gid:` list real, effective, saved, filesystem ids).
-fn changed_ids(status: &str) -> bool {
-    status.lines().any(|l| {
-        let Some(ids) = l.strip_prefix("Uid:").or_else(|| l.strip_prefix("Gid:")) else {
-            return false;
-        };
-        let v: Vec<&str> = ids.split_whitespace().collect();
-        v.len() >= 2 && v[0] != v[1]
-    })
 }
 
 /// The image a segment describes.
@@ -651,22 +630,24 @@ mod tests {
     }
 
     #[test]
-    fn setuid_shows_in_status() {
-        // /proc/PID/status of a setuid-root program started by nobody (uid 65534).
-        let suid = "Name:\tpasswd\nUid:\t65534\t0\t0\t0\nGid:\t65534\t65534\t65534\t65534\n";
-        assert!(changed_ids(suid));
-        let plain = "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n";
-        assert!(!changed_ids(plain));
-    }
-
-    #[test]
     fn checks_this_process_as_an_exec() {
         let me = std::process::id() as i32;
-        let c = check_exec(Path::new("/proc"), me, Path::new("/nonexistent.so"), 5);
+        let mine = Reach {
+            owner: nix::unistd::geteuid().as_raw(),
+            group_root: false,
+        };
+        let c = check_exec(
+            Path::new("/proc"),
+            me,
+            Path::new("/nonexistent.so"),
+            mine,
+            5,
+        );
         assert_eq!(c.static_binary, Some(false));
         assert_eq!(c.foreign, Some(false));
         assert_eq!(c.secure, Some(false));
         assert_eq!(c.preload_in_env, Some(false));
+        assert_eq!(c.shim_reachable, Some(true), "its own user");
         assert!(c.program.unwrap().contains("ste"));
     }
 }

@@ -10,7 +10,6 @@ use std::fs::File;
 use std::io;
 use std::mem::{offset_of, size_of};
 use std::os::fd::AsRawFd;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const MAGIC: u64 = 0x314c_4c41_4d45_5453; // "STEMALL1"
@@ -214,10 +213,9 @@ impl Drop for Segment {
 }
 
 impl Segment {
-    /// Maps `path`. `Ok(None)` when the shim has not finished writing it yet (no magic), or it
-    /// is not a segment of this layout.
-    pub fn open(path: &Path) -> io::Result<Option<Segment>> {
-        let file = File::options().read(true).write(true).open(path)?;
+    /// Maps `file` (opened for reading and writing). `Ok(None)` when the shim has not finished
+    /// writing it yet (no magic), or it is not a segment of this layout.
+    pub fn open(file: File) -> io::Result<Option<Segment>> {
         if file.metadata()?.len() != SIZE as u64 {
             return Ok(None);
         }
@@ -417,6 +415,7 @@ impl Segment {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     /// The C header's layout, as its static asserts and sizes fix it.
     #[test]
@@ -467,7 +466,8 @@ mod tests {
         );
         std::fs::write(&path, &b).unwrap();
 
-        let seg = Segment::open(&path).unwrap().unwrap();
+        let rw = |p: &Path| File::options().read(true).write(true).open(p).unwrap();
+        let seg = Segment::open(rw(&path)).unwrap().unwrap();
         let h = seg.header();
         assert_eq!((h.pid, h.origin, h.exe.as_str()), (42, 1, "/bin/ls"));
         let c = seg.counts();
@@ -491,6 +491,10 @@ mod tests {
         assert_eq!(word(Segment::slot(1) + offset_of!(Counters, poll)), 1);
         // Not yet published: no magic.
         std::fs::write(dir.path().join("43.0"), vec![0u8; SIZE]).unwrap();
-        assert!(Segment::open(&dir.path().join("43.0")).unwrap().is_none());
+        assert!(
+            Segment::open(rw(&dir.path().join("43.0")))
+                .unwrap()
+                .is_none()
+        );
     }
 }

@@ -262,6 +262,10 @@ pub struct ExecCheck {
     pub secure: Option<bool>,
     /// Its environment still names the shim in `LD_PRELOAD`.
     pub preload_in_env: Option<bool>,
+    /// Its user, groups and capabilities let it open the shim in ste's private run directory
+    /// (`false`: the program changed user). Absent from records made before it was read.
+    #[serde(default)]
+    pub shim_reachable: Option<bool>,
 }
 
 /// An image of the tree without the shim.
@@ -282,6 +286,8 @@ pub enum UncoveredReason {
     Foreign,
     /// A forked child of an image without the shim.
     ParentUncovered,
+    /// It ran as a user who cannot open the shim in ste's private run directory.
+    OtherUser,
     /// Dynamic, environment intact, not secure, yet no segment: ld.so did not load the shim.
     NotLoaded,
     /// Gone before ste could look at it.
@@ -302,7 +308,12 @@ impl UncoveredReason {
             }
             UncoveredReason::Foreign => "not a 64-bit program of this machine's architecture",
             UncoveredReason::ParentUncovered => "forked from a process without the shim",
-            UncoveredReason::NotLoaded => "the dynamic loader did not load the shim",
+            UncoveredReason::OtherUser => {
+                "it ran as a user who cannot open the shim in ste's private run directory (the command changed user)"
+            }
+            UncoveredReason::NotLoaded => {
+                "the dynamic loader did not load the shim (ld.so prints why on the program's stderr), or the shim could not create its segment"
+            }
             UncoveredReason::Unknown => "it ended before ste could look at it",
         }
     }
@@ -398,6 +409,7 @@ impl MallocRun {
                     Some(c) if c.preload_in_env == Some(false) => {
                         UncoveredReason::EnvironmentCleared
                     }
+                    Some(c) if c.shim_reachable == Some(false) => UncoveredReason::OtherUser,
                     Some(c) if c.preload_in_env.is_none() && c.secure.is_none() => {
                         UncoveredReason::Unknown
                     }

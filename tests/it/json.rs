@@ -757,6 +757,7 @@ struct ExecCheck {
     foreign: Option<bool>,
     secure: Option<bool>,
     preload_in_env: Option<bool>,
+    shim_reachable: Option<bool>,
 }
 
 #[derive(Deserialize, Serialize)]
@@ -776,6 +777,7 @@ enum UncoveredReason {
     EnvironmentCleared,
     Foreign,
     ParentUncovered,
+    OtherUser,
     NotLoaded,
     Unknown,
 }

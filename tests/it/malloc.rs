@@ -3,7 +3,9 @@
 //! threshold, a heap freed but still resident), a shell that execs children, and the programs
 //! the shim cannot reach (cleared environment, static, setuid, own allocator), which must be
 //! reported rather than shown empty. Also the SDT note parser on a binary built with sys/sdt.h,
-//! and the uprobes ste attaches to such a binary's `libc:memory_*` probes (as root).
+//! and the uprobes ste attaches to such a binary's `libc:memory_*` probes (as root). And the run
+//! directory's safety (issue 19): a hostile user racing ste for the shim's place, the sweep of a
+//! killed run's directory, the segments read under sudo, a program that changed user.
 
 use crate::harness::*;
 use crate::matrix;
@@ -51,6 +53,20 @@ fn fixture_c() -> String {
 fn images<'a>(run: &'a Run, program: &str) -> Vec<&'a MallocImage> {
     let m = run.malloc.as_ref().expect("--malloc figures in the run");
     m.images.iter().filter(|i| i.program == program).collect()
+}
+
+/// Why the run says the shim did not reach `program`.
+fn uncovered_reason(o: &Outcome, program: &str) -> UncoveredReason {
+    let m = o
+        .run()
+        .malloc
+        .as_ref()
+        .expect("--malloc figures in the run");
+    m.uncovered
+        .iter()
+        .find(|u| u.program == program)
+        .unwrap_or_else(|| panic!("{:?}\n{}", m.uncovered, o.stderr()))
+        .reason
 }
 
 fn only_image<'a>(run: &'a Run, program: &str, stderr: &str) -> &'a MallocImage {
@@ -289,12 +305,7 @@ fn a_setuid_program_is_reported() {
             .iter()
             .any(|i| i.program == fx && i.calls.malloc == 1)
     );
-    let u = m
-        .uncovered
-        .iter()
-        .find(|u| u.program == suid)
-        .unwrap_or_else(|| panic!("{:?}\n{}", m.uncovered, o.stderr()));
-    assert_eq!(u.reason, UncoveredReason::Secure);
+    assert_eq!(uncovered_reason(&o, &suid), UncoveredReason::Secure);
     assert!(o.stderr().contains("AT_SECURE"), "{}", o.stderr());
 }
 
@@ -668,5 +679,210 @@ fn the_exit_snapshot_is_predicted_from_the_frees_since_the_last() {
     assert!(
         line.contains("% of its ") && line.contains("the one at exit was skipped"),
         "{line}"
+    );
+}
+
+/// The run directories in /dev/shm of the ste whose pid is `pid`.
+fn run_dirs_of(pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("ste-{pid}-");
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with(&prefix) && n.contains(".malloc-")
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+#[test]
+fn a_hostile_user_cannot_plant_the_shim_or_redirect_ste() {
+    // A local user (nobody) watches /dev/shm with inotify and, in every directory ste makes
+    // there, tries at once to put another library in the shim's place (its code would run as
+    // root in the command) or a symlink to a root-only file (ste would overwrite it with the
+    // shim), and symlinks at the segment names ste reads. The directory is private from its
+    // creation: the watcher never gets in, ste's own shim runs, the victim is untouched.
+    let planter = c_program("shm_planter", &[]);
+    let evil = c_program("evil_shim", &["-shared", "-fPIC"]);
+    let victim = scratch("victim");
+    std::fs::write(&victim, "root only\n").unwrap();
+    set_mode(&victim, 0o600);
+    let mark = scratch("evil-ran");
+    let stop = scratch("stop");
+    let mut watcher = command_as(Who::Nobody, std::path::Path::new(&planter))
+        .arg("/dev/shm")
+        .arg(&evil)
+        .arg(&victim)
+        .arg(&stop)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(watcher.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line, "ready\n", "the watcher could not watch /dev/shm");
+    let fx = fixture_c();
+    const RUNS: usize = 5;
+    for _ in 0..RUNS {
+        let o = ste_with(
+            root_ptrace(),
+            &["--malloc"],
+            &[&fx, "count", "10", "100"],
+            |c| {
+                c.env("STE_TEST_EVIL_MARK", &mark);
+            },
+        );
+        assert_eq!(o.status(), 0, "{}", o.stderr());
+        // ste's shim ran: it counted the fixture's calls.
+        assert_eq!(only_image(o.run(), &fx, &o.stderr()).calls.malloc, 10);
+    }
+    std::fs::write(&stop, "").unwrap();
+    let mut tally = String::new();
+    std::io::Read::read_to_string(&mut out, &mut tally).unwrap();
+    assert!(watcher.wait().unwrap().success());
+    let count = |what: &str| -> u64 {
+        let mut words = tally.split_whitespace();
+        words.find(|w| *w == what);
+        words.next().and_then(|n| n.parse().ok()).expect(&tally)
+    };
+    assert!(
+        count("seen") >= RUNS as u64,
+        "the watcher saw every run: {tally}"
+    );
+    assert_eq!(count("entered"), 0, "{tally}");
+    assert_eq!(count("planted"), 0, "{tally}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root only\n");
+    assert!(!mark.exists(), "the planted library ran");
+}
+
+#[test]
+fn a_killed_runs_directory_is_swept_by_the_next_run() {
+    // A decoy named like the directory of a ste that is gone, but made by another user
+    // (uid 65533, which no other test runs as): not ste's to remove.
+    let decoy = format!(
+        "/dev/shm/ste-2147483000-5.malloc-decoy{}",
+        std::process::id()
+    );
+    let made = Command::new("setpriv")
+        .args([
+            "--reuid=65533",
+            "--regid=65533",
+            "--clear-groups",
+            "mkdir",
+            &decoy,
+        ])
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let json = scratch("killed.json");
+    let mut killed = ste_command(root_ptrace(), &[], &json, &["--malloc"], &["sleep", "30"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let dir = loop {
+        if let Some(d) = run_dirs_of(killed.id()).pop() {
+            break d;
+        }
+        assert!(std::time::Instant::now() < deadline, "no run directory");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    // SAFETY: signals ste's own pid; its tracee dies with it (PTRACE_O_EXITKILL).
+    unsafe { libc::kill(killed.id() as i32, libc::SIGKILL) };
+    killed.wait().unwrap();
+    let _ = std::fs::remove_file(&json);
+    let o = ste(root_ptrace(), &["--malloc"], &["true"]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    assert!(!dir.exists(), "{} was left behind", dir.display());
+    let kept = std::path::Path::new(&decoy).is_dir();
+    std::fs::remove_dir(&decoy).unwrap();
+    assert!(kept, "another user's directory was removed");
+}
+
+#[test]
+fn under_sudo_the_segments_are_read_as_under_root() {
+    // Under sudo the command runs as the invoking user (here nobody, as sudo would leave it in
+    // the environment), and ste's sampler keeps only CAP_SYS_PTRACE: the segments must still be
+    // readable to it, and to no other user. The command shows the modes it sees.
+    let fx = fixture_c();
+    let script = format!(
+        "stat -c '%U %G %a' \"$STE_MALLOC_DIR\" \"$STE_MALLOC_DIR\"/*; {fx} count 10 100; {fx} fragment 4 300"
+    );
+    let run = |sudo: bool| {
+        ste_with(
+            root_ptrace(),
+            &["--malloc", "--interval", "20ms"],
+            &["/bin/sh", "-c", &script],
+            |c| {
+                if sudo {
+                    c.env("SUDO_UID", "65534")
+                        .env("SUDO_GID", "65534")
+                        .env("SUDO_USER", "nobody");
+                }
+            },
+        )
+    };
+    let (root, sudo) = (run(false), run(true));
+    for (o, user) in [(&root, "root"), (&sudo, "nobody")] {
+        assert_eq!(o.status(), 0, "{}", o.stderr());
+        let out = o.stdout();
+        let mut lines = out.lines();
+        assert_eq!(lines.next(), Some(format!("{user} root 2770").as_str()));
+        // The shim (root's, readable) and the segments made so far (the user's, group root).
+        let mut rest: Vec<&str> = lines.collect();
+        rest.sort();
+        rest.dedup();
+        let mut want = [format!("{user} root 660"), "root root 644".to_string()];
+        want.sort();
+        assert_eq!(rest, want);
+    }
+    let images = |o: &Outcome| {
+        let mut v: Vec<(String, u64)> = o
+            .run()
+            .malloc
+            .as_ref()
+            .unwrap()
+            .images
+            .iter()
+            .map(|i| (i.program.clone(), i.calls.malloc))
+            .filter(|(p, _)| *p == fx)
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(images(&sudo), images(&root));
+    assert_eq!(images(&root).len(), 2);
+    let samples = |o: &Outcome| o.run().malloc.as_ref().unwrap().samples.len();
+    let (r, s) = (samples(&root), samples(&sudo));
+    assert!(r >= 10 && s * 2 >= r && r * 2 >= s, "root {r}, sudo {s}");
+}
+
+#[test]
+fn a_program_that_changed_user_is_reported_with_the_reason() {
+    // Root's run directory is root's: a program that changed to another user cannot open the
+    // shim in it (ld.so says so on its stderr), and the report says why it was not reached.
+    let fx = fixture_c();
+    let o = ste(
+        root_ptrace(),
+        &["--malloc"],
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            &fx,
+            "fragment",
+            "1",
+            "100",
+        ],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    assert_eq!(uncovered_reason(&o, &fx), UncoveredReason::OtherUser);
+    assert!(
+        o.stderr()
+            .contains("cannot open the shim in ste's private run directory"),
+        "{}",
+        o.stderr()
     );
 }
