@@ -3,8 +3,10 @@
  * tries at once to plant the shim's name, alternately as a file holding another library's bytes
  * and as a symlink to a victim file, plus symlinks at the first segment names.
  *
- *   shm_planter DIR LIBRARY VICTIM STOPFILE
+ *   shm_planter DIR LIBRARY VICTIM STOPFILE MARK
  *
+ * Only the directories of a ste whose command line contains MARK are attacked (the name gives
+ * ste's pid; /proc/PID/cmdline is readable by all): other tests' runs are left alone.
  * Prints "ready" once watching, and at the end (when STOPFILE exists)
  * "seen N entered N planted N": directories seen, opened, and names planted in them. */
 #define _GNU_SOURCE
@@ -22,6 +24,23 @@
 
 static char library[1 << 20];
 static ssize_t library_len;
+
+/* The pid of the ste that made the directory `name`: its first number. */
+static long ste_pid(const char *name) {
+    const char *digits = strpbrk(name, "0123456789");
+    return digits ? atol(digits) : 0;
+}
+
+static int marked(long pid, const char *mark) {
+    char path[64], cmdline[8192];
+    snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, cmdline, sizeof cmdline);
+    close(fd);
+    return n > 0 && memmem(cmdline, n, mark, strlen(mark)) != NULL;
+}
 
 static long now_us(void) {
     struct timespec t;
@@ -54,8 +73,7 @@ static void attack(int base, const char *name, const char *victim, int as_link, 
     *planted += done;
     /* Segment names of the command's first processes (pids just after ste's, which the
        directory's name gives): ste must never follow them. */
-    const char *digits = strpbrk(name, "0123456789");
-    long ste = digits ? atol(digits) : 0;
+    long ste = ste_pid(name);
     char seg[64];
     for (long pid = ste + 1; ste && pid < ste + 16; pid++) {
         snprintf(seg, sizeof seg, "%ld.0", pid);
@@ -65,8 +83,8 @@ static void attack(int base, const char *name, const char *victim, int as_link, 
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: shm_planter DIR LIBRARY VICTIM STOPFILE\n");
+    if (argc != 6) {
+        fprintf(stderr, "usage: shm_planter DIR LIBRARY VICTIM STOPFILE MARK\n");
         return 2;
     }
     int lib = open(argv[2], O_RDONLY);
@@ -91,7 +109,8 @@ int main(int argc, char **argv) {
         ssize_t n = read(in, buf, sizeof buf);
         for (char *e = buf; n > 0 && e < buf + n;) {
             struct inotify_event *ev = (struct inotify_event *)e;
-            if ((ev->mask & IN_ISDIR) && ev->len && strncmp(ev->name, "ste-", 4) == 0) {
+            if ((ev->mask & IN_ISDIR) && ev->len && strncmp(ev->name, "ste-", 4) == 0 &&
+                marked(ste_pid(ev->name), argv[5])) {
                 seen++;
                 attack(base, ev->name, argv[3], seen % 2, &entered, &planted);
             }
