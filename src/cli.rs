@@ -1,5 +1,6 @@
-//! The command line as typed: clap derive only, options grouped under help headings.
-//! `options.rs` turns this into checked settings; nothing else looks at clap types.
+//! The command line as typed: clap derive only, options grouped under help headings, and the
+//! one rule clap cannot say ([`Cli::parse_args`]). `options.rs` turns this into checked
+//! settings; nothing else looks at clap types.
 
 use crate::track::TrackerKind;
 use clap::{Args, Parser, ValueEnum};
@@ -13,7 +14,6 @@ use std::path::PathBuf;
     about = "Run a command and show where its time and memory went: every process, thread and exec of its tree, CPU time, and PSS over time.",
     long_about = None,
     after_help = "ste's report goes to stderr (or --output); the command's stdin, stdout, stderr, terminal, signals and exit status pass through.\nExit status: the command's; 128+N if signal N killed it; 127 command not found; 126 not executable; 125 ste's own failure.",
-    trailing_var_arg = true,
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
     subcommand_value_name = "SUBCOMMAND",
@@ -25,6 +25,43 @@ pub struct Cli {
 
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+impl Cli {
+    /// Parses ste's command line (`args` starts with the program's name). Options before the
+    /// command are ste's, so an unknown one is an error, not the command; the command starts
+    /// at the first word that is not an option or an option's value, or after `--`. With
+    /// options before it, a subcommand's name cannot be told from a program of that name
+    /// (`ste --tracker ptrace record -o f true`): clap takes it as the command, and this
+    /// refuses it, saying how to write either.
+    pub fn parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString>,
+    {
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        let cli = Cli::try_parse_from(&args)?;
+        if cli.subcommand.is_some() {
+            return Ok(cli);
+        }
+        // The command is the tail of the arguments (the trailing values keep any later `--`);
+        // an explicit `--` right before it says it is a program.
+        let command = &cli.run.command;
+        let before = args.len().checked_sub(command.len() + 1);
+        let explicit = before.is_some_and(|i| i == 0 || args[i] == "--");
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        cmd.build();
+        let name = command[0].to_string_lossy();
+        if !explicit && cmd.get_subcommands().any(|s| s.get_name() == name) {
+            return Err(cmd.error(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!(
+                    "'{name}' after options is ambiguous: for the subcommand, put ste's options after it ('ste {name} [OPTIONS] ...'); for a program named {name}, put '--' before it ('ste [OPTIONS] -- {name} ...')"
+                ),
+            ));
+        }
+        Ok(cli)
+    }
 }
 
 /// Jobs other than running a command. A command whose name is a subcommand's runs with
@@ -48,7 +85,12 @@ pub enum Subcommand {
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// The command to run, with its arguments.
-    #[arg(required = true, value_name = "COMMAND", allow_hyphen_values = true, num_args = 1..)]
+    #[arg(
+        required = true,
+        value_name = "COMMAND",
+        num_args = 1..,
+        trailing_var_arg = true
+    )]
     pub command: Vec<OsString>,
 
     #[command(flatten)]
@@ -423,6 +465,51 @@ mod tests {
         let cli = Cli::try_parse_from(["ste", "--", "run"]).unwrap();
         assert!(cli.subcommand.is_none());
         assert_eq!(cli.run.command, ["run"]);
+    }
+
+    #[test]
+    fn unknown_options_before_the_command_are_errors() {
+        use clap::error::ErrorKind;
+        let kind = |args: &[&str]| Cli::parse_args(args).unwrap_err().kind();
+        assert_eq!(
+            kind(&["ste", "--bogus", "true"]),
+            ErrorKind::UnknownArgument
+        );
+        assert_eq!(kind(&["ste", "-x", "true"]), ErrorKind::UnknownArgument);
+        assert_eq!(
+            kind(&["ste", "run", "--bogus", "true"]),
+            ErrorKind::UnknownArgument
+        );
+        let record = ["ste", "record", "-o", "r.ste", "--bogus", "true"];
+        assert_eq!(kind(&record), ErrorKind::UnknownArgument);
+        // After `--`, or once the command started, a word is the command's.
+        let cli = Cli::parse_args(["ste", "--", "--bogus", "x"]).unwrap();
+        assert_eq!(cli.run.command, ["--bogus", "x"]);
+        let cli = Cli::parse_args(["ste", "run", "true", "--bogus"]).unwrap();
+        assert!(
+            matches!(cli.subcommand, Some(Subcommand::Run(ref r)) if r.command == ["true", "--bogus"])
+        );
+        let cli = Cli::parse_args(["ste", "sh", "-c", "x", "--", "--", "y"]).unwrap();
+        assert_eq!(cli.run.command, ["sh", "-c", "x", "--", "--", "y"]);
+    }
+
+    #[test]
+    fn a_subcommand_after_options_is_an_error_never_a_program() {
+        let err = Cli::parse_args(["ste", "--tracker", "ptrace", "record", "-o", "f", "true"])
+            .unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        assert!(err.to_string().contains("-- record ...'"), "{err}");
+        for name in ["run", "monitor", "report", "maps", "help"] {
+            assert!(Cli::parse_args(["ste", "--tree", name]).is_err(), "{name}");
+            // Without options, or after `--`, it is clear.
+            let cli = Cli::parse_args(["ste", "--tree", "--", name]).unwrap();
+            assert_eq!(cli.run.command, [name]);
+        }
+        let cli = Cli::parse_args(["ste", "--", "record", "-o"]).unwrap();
+        assert_eq!(cli.run.command, ["record", "-o"]);
+        // A program that merely takes such a word is unaffected.
+        let cli = Cli::parse_args(["ste", "--tree", "git", "maps"]).unwrap();
+        assert_eq!(cli.run.command, ["git", "maps"]);
     }
 
     #[test]

@@ -1,23 +1,28 @@
 //! The report files a run writes when it is over (`--json`, `--html`, `--perfetto`).
 //!
-//! Owns opening them before the command starts (a bad path must not cost a run) and writing
-//! them from the finished Run, with errors that name the flag and the command's status. The
-//! formats themselves are `report`'s.
+//! Owns opening them before the command starts (a bad path must not cost a run; how a file is
+//! opened is `output`'s) and writing them from the finished Run, with errors that name the flag
+//! and the command's status. The formats themselves are `report`'s.
 
 use crate::model::Run;
 use crate::options::RunOptions;
+use crate::output::{self, Opened};
 use crate::report::{self, Format};
 use anyhow::{Context, Result};
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub struct Exports {
-    files: Vec<(Format, &'static str, File, PathBuf)>,
+    files: Vec<(Format, &'static str, Opened, PathBuf)>,
+}
+
+/// Opens the output `path` of option `flag`, with an error that names both.
+pub fn open(flag: &str, path: &Path) -> Result<Opened> {
+    output::open(path).with_context(|| format!("cannot create {flag} file {}", path.display()))
 }
 
 impl Exports {
-    /// Creates every requested file now.
+    /// Opens every requested file now; they are emptied by [`Exports::begin`].
     pub fn open(opts: &RunOptions) -> Result<Exports> {
         let mut files = Vec::new();
         for (format, flag, path) in [
@@ -26,17 +31,28 @@ impl Exports {
             (Format::Perfetto, "--perfetto", &opts.perfetto),
         ] {
             if let Some(p) = path {
-                let f = File::create(p)
-                    .with_context(|| format!("cannot create {flag} file {}", p.display()))?;
-                files.push((format, flag, f, p.clone()));
+                files.push((format, flag, open(flag, p)?, p.clone()));
             }
         }
         Ok(Exports { files })
     }
 
+    /// Empties the files that existed: once every output of the run is open, so that a refused
+    /// one costs no other its old content.
+    pub fn begin(&mut self) -> Result<()> {
+        for (_, flag, file, path) in &mut self.files {
+            file.begin()
+                .with_context(|| format!("cannot empty {flag} file {}", path.display()))?;
+        }
+        Ok(())
+    }
+
     /// Renders the run into each file.
     pub fn write(self, run: &Run, style: report::text::Style) -> Result<()> {
         for (format, flag, file, path) in self.files {
+            let file = file
+                .into_file()
+                .with_context(|| format!("cannot empty {flag} file {}", path.display()))?;
             let mut w = BufWriter::new(file);
             report::render(run, format, style, &mut w)
                 .and_then(|()| w.flush())

@@ -23,6 +23,12 @@
 //! where the command's first process starts relative to the loader's threads decides how the
 //! scheduler spreads the tree afterwards.
 //!
+//! The command gets ste's standard descriptors as they were when ste started, closed ones
+//! included: Rust's runtime opens `/dev/null` on a closed fd 0, 1 or 2 before `main` (so that
+//! no file ste opens lands there), and [`note_closed_standard_fds`], run before it, tells the
+//! child which of them to close again just before its exec. `ste cmd >&-` is then what
+//! `cmd >&-` is.
+//!
 //! `std::process::Command` is not used because `spawn` returns only after the exec, while ste
 //! must learn the pid and register it before the exec happens (see KERNEL-NOTES, ptrace).
 
@@ -31,6 +37,32 @@ use anyhow::{Context, Result, bail};
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// Which of fds 0, 1 and 2 were closed when ste started (bit N for fd N), as
+/// [`note_closed_standard_fds`] saw them.
+static CLOSED_AT_START: AtomicU8 = AtomicU8::new(0);
+
+/// Notes which standard descriptors are closed. Must run before Rust's runtime fills them
+/// with `/dev/null`: the binary registers it in `.init_array`, whose functions the C runtime
+/// runs before `main` (and so before the runtime's start-up). Without it, the command gets
+/// those `/dev/null`s.
+pub extern "C" fn note_closed_standard_fds() {
+    let mut closed = 0;
+    for fd in 0..3 {
+        // SAFETY: F_GETFD only reads the descriptor's flags.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            closed |= 1 << fd;
+        }
+    }
+    CLOSED_AT_START.store(closed, Ordering::Relaxed);
+}
+
+/// Whether standard descriptor `fd` was closed when ste started (Rust's runtime has held
+/// `/dev/null` there since).
+pub fn closed_at_start(fd: libc::c_int) -> bool {
+    (0..3).contains(&fd) && CLOSED_AT_START.load(Ordering::Relaxed) & (1 << fd) != 0
+}
 
 /// Makes ste the reaper of every orphan in its tree (`PR_SET_CHILD_SUBREAPER`).
 pub fn become_subreaper() -> Result<()> {
@@ -190,6 +222,7 @@ impl Prepared {
                 .map(|c| c.groups.clone())
                 .unwrap_or_default(),
             mask: *mask,
+            closed: CLOSED_AT_START.load(Ordering::Relaxed),
             _strings: strings,
         }));
         let started_ns = crate::sink::monotonic_ns();
@@ -285,6 +318,9 @@ struct ChildPlan {
     creds: Option<(libc::uid_t, libc::gid_t)>,
     groups: Vec<libc::gid_t>,
     mask: libc::sigset_t,
+    /// The standard descriptors to close before the exec (bit N for fd N): closed when ste
+    /// started, and `/dev/null` in ste since.
+    closed: u8,
     _strings: Strings,
 }
 
@@ -357,6 +393,11 @@ fn child_main(plan: &mut ChildPlan) -> ! {
         }
     }
     sys::close(plan.go);
+    for fd in 0..3 {
+        if plan.closed & (1 << fd) != 0 {
+            sys::close(fd);
+        }
+    }
     // execvp's rules: remember EACCES and keep looking; ENOENT/ENOTDIR keep looking; any
     // other error stops the search.
     let mut saw_eacces = false;

@@ -14,6 +14,7 @@ pub mod malloc;
 pub mod maps;
 pub mod model;
 pub mod options;
+pub mod output;
 pub mod phases;
 pub mod privilege;
 pub mod record;

@@ -1,12 +1,16 @@
 //! The `ste` binary: parse, run, exit with the command's status.
 
-use clap::Parser;
 use std::process::ExitCode;
 use ste::cli::{Cli, Subcommand};
 use ste::options::{MapsOptions, ReportOptions, RunOptions};
 
+/// Runs before Rust's runtime opens `/dev/null` on closed standard descriptors: see `launch`.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static NOTE_CLOSED_STANDARD_FDS: extern "C" fn() = ste::launch::note_closed_standard_fds;
+
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::parse_args(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();

@@ -140,9 +140,9 @@ impl WriteState {
 }
 
 impl Recording {
-    /// Creates the record file and writes its header.
+    /// Creates the record file (as an output: see `output.rs`) and writes its header.
     pub fn create(path: &Path, text_style: Style) -> io::Result<Recording> {
-        let file = File::create(path)?;
+        let file = crate::output::create(path)?;
         let mut state = WriteState {
             out: Some(BufWriter::with_capacity(
                 1 << 16,

@@ -29,8 +29,8 @@ pub fn run(opts: &ReportOptions) -> Result<i32> {
     };
     let result = match &opts.output {
         Some(path) => {
-            let file =
-                File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+            let file = crate::output::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
             let mut w = BufWriter::new(file);
             report::render(&run, opts.format, style, &mut w)
                 .and_then(|()| w.flush())

@@ -47,9 +47,14 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 }
 
 fn run_inner(opts: &RunOptions) -> Result<i32> {
-    // Open every output before the command starts: a bad path must not cost a run.
-    let mut out = Output::open(opts.output.as_deref())?;
-    let exports = Exports::open(opts)?;
+    // Open every output before the command starts: a bad path must not cost a run. Existing
+    // files are emptied once all are open (the record, opened last, at once).
+    let out = opts
+        .output
+        .as_deref()
+        .map(|p| crate::export::open("--output", p))
+        .transpose()?;
+    let mut exports = Exports::open(opts)?;
     let recording = match &opts.record {
         Some(p) => Some(
             Recording::create(p, opts.style)
@@ -57,6 +62,8 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         ),
         None => None,
     };
+    let mut out = Output::begin(out, opts.output.as_deref())?;
+    exports.begin()?;
 
     launch::become_subreaper()?;
     let creds = if opts.keep_root {
@@ -473,17 +480,18 @@ enum Output {
 }
 
 impl Output {
-    fn open(path: Option<&Path>) -> Result<Output> {
-        Ok(match path {
-            None => Output::Stderr,
-            Some(p) => Output::File(
+    /// The report's destination: stderr, or `file` (opened at `path`), emptied now.
+    fn begin(file: Option<crate::output::Opened>, path: Option<&Path>) -> Result<Output> {
+        Ok(match (file, path) {
+            (Some(f), Some(p)) => Output::File(
                 BufWriter::new(
-                    File::create(p)
-                        .with_context(|| format!("cannot create --output file {}", p.display()))?,
+                    f.into_file()
+                        .with_context(|| format!("cannot empty --output file {}", p.display()))?,
                 ),
                 p.to_path_buf(),
                 None,
             ),
+            _ => Output::Stderr,
         })
     }
 

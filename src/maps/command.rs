@@ -18,7 +18,7 @@ pub fn run(opts: MapsOptions) -> Result<i32> {
             // Open the JSON file first: a bad path must not cost the read.
             let json_file = match &json {
                 Some(p) => Some(
-                    std::fs::File::create(p)
+                    crate::output::create(p)
                         .with_context(|| format!("cannot create --json file {}", p.display()))?,
                 ),
                 None => None,

@@ -1,0 +1,348 @@
+//! Output files, the command line and closed standard descriptors (issue 19, items 2, 7, 8):
+//! names another user planted in a sticky world-writable directory are refused by root's ste
+//! and their targets left alone; under sudo the outputs belong to the invoking user; unknown
+//! options and a subcommand's name after options are errors, not programs; a closed stdout
+//! reaches the command closed.
+
+use crate::harness::*;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// One way of writing an output: ste's arguments, where `OUT` stands for the output's path and
+/// `RAN` for a file the command (if any) creates, so a refusal before it starts can be seen.
+struct Form {
+    name: &'static str,
+    args: Vec<String>,
+}
+
+impl Form {
+    fn args(&self, out: &Path, ran: &Path) -> Vec<String> {
+        self.args
+            .iter()
+            .map(|a| match a.as_str() {
+                "OUT" => s(out),
+                "RAN" => s(ran),
+                _ => a.clone(),
+            })
+            .collect()
+    }
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// Every output flag of ste, its subcommands included. `record` is a record `ste report` can
+/// read.
+fn forms(record: &Path) -> Vec<Form> {
+    let (record, me) = (s(record), std::process::id().to_string());
+    let command = ["--", "touch", "RAN"];
+    let forms: [(&str, &[&str]); 8] = [
+        ("-o", &["-o", "OUT"]),
+        ("--json", &["--json", "OUT"]),
+        ("--html", &["--html", "OUT"]),
+        ("--perfetto", &["--perfetto", "OUT"]),
+        ("record -o", &["record", "-o", "OUT"]),
+        ("maps --json -- COMMAND", &["maps", "--json", "OUT"]),
+        ("report -o", &["report", &record, "-f", "json", "-o", "OUT"]),
+        (
+            "maps PID --json",
+            &["maps", "--summary", "--json", "OUT", &me],
+        ),
+    ];
+    forms
+        .into_iter()
+        .map(|(name, args)| {
+            let runs = !name.starts_with("report") && !name.contains("PID");
+            let tail: &[&str] = if runs { &command } else { &[] };
+            Form {
+                name,
+                args: args.iter().chain(tail).map(|a| a.to_string()).collect(),
+            }
+        })
+        .collect()
+}
+
+/// A directory of its own in the shared one, with `mode`.
+fn dir(name: &str, mode: u32) -> PathBuf {
+    let d = scratch(name);
+    std::fs::create_dir(&d).unwrap();
+    set_mode(&d, mode);
+    d
+}
+
+fn run_ste(args: &[String], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(&bins().ste);
+    c.current_dir(&bins().dir)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("cannot run ste")
+}
+
+fn as_nobody(program: &str, args: &[&str]) {
+    let o = command_as(Who::Nobody, Path::new(program))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{program} {args:?}: {o:?}");
+}
+
+/// A record of `true`, for `ste report`.
+fn a_record() -> PathBuf {
+    let rec = scratch("source.ste");
+    let o = run_ste(
+        &["record", "-o", &s(&rec), "--", "true"].map(String::from),
+        &[],
+    );
+    assert!(o.status.success(), "{o:?}");
+    rec
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn names_planted_in_a_sticky_world_writable_directory_are_refused() {
+    // Root's secret, in a directory only root writes.
+    let private = dir("private", 0o755);
+    let victim = private.join("victim");
+    std::fs::write(&victim, "root's secret\n").unwrap();
+    set_mode(&victim, 0o600);
+    // The traps, in a directory like /tmp: planted by nobody (a link to the victim; a file of
+    // its own, which root's output would fill for nobody to read), and a hard link to the
+    // victim, which nobody could make where fs.protected_hardlinks is off (root makes it here).
+    let shared = dir("shared", 0o1777);
+    let link = shared.join("link");
+    let planted = shared.join("planted");
+    let linked = shared.join("linked");
+    as_nobody("/bin/ln", &["-s", &s(&victim), &s(&link)]);
+    as_nobody(
+        "/bin/sh",
+        &["-c", &format!("echo nobody\\'s > {}", s(&planted))],
+    );
+    std::fs::hard_link(&victim, &linked).unwrap();
+    // A link to the private directory, planted as a component of the path.
+    let via = shared.join("via");
+    as_nobody("/bin/ln", &["-s", &s(&private), &s(&via)]);
+    let record = a_record();
+    for form in forms(&record) {
+        for (trap, says) in [
+            (&link, "it is a symbolic link owned by uid 65534"),
+            (&planted, "it already exists, owned by uid 65534"),
+            (&linked, "1 other hard links"),
+            (
+                &via.join("victim"),
+                "its component \"via\" is a symbolic link",
+            ),
+        ] {
+            let ran = scratch("ran");
+            let o = run_ste(&form.args(trap, &ran), &[]);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(125), "{}: {err}", form.name);
+            let line = err.lines().find(|l| l.starts_with("ste: ")).unwrap_or("");
+            assert!(
+                line.contains(&s(trap)) && line.contains(says),
+                "{} at {}: {err}",
+                form.name,
+                trap.display()
+            );
+            assert!(!ran.exists(), "{}: the command ran", form.name);
+        }
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's secret\n");
+        assert_eq!(std::fs::metadata(&victim).unwrap().mode() & 0o7777, 0o600);
+        assert_eq!(std::fs::read_to_string(&planted).unwrap(), "nobody's\n");
+        // The same flag at a fresh path of the same directory works.
+        let fresh = shared.join(format!("fresh {}", form.name));
+        let ran = scratch("ran");
+        let o = run_ste(&form.args(&fresh, &ran), &[]);
+        assert_eq!(o.status.code(), Some(0), "{}: {}", form.name, stderr(&o));
+        let meta = std::fs::metadata(&fresh).unwrap();
+        assert!(meta.len() > 0, "{}: nothing written", form.name);
+        assert_eq!(meta.uid(), 0);
+    }
+}
+
+#[test]
+fn a_refused_output_costs_the_others_nothing() {
+    let shared = dir("shared", 0o1777);
+    let link = shared.join("link");
+    as_nobody("/bin/ln", &["-s", "/etc/hostname", &s(&link)]);
+    let report = scratch("report.txt");
+    std::fs::write(&report, "the last run's report\n").unwrap();
+    let ran = scratch("ran");
+    let args = [
+        "-o",
+        &s(&report),
+        "--json",
+        &s(&link),
+        "--",
+        "touch",
+        &s(&ran),
+    ];
+    let o = run_ste(&args.map(String::from), &[]);
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(&report).unwrap(),
+        "the last run's report\n"
+    );
+    assert!(!ran.exists());
+}
+
+#[test]
+fn under_sudo_outputs_belong_to_the_invoking_user() {
+    // ste tells sudo by SUDO_UID/SUDO_GID (as sudo sets them), so no sudo is needed here.
+    let sudo = [
+        ("SUDO_UID", "65534"),
+        ("SUDO_GID", "65534"),
+        ("SUDO_USER", "nobody"),
+    ];
+    let shared = dir("shared", 0o1777);
+    let record = a_record();
+    set_mode(&record, 0o644);
+    for form in forms(&record) {
+        let out = shared.join(format!("out {}", form.name));
+        let ran = scratch("ran");
+        let o = run_ste(&form.args(&out, &ran), &sudo);
+        assert_eq!(o.status.code(), Some(0), "{}: {}", form.name, stderr(&o));
+        let meta = std::fs::metadata(&out).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (65534, 65534), "{}", form.name);
+        assert!(meta.len() > 0, "{}: nothing written", form.name);
+    }
+    // What the user could not write is refused, as their shell's `>` would be: root's file,
+    // and a new file in root's directory.
+    let private = dir("private", 0o755);
+    let victim = private.join("victim");
+    std::fs::write(&victim, "root's\n").unwrap();
+    set_mode(&victim, 0o644);
+    for target in [victim.clone(), private.join("new")] {
+        let ran = scratch("ran");
+        let args = ["--json", &s(&target), "--", "touch", &s(&ran)];
+        let o = run_ste(&args.map(String::from), &sudo);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(125), "{err}");
+        assert!(err.contains("Permission denied"), "{err}");
+        assert!(!ran.exists());
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's\n");
+    assert!(!private.join("new").exists());
+}
+
+#[test]
+fn unknown_options_before_the_command_are_errors() {
+    let ran = scratch("ran");
+    let o = run_ste(&["--bogus", "touch", &s(&ran)].map(String::from), &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(
+        err.starts_with("error: unexpected argument '--bogus' found"),
+        "{err}"
+    );
+    assert!(!ran.exists());
+    // After `--` it is the command's name, and there is no such program.
+    let o = run_ste(&["--", "--bogus"].map(String::from), &[]);
+    assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--bogus: command not found"));
+    // Once the command started, its options are its own.
+    let o = run_ste(
+        &["-o", "/dev/null", "touch", "--", &s(&ran)].map(String::from),
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(ran.exists());
+}
+
+#[test]
+fn a_subcommand_after_options_is_an_error_not_a_program() {
+    let rec = scratch("r.ste");
+    let args = ["--tracker", "ptrace", "record", "-o", &s(&rec), "true"];
+    let o = run_ste(&args.map(String::from), &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(err.contains("'record' after options is ambiguous"), "{err}");
+    assert!(!rec.exists());
+    // Put after the subcommand, the options are the subcommand's.
+    let args = ["record", "--tracker", "ptrace", "-o", &s(&rec), "true"];
+    let o = run_ste(&args.map(String::from), &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(rec.exists());
+}
+
+/// What `sh -c SCRIPT` (under ste when `ste` is given) says about its fds 0, 1 and 2, when run
+/// with `close` (a shell redirection such as `>&-`) applied to it.
+fn descriptors_seen(ste: Option<&[&str]>, close: &str) -> (String, Output) {
+    let seen = scratch("fds");
+    let script = format!(
+        "exec 3>{}; for fd in 0 1 2; do if [ -e /proc/$$/fd/$fd ]; then echo $fd open >&3; else echo $fd closed >&3; fi; done",
+        s(&seen)
+    );
+    let mut c = Command::new("/bin/sh");
+    c.arg("-c").arg(format!(r#"exec "$@" {close}"#)).arg("sh");
+    if let Some(args) = ste {
+        c.arg(&bins().ste).args(args).arg("--");
+    }
+    let o = c.args(["/bin/sh", "-c", &script]).output().unwrap();
+    (std::fs::read_to_string(&seen).unwrap_or_default(), o)
+}
+
+#[test]
+fn closed_standard_descriptors_reach_the_command_closed() {
+    let json = scratch("closed.json");
+    let html = scratch("closed.html");
+    let report = scratch("closed.txt");
+    for (close, expect) in [
+        (">&-", "0 open\n1 closed\n2 open\n"),
+        ("<&-", "0 closed\n1 open\n2 open\n"),
+        ("2>&-", "0 open\n1 open\n2 closed\n"),
+        ("<&- >&- 2>&-", "0 closed\n1 closed\n2 closed\n"),
+    ] {
+        // The bare command is the ground truth.
+        let (bare, _) = descriptors_seen(None, close);
+        assert_eq!(bare, expect, "bare, {close}");
+        // With ste's own files open too: none of them lands on a closed descriptor.
+        let args = ["--json", &s(&json), "--html", &s(&html), "-o", &s(&report)];
+        let (seen, o) = descriptors_seen(Some(&args), close);
+        assert_eq!(seen, expect, "under ste, {close}: {}", stderr(&o));
+        assert_eq!(o.status.code(), Some(0), "{close}: {}", stderr(&o));
+        assert!(
+            std::fs::read_to_string(&report)
+                .unwrap()
+                .contains("Exit status: 0")
+        );
+        // The report on stderr, which may be closed: ste does not fail writing it.
+        let (seen, o) = descriptors_seen(Some(&[]), close);
+        assert_eq!(seen, expect, "under ste, {close}: {}", stderr(&o));
+        assert_eq!(o.status.code(), Some(0), "{close}: {}", stderr(&o));
+        if !close.contains("2>&-") {
+            assert!(stderr(&o).contains("Exit status: 0"), "{}", stderr(&o));
+        }
+    }
+    // An output named through the closed stdout is an error, not a write to nowhere.
+    let o = Command::new("/bin/sh")
+        .args(["-c", r#"exec "$0" --json /dev/stdout -- true >&-"#])
+        .arg(&bins().ste)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("it names ste's fd 1, which was closed when ste started"),
+        "{}",
+        stderr(&o)
+    );
+    // The pass-through of a closed stdout: the command's echo fails.
+    let mut c = Command::new("/bin/sh");
+    let o = c
+        .args([
+            "-c",
+            r#"exec "$0" -- sh -c 'echo x || echo closed >&2' >&-"#,
+        ])
+        .arg(&bins().ste)
+        .output()
+        .unwrap();
+    assert!(stderr(&o).contains("\nclosed\n"), "{}", stderr(&o));
+}
