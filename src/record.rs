@@ -74,8 +74,8 @@ impl Limits {
     pub const DEFAULT: Limits = Limits {
         header_bytes: 64 << 10,
         line_bytes: 64 << 20,
-        total_bytes: 8 << 30,
-        events: 40_000_000,
+        total_bytes: 4 << 30,
+        events: 20_000_000,
         t_ns: MAX_T_NS,
         width: MAX_WIDTH,
     };
@@ -284,7 +284,9 @@ pub enum LoadError {
         newest: u32,
         advice: &'static str,
     },
-    #[error("{path} is refused: {what} (the reader's limit is {limit}); it was not written by ste or is damaged")]
+    #[error(
+        "{path} is refused: {what} (the reader's limit is {limit}); it was not written by ste or is damaged"
+    )]
     Limit {
         path: PathBuf,
         what: String,

@@ -82,7 +82,8 @@ pub fn load(path: &Path) -> Result<(Run, Style)> {
         return Ok((load_json(path)?, JSON_STYLE));
     }
     // The messages quote the file (a version's generator, a serde error's value).
-    let loaded = record::load(path).map_err(|e| anyhow::anyhow!("{}", Escaped::str(&e.to_string())))?;
+    let loaded =
+        record::load(path).map_err(|e| anyhow::anyhow!("{}", Escaped::str(&e.to_string())))?;
     for w in loaded.warnings() {
         eprintln!("ste: {}: {}", path.display(), Escaped::str(&w));
     }
@@ -107,18 +108,22 @@ fn load_json(path: &Path) -> Result<Run> {
             path.display()
         );
     }
-    let run: Run = serde_json::from_reader(BufReader::new(file.take(MAX_RUN_JSON_BYTES)))
-        .map_err(|e| anyhow::anyhow!("{}", Escaped::str(&e.to_string())))
-        .with_context(|| {
-            format!(
-                "{} is JSON but not a run written by `ste --json`",
-                path.display()
-            )
-        })?;
+    read_json(BufReader::new(file)).with_context(|| {
+        format!(
+            "{} is JSON but not a run written by `ste --json`",
+            path.display()
+        )
+    })
+}
+
+/// A Run written by `--json`, read from `input` within [`MAX_RUN_JSON_BYTES`] and
+/// `record::MAX_T_NS`; the error quotes the input escaped.
+pub fn read_json(input: impl Read) -> Result<Run> {
+    let run: Run = serde_json::from_reader(input.take(MAX_RUN_JSON_BYTES))
+        .map_err(|e| anyhow::anyhow!("{}", Escaped::str(&e.to_string())))?;
     if let Some(t) = latest_time(&run).filter(|&t| t > record::MAX_T_NS) {
         bail!(
-            "{} is refused: it states a time of {t} ns, after a century of run (the limit is {} ns)",
-            path.display(),
+            "it states a time of {t} ns, after a century of run (the limit is {} ns)",
             record::MAX_T_NS
         );
     }

@@ -16,6 +16,12 @@ pub fn group_thousands(n: u64) -> String {
     out
 }
 
+/// The sum of figures, saturating: a crafted Run's figures near `u64::MAX` must not wrap a
+/// report's totals (no figure ste measures comes near).
+pub fn sum(figures: impl IntoIterator<Item = u64>) -> u64 {
+    figures.into_iter().fold(0, u64::saturating_add)
+}
+
 /// Milliseconds with thousands grouping, as the seed prints times: `1,229ms`.
 /// Rounds to the nearest millisecond.
 pub fn millis(ns: u64) -> String {

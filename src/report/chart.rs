@@ -247,7 +247,11 @@ mod tests {
             assert!(lines[13].contains('h'), "{lines:?}");
         }
         let lines = render(&[s(u64::MAX, u64::MAX)], 0, usize::MAX, 2, false);
-        assert!(lines.iter().all(|l| l.chars().count() <= crate::record::MAX_WIDTH));
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.chars().count() <= crate::record::MAX_WIDTH)
+        );
     }
 
     #[test]

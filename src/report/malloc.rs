@@ -5,8 +5,8 @@
 //!
 //! A pure function of the Run.
 
-use crate::model::{Escaped, Run};
 use crate::model::malloc::{AllocatorKind, ImageOrigin, MallocImage, MallocRun};
+use crate::model::{Escaped, Run};
 use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -235,8 +235,8 @@ fn render_image(i: &MallocImage, life_ns: Option<u64>, w: &mut dyn Write) -> io:
     };
     match &last.arenas {
         Some(arenas) => {
-            let heaps: u64 = arenas.iter().filter_map(|a| a.heaps).sum();
-            let free: u64 = arenas.iter().map(|a| a.free_bytes).sum();
+            let heaps = crate::units::sum(arenas.iter().filter_map(|a| a.heaps));
+            let free = crate::units::sum(arenas.iter().map(|a| a.free_bytes));
             writeln!(
                 w,
                 "    arenas ({}): {} (main: {} from sbrk; {} other{}: {} heap{}, {} mmap'd), {} free in them{}",

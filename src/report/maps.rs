@@ -382,7 +382,7 @@ fn render_anatomy(run: &Run, m: &ProcessMap, t_ns: u64, w: &mut dyn Write) -> io
                 )?;
             }
             if named.len() > TOP_PATHS {
-                let rest: u64 = named[TOP_PATHS..].iter().map(|(_, f)| f.pss_bytes).sum();
+                let rest = crate::units::sum(named[TOP_PATHS..].iter().map(|(_, f)| f.pss_bytes));
                 writeln!(
                     w,
                     "      {} more: PSS {}",

@@ -156,7 +156,10 @@ mod tests {
         assert!(!is_safe(hostile, true));
         // ste's own colours pass only with colours on, even when split across writes.
         let ours: &[&[u8]] = &[b"\x1b[1;3", b"2mEXEC:\x1b[0m x\xc2", b"\xa0y"];
-        assert_eq!(through(ours, true), "\x1b[1;32mEXEC:\x1b[0m x\u{a0}y".as_bytes());
+        assert_eq!(
+            through(ours, true),
+            "\x1b[1;32mEXEC:\x1b[0m x\u{a0}y".as_bytes()
+        );
         assert_eq!(
             through(ours, false),
             "\\x1b[1;32mEXEC:\\x1b[0m x\u{a0}y".as_bytes()
