@@ -903,6 +903,57 @@ mod tests {
         assert!(msg.contains("render it with a newer ste"), "{msg}");
     }
 
+    const SMALL: Limits = Limits {
+        header_bytes: 1000,
+        line_bytes: 300,
+        total_bytes: 4000,
+        events: 5,
+        t_ns: 1_000,
+        width: 100,
+    };
+
+    /// The refusal of `body` after the header under [`SMALL`].
+    fn refused(body: &str) -> String {
+        let err = read_with(Path::new("r.ste"), &gz(body)[..], &SMALL).unwrap_err();
+        assert!(matches!(err, LoadError::Limit { .. }), "{err}");
+        err.to_string()
+    }
+
+    #[test]
+    fn each_limit_is_refused_by_name() {
+        let note = |t: u64| format!("{{\"t_ns\":{t},\"kind\":\"note\",\"text\":\"x\"}}\n");
+        let five = note(1).repeat(5);
+        assert!(read_with(Path::new("r.ste"), &gz(&five)[..], &SMALL).is_ok());
+        let msg = refused(&note(1).repeat(6));
+        assert!(msg.contains("more than 5 events"), "{msg}");
+        let long = format!("{}\n", "x".repeat(301));
+        let msg = refused(&long);
+        assert!(msg.contains("line 2 is longer than 300 bytes"), "{msg}");
+        assert!(msg.contains("300 bytes for an event"), "{msg}");
+        // A line that never ends is refused as soon as it passes the limit.
+        assert!(refused(&"x".repeat(301)).contains("line 2"));
+        let msg = refused(&note(1_001));
+        assert!(msg.contains("line 2: its time 1001 ns"), "{msg}");
+        // The header's width: `style()` is 100 columns, the limit.
+        let narrow = Limits { width: 99, ..SMALL };
+        let err = read_with(Path::new("r.ste"), &gz(&five)[..], &narrow).unwrap_err();
+        assert!(err.to_string().contains("width of 100 columns"), "{err}");
+    }
+
+    #[test]
+    fn the_inflated_size_is_refused_by_name() {
+        let lines = format!("{}\n", "x".repeat(250)).repeat(4);
+        let limits = Limits {
+            total_bytes: 900,
+            ..SMALL
+        };
+        let err = read_with(Path::new("r.ste"), &gz(&lines)[..], &limits).unwrap_err();
+        assert!(
+            err.to_string().contains("inflates to more than 900 bytes"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn other_files_are_not_records() {
         let dir = tempfile::tempdir().unwrap();

@@ -2,8 +2,8 @@
 //! `schema_version`. Unknown values are `null`.
 //!
 //! Strings are escaped so the JSON is safe on a terminal too: serde_json escapes the C0
-//! controls, and this module the C1 ones (`U+0080`–`U+009F`, CSI among them) as `\u00XX`,
-//! which JSON readers decode to the same string.
+//! controls, and this module DEL and the C1 ones (`U+007F`–`U+009F`, CSI among them) as
+//! `\u00XX`, which JSON readers decode to the same string.
 
 use crate::model::Run;
 use serde_json::ser::{Formatter, PrettyFormatter};
@@ -25,7 +25,7 @@ impl Formatter for NoC1<'_> {
         fragment: &str,
     ) -> io::Result<()> {
         let mut rest = fragment;
-        while let Some(at) = rest.find(|c: char| ('\u{80}'..='\u{9f}').contains(&c)) {
+        while let Some(at) = rest.find(|c: char| ('\u{7f}'..='\u{9f}').contains(&c)) {
             w.write_all(&rest.as_bytes()[..at])?;
             let c = rest[at..].chars().next().unwrap_or_default();
             write!(w, "\\u{:04x}", u32::from(c))?;
@@ -70,12 +70,15 @@ mod tests {
     #[test]
     fn control_characters_in_strings_are_escaped_and_read_back() {
         let mut run = crate::recorder::Recorder::replay(Vec::<crate::event::Stamped>::new());
-        run.notes = vec!["a\u{1b}[31m\u{9b}2J\u{7}é".into()];
+        run.notes = vec!["a\u{1b}[31m\u{9b}2J\u{7}\u{7f}é".into()];
         let mut out = Vec::new();
         render(&run, &mut out).unwrap();
         assert!(crate::report::terminal::is_safe(&out, false));
         let text = String::from_utf8(out).unwrap();
-        assert!(text.contains(r#""a\u001b[31m\u009b2J\u0007é""#), "{text}");
+        assert!(
+            text.contains(r#""a\u001b[31m\u009b2J\u0007\u007fé""#),
+            "{text}"
+        );
         let back: Run = serde_json::from_str(&text).unwrap();
         assert_eq!(back.notes, run.notes);
     }

@@ -71,6 +71,19 @@ fn refuse(size: usize) {
     unsafe { libc::write(2, b.0.as_ptr().cast(), b.1) };
 }
 
+/// `allocate`'s block of `size` bytes, counted; null without calling it above [`MAX_ALLOC`].
+fn counted(size: usize, allocate: impl FnOnce() -> *mut u8) -> *mut u8 {
+    if size > MAX_ALLOC {
+        refuse(size);
+        return std::ptr::null_mut();
+    }
+    let p = allocate();
+    if !p.is_null() {
+        note(size as isize);
+    }
+    p
+}
+
 /// The system allocator, counting and capping.
 pub struct Counting;
 
@@ -78,29 +91,13 @@ pub struct Counting;
 // thread-local cells that never allocate.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if layout.size() > MAX_ALLOC {
-            refuse(layout.size());
-            return std::ptr::null_mut();
-        }
         // SAFETY: the caller's layout, as `GlobalAlloc::alloc` requires.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            note(layout.size() as isize);
-        }
-        p
+        counted(layout.size(), || unsafe { System.alloc(layout) })
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if layout.size() > MAX_ALLOC {
-            refuse(layout.size());
-            return std::ptr::null_mut();
-        }
         // SAFETY: as for `alloc`.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            note(layout.size() as isize);
-        }
-        p
+        counted(layout.size(), || unsafe { System.alloc_zeroed(layout) })
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -110,14 +107,12 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if new_size > MAX_ALLOC {
-            refuse(new_size);
-            return std::ptr::null_mut();
-        }
         // SAFETY: `ptr` was allocated by `System` with `layout`.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        let p = counted(new_size, || unsafe {
+            System.realloc(ptr, layout, new_size)
+        });
         if !p.is_null() {
-            note(new_size as isize - layout.size() as isize);
+            note(-(layout.size() as isize));
         }
         p
     }

@@ -38,17 +38,17 @@ const FORMATS: [Format; 6] = [
     Format::CsvProcesses,
 ];
 
-/// Renders `run` in every format; the text ones must be safe for a terminal.
+/// Renders `run` in every format; the ones meant for a terminal must be safe on one.
 fn render_all(run: &Run, style: Style) {
     for f in FORMATS {
         let mut out = Vec::new();
         report::render(run, f, style, &mut out).unwrap();
-        if matches!(f, Format::Text | Format::CsvProcesses) {
+        if matches!(f, Format::Text | Format::CsvProcesses | Format::Json) {
             assert!(
                 terminal::is_safe(&out, style.color),
                 "{} output carries a control character: {:?}",
                 f.name(),
-                String::from_utf8_lossy(&out)
+                unsafe_line(&out, style.color)
             );
         }
     }
@@ -59,6 +59,14 @@ fn render_all(run: &Run, style: Style) {
     };
     report::accounting::render_views(run, &mut views, style, all).unwrap();
     assert!(terminal::is_safe(&views, style.color));
+}
+
+/// The first line of `out` that is not safe on a terminal, for the failure message.
+fn unsafe_line(out: &[u8], colors: bool) -> String {
+    out.split(|&b| b == b'\n')
+        .find(|l| !terminal::is_safe(l, colors))
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .unwrap_or_default()
 }
 
 fn gzip(data: &[u8]) -> Vec<u8> {
