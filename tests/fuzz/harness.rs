@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Time each target fuzzes for in `cargo test`: the seven targets make about a minute of CPU
-/// in all, half of that on two cores. `STE_FUZZ_SECS` sets another budget for long runs by
+/// Time each fuzz test runs for in `cargo test`: the six make about 50 s of CPU in all, under
+/// half a minute on two cores. `STE_FUZZ_SECS` sets another budget for long runs by
 /// hand (e.g. `STE_FUZZ_SECS=600 cargo test --release --test fuzz`).
 pub const BUDGET: Duration = Duration::from_secs(8);
 /// The longest one input may run before it counts as a hang (debug builds, a large Run
