@@ -6,9 +6,9 @@
 //! does, from the same Run the live run had, so the text is the live run's, byte for byte.
 //!
 //! Both inputs may be hostile files: a record is read within `record::Limits`, a `--json` Run
-//! within [`MAX_RUN_JSON_BYTES`] and the same limit on times, and the width asked for or
-//! recorded within `record::MAX_WIDTH`. What the file says is escaped before it reaches the
-//! terminal.
+//! within [`MAX_RUN_JSON_BYTES`] and the same limit on times (`--width` is bounded by its
+//! type, a recorded width by the record's limits). What the file says is escaped before it
+//! reaches the terminal.
 
 use crate::model::{Escaped, Run};
 use crate::options::ReportOptions;
@@ -35,13 +35,6 @@ pub fn run(opts: &ReportOptions) -> Result<i32> {
         width: opts.width.unwrap_or(recorded.width),
         color: opts.color.unwrap_or(recorded.color),
     };
-    if style.width > record::MAX_WIDTH {
-        bail!(
-            "a text width of {} columns is refused (the limit is {})",
-            style.width,
-            record::MAX_WIDTH
-        );
-    }
     let result = match &opts.output {
         Some(path) => {
             let file =
