@@ -17,13 +17,14 @@ use ste::report::terminal::is_safe;
 const HOSTILE: &str = "\x1b[31mred\x1b]0;title\x07";
 const SHOWN: &str = r"\x1b[31mred\x1b]0;title\x07";
 
-/// A copy of /bin/true named [`HOSTILE`], in a directory every user can reach.
-fn hostile_true() -> PathBuf {
+/// A copy of /bin/sleep named [`HOSTILE`], in a directory every user can reach (sleep, not
+/// true: netlink reads argv from /proc, so the program must outlive its exec event).
+fn hostile_sleep() -> PathBuf {
     let dir = scratch("hostile");
     std::fs::create_dir(&dir).unwrap();
     set_mode(&dir, 0o755);
     let bin = dir.join(HOSTILE);
-    std::fs::copy("/bin/true", &bin).unwrap();
+    std::fs::copy("/bin/sleep", &bin).unwrap();
     set_mode(&bin, 0o755);
     bin
 }
@@ -37,8 +38,12 @@ fn assert_safe(what: &str, bytes: &[u8]) {
 }
 
 matrix!(escape_laden_program_name, |mode: Mode| {
-    let bin = hostile_true();
-    let o = ste(mode, &["--tree", "--top", "3"], &[bin.to_str().unwrap()]);
+    let bin = hostile_sleep();
+    let o = ste(
+        mode,
+        &["--tree", "--top", "3"],
+        &[bin.to_str().unwrap(), "0.1"],
+    );
     assert_eq!(o.status(), 0, "{}", o.stderr());
     assert!(o.output.stdout.is_empty(), "{}", o.stdout());
     assert_safe("stderr", &o.output.stderr);
