@@ -18,6 +18,11 @@
 //! an event kind or a field does not change it: an older ste skips kinds it does not know and
 //! says how many it skipped; fields it does not know are ignored. A record of a newer
 //! `record_version` is refused with a message naming both versions.
+//!
+//! Limits: a record is read from a file anyone may hand to `ste report`, so the reader bounds
+//! what it holds before judging it ([`Limits`]): the header line, every event line, the
+//! inflated stream, the number of events, their times and the recorded width. Each refusal
+//! names the limit it hit; nothing is allocated in proportion to a number the file states.
 
 use crate::event::{Event, Stamped};
 use crate::report::text::Style;
@@ -44,6 +49,42 @@ pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// deflate level: 3 compresses the 2,000-exec loop's events in 9 ms of CPU to 112 KB where
 /// the default 6 takes 25 ms for 100 KB, and the writer runs in ste's event loop.
 const LEVEL: u32 = 3;
+
+/// What the reader accepts, each limit far above what ste writes, so that a file made to
+/// exhaust memory or time is refused early and by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The header line; ste writes about 400 bytes.
+    pub header_bytes: usize,
+    /// One event line. The largest ste writes is an exec whose argv is at the kernel's cap
+    /// (6 MiB of argv and environment), up to four JSON bytes per byte when not UTF-8.
+    pub line_bytes: usize,
+    /// The inflated stream: the record of 100,000 processes holds 55 MB.
+    pub total_bytes: u64,
+    /// Event lines: the record of 100,000 processes holds 400,000.
+    pub events: u64,
+    /// An event's time since launch: a century, so that time arithmetic on a Run cannot wrap.
+    pub t_ns: u64,
+    /// The recorded text width: the widest `--width` takes.
+    pub width: usize,
+}
+
+impl Limits {
+    /// The limits `ste report` reads with.
+    pub const DEFAULT: Limits = Limits {
+        header_bytes: 64 << 10,
+        line_bytes: 64 << 20,
+        total_bytes: 4 << 30,
+        events: 20_000_000,
+        t_ns: MAX_T_NS,
+        width: MAX_WIDTH,
+    };
+}
+
+/// A century in nanoseconds: the longest run time a record or a Run may state.
+pub const MAX_T_NS: u64 = 100 * 365 * 24 * 3600 * 1_000_000_000;
+/// The widest text layout a record may state (the widest `--width` takes).
+pub const MAX_WIDTH: usize = u16::MAX as usize;
 
 /// The first line of a record.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -243,6 +284,14 @@ pub enum LoadError {
         newest: u32,
         advice: &'static str,
     },
+    #[error(
+        "{path} is refused: {what} (the reader's limit is {limit}); it was not written by ste or is damaged"
+    )]
+    Limit {
+        path: PathBuf,
+        what: String,
+        limit: String,
+    },
     #[error("{path}, line {line}: {why}")]
     Corrupt {
         path: PathBuf,
@@ -334,16 +383,107 @@ pub fn load(path: &Path) -> Result<Loaded, LoadError> {
     read(path, BufReader::with_capacity(1 << 16, file))
 }
 
-/// Reads a record from a byte stream (`path` only names it in messages).
+/// Reads a record from a byte stream (`path` only names it in messages), within
+/// [`Limits::DEFAULT`].
+pub fn read(path: &Path, compressed: impl BufRead) -> Result<Loaded, LoadError> {
+    read_with(path, compressed, &Limits::DEFAULT)
+}
+
+/// The inflated stream, read up to the first limit it passes.
+struct Inflated {
+    data: Vec<u8>,
+    /// The stream ended in an error (no gzip trailer, a damaged end); `data` holds what was
+    /// inflated before it.
+    cut_off: bool,
+}
+
+/// Inflates the stream while checking, at every read, the limits on the whole, on each line
+/// and on the number of lines, so that a file is refused as soon as it passes one.
+fn inflate(path: &Path, compressed: impl BufRead, limits: &Limits) -> Result<Inflated, LoadError> {
+    let over = |what: String, limit: String| LoadError::Limit {
+        path: path.to_path_buf(),
+        what,
+        limit,
+    };
+    let mut decoder = MultiGzDecoder::new(compressed);
+    let mut data = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    // Where the line being read starts, and how many lines ended before it.
+    let mut line_start = 0usize;
+    let mut lines = 0u64;
+    let line_limit = |lines: u64| {
+        if lines == 0 {
+            limits.header_bytes
+        } else {
+            limits.line_bytes
+        }
+    };
+    let too_long = |lines: u64| {
+        over(
+            format!(
+                "line {} is longer than {} bytes",
+                lines + 1,
+                line_limit(lines)
+            ),
+            format!(
+                "{} bytes for {}",
+                line_limit(lines),
+                if lines == 0 { "the header" } else { "an event" }
+            ),
+        )
+    };
+    let cut_off = loop {
+        let n = match decoder.read(&mut buf) {
+            Ok(0) => break false,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break true,
+        };
+        let chunk = &buf[..n];
+        if (data.len() + n) as u64 > limits.total_bytes {
+            return Err(over(
+                format!("it inflates to more than {} bytes", limits.total_bytes),
+                format!("{} bytes of JSON lines", limits.total_bytes),
+            ));
+        }
+        let mut from = 0;
+        while let Some(p) = chunk[from..].iter().position(|&b| b == b'\n') {
+            let end = data.len() + from + p;
+            if end - line_start > line_limit(lines) {
+                return Err(too_long(lines));
+            }
+            line_start = end + 1;
+            lines += 1;
+            from += p + 1;
+        }
+        // The header is not an event.
+        if lines.saturating_sub(1) > limits.events {
+            return Err(over(
+                format!("it holds more than {} events", limits.events),
+                format!("{} events", limits.events),
+            ));
+        }
+        data.extend_from_slice(chunk);
+        if data.len() - line_start > line_limit(lines) {
+            return Err(too_long(lines));
+        }
+    };
+    Ok(Inflated { data, cut_off })
+}
+
+/// Reads a record from a byte stream within `limits`.
 ///
 /// The stream is inflated whole, then its lines are parsed on every CPU: parsing is most of
 /// the cost (a record of 100,000 processes holds 400,000 lines, 55 MB of JSON).
-pub fn read(path: &Path, compressed: impl BufRead) -> Result<Loaded, LoadError> {
-    let mut data = Vec::new();
-    // On an error (no gzip trailer, a damaged end), what was inflated before it is kept.
-    let mut cut_off = MultiGzDecoder::new(compressed)
-        .read_to_end(&mut data)
-        .is_err();
+pub fn read_with(
+    path: &Path,
+    compressed: impl BufRead,
+    limits: &Limits,
+) -> Result<Loaded, LoadError> {
+    let Inflated {
+        mut data,
+        mut cut_off,
+    } = inflate(path, compressed, limits)?;
     let not_a_record = |why: String| LoadError::NotARecord {
         path: path.to_path_buf(),
         why,
@@ -356,6 +496,16 @@ pub fn read(path: &Path, compressed: impl BufRead) -> Result<Loaded, LoadError> 
         }));
     };
     let header = header(path, &data[..first_end])?;
+    if header.text_style.width > limits.width {
+        return Err(LoadError::Limit {
+            path: path.to_path_buf(),
+            what: format!(
+                "its header states a text width of {} columns",
+                header.text_style.width
+            ),
+            limit: format!("{} columns", limits.width),
+        });
+    }
     let mut end = data.len();
     match data[first_end + 1..].iter().rposition(|&b| b == b'\n') {
         Some(last) => {
@@ -393,7 +543,7 @@ pub fn read(path: &Path, compressed: impl BufRead) -> Result<Loaded, LoadError> 
     let parsed: Vec<Result<Parsed, LoadError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = chunks
             .into_iter()
-            .map(|(first, chunk)| scope.spawn(move || parse_lines(path, first, chunk)))
+            .map(|(first, chunk)| scope.spawn(move || parse_lines(path, first, chunk, limits)))
             .collect();
         handles
             .into_iter()
@@ -476,7 +626,12 @@ struct Parsed {
 }
 
 /// Parses whole event lines; `first` is the number of the first in the file.
-fn parse_lines(path: &Path, first: u64, chunk: &mut [u8]) -> Result<Parsed, LoadError> {
+fn parse_lines(
+    path: &Path,
+    first: u64,
+    chunk: &mut [u8],
+    limits: &Limits,
+) -> Result<Parsed, LoadError> {
     let mut out = Parsed {
         events: Vec::with_capacity(chunk.len() / 120),
         unknown_kinds: Default::default(),
@@ -486,6 +641,17 @@ fn parse_lines(path: &Path, first: u64, chunk: &mut [u8]) -> Result<Parsed, Load
             continue;
         }
         match parse_event(line) {
+            Ok(e) if e.t_ns > limits.t_ns => {
+                return Err(LoadError::Limit {
+                    path: path.to_path_buf(),
+                    what: format!(
+                        "line {}: its time {} ns is after a century of run",
+                        first + k as u64,
+                        e.t_ns
+                    ),
+                    limit: format!("{} ns", limits.t_ns),
+                });
+            }
             Ok(e) => out.events.push(e),
             Err(err) => match unknown_kind(line) {
                 Some(kind) => *out.unknown_kinds.entry(kind).or_default() += 1,
@@ -735,6 +901,57 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("version 7, written by ste 9.0.0"), "{msg}");
         assert!(msg.contains("render it with a newer ste"), "{msg}");
+    }
+
+    const SMALL: Limits = Limits {
+        header_bytes: 1000,
+        line_bytes: 300,
+        total_bytes: 4000,
+        events: 5,
+        t_ns: 1_000,
+        width: 100,
+    };
+
+    /// The refusal of `body` after the header under [`SMALL`].
+    fn refused(body: &str) -> String {
+        let err = read_with(Path::new("r.ste"), &gz(body)[..], &SMALL).unwrap_err();
+        assert!(matches!(err, LoadError::Limit { .. }), "{err}");
+        err.to_string()
+    }
+
+    #[test]
+    fn each_limit_is_refused_by_name() {
+        let note = |t: u64| format!("{{\"t_ns\":{t},\"kind\":\"note\",\"text\":\"x\"}}\n");
+        let five = note(1).repeat(5);
+        assert!(read_with(Path::new("r.ste"), &gz(&five)[..], &SMALL).is_ok());
+        let msg = refused(&note(1).repeat(6));
+        assert!(msg.contains("more than 5 events"), "{msg}");
+        let long = format!("{}\n", "x".repeat(301));
+        let msg = refused(&long);
+        assert!(msg.contains("line 2 is longer than 300 bytes"), "{msg}");
+        assert!(msg.contains("300 bytes for an event"), "{msg}");
+        // A line that never ends is refused as soon as it passes the limit.
+        assert!(refused(&"x".repeat(301)).contains("line 2"));
+        let msg = refused(&note(1_001));
+        assert!(msg.contains("line 2: its time 1001 ns"), "{msg}");
+        // The header's width: `style()` is 100 columns, the limit.
+        let narrow = Limits { width: 99, ..SMALL };
+        let err = read_with(Path::new("r.ste"), &gz(&five)[..], &narrow).unwrap_err();
+        assert!(err.to_string().contains("width of 100 columns"), "{err}");
+    }
+
+    #[test]
+    fn the_inflated_size_is_refused_by_name() {
+        let lines = format!("{}\n", "x".repeat(250)).repeat(4);
+        let limits = Limits {
+            total_bytes: 900,
+            ..SMALL
+        };
+        let err = read_with(Path::new("r.ste"), &gz(&lines)[..], &limits).unwrap_err();
+        assert!(
+            err.to_string().contains("inflates to more than 900 bytes"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -294,10 +294,11 @@ impl Recorder {
                 exits_missed,
             } => {
                 let lost = &mut self.run.overhead.lost;
-                lost.overruns += overruns;
-                lost.events_at_most += events_at_most;
-                lost.found_by_resync += found_by_resync;
-                lost.exits_missed += exits_missed;
+                // Saturating: a crafted record's increments must not wrap the counts.
+                lost.overruns = lost.overruns.saturating_add(*overruns);
+                lost.events_at_most = lost.events_at_most.saturating_add(*events_at_most);
+                lost.found_by_resync = lost.found_by_resync.saturating_add(*found_by_resync);
+                lost.exits_missed = lost.exits_missed.saturating_add(*exits_missed);
             }
             Event::SamplerDone { info } => self.run.sampler = info.clone(),
             Event::End {
@@ -374,7 +375,8 @@ impl Recorder {
             still_running = self.live.len() as u64;
         } else {
             // The tree was fully reaped, so these processes are gone: their ends were lost.
-            run.overhead.lost.exits_missed += self.live.len() as u64;
+            run.overhead.lost.exits_missed =
+                (run.overhead.lost.exits_missed).saturating_add(self.live.len() as u64);
         }
         if let Some(reason) = &self.stopped_waiting {
             run.notes.push(format!(

@@ -16,10 +16,18 @@ pub fn group_thousands(n: u64) -> String {
     out
 }
 
+/// The sum of figures, saturating: a crafted Run's figures near `u64::MAX` must not wrap a
+/// report's totals (no figure ste measures comes near).
+pub fn sum(figures: impl IntoIterator<Item = u64>) -> u64 {
+    figures.into_iter().fold(0, u64::saturating_add)
+}
+
 /// Milliseconds with thousands grouping, as the seed prints times: `1,229ms`.
 /// Rounds to the nearest millisecond.
 pub fn millis(ns: u64) -> String {
-    format!("{}ms", group_thousands((ns + 500_000) / 1_000_000))
+    // Not `(ns + 500_000) / 1_000_000`: a hostile record's time near u64::MAX would wrap.
+    let rounded = ns / 1_000_000 + u64::from(ns % 1_000_000 >= 500_000);
+    format!("{}ms", group_thousands(rounded))
 }
 
 /// Binary-prefixed size with up to three significant digits: `512 B`, `1.5 KiB`, `1.00 GiB`.

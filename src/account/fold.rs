@@ -217,7 +217,8 @@ fn time(run: &Run, delays_on: bool) -> Option<TimeBreakdown> {
     let mut any = false;
     let add = |acc: &mut Option<u64>, v: Option<u64>| {
         if let Some(v) = v {
-            *acc = Some(acc.unwrap_or(0) + v);
+            // Saturating: a crafted record's figures must not wrap the sum.
+            *acc = Some(acc.unwrap_or(0).saturating_add(v));
         }
     };
     for p in &run.processes {
@@ -255,10 +256,12 @@ fn time(run: &Run, delays_on: bool) -> Option<TimeBreakdown> {
         return None;
     }
     if let Some(total) = t.task_time_ns {
-        let accounted = t.cpu_ns.unwrap_or(0)
-            + t.run_queue_ns.unwrap_or(0)
-            + t.blkio_ns.unwrap_or(0)
-            + t.swap_reclaim_ns.unwrap_or(0);
+        let accounted = crate::units::sum([
+            t.cpu_ns.unwrap_or(0),
+            t.run_queue_ns.unwrap_or(0),
+            t.blkio_ns.unwrap_or(0),
+            t.swap_reclaim_ns.unwrap_or(0),
+        ]);
         t.other_ns = Some(total.saturating_sub(accounted));
     }
     t.from = sources.join(" + ");
@@ -308,7 +311,7 @@ fn critical_path(run: &Run) -> Vec<PathLink> {
         let start = procs[i].start_ns;
         let kids = &children[i];
         // The child ending last at or before t (1 ms of tolerance for time-stamp order).
-        let pos = kids.partition_point(|&c| subtree_end[c] <= t + 1_000_000);
+        let pos = kids.partition_point(|&c| subtree_end[c] <= t.saturating_add(1_000_000));
         let pick = kids[..pos]
             .iter()
             .rev()
@@ -320,14 +323,16 @@ fn critical_path(run: &Run) -> Vec<PathLink> {
                 let ce = subtree_end[c];
                 // The process's own time after the child, within its own life.
                 let own_end = t.min(end_of(&procs[i]));
-                *own.entry(i).or_default() += own_end.saturating_sub(ce);
+                let o = own.entry(i).or_default();
+                *o = o.saturating_add(own_end.saturating_sub(ce));
                 t = procs[c].start_ns;
                 // First this process before the child, then the child (popped first).
                 work.push((i, t));
                 work.push((c, ce));
             }
             None => {
-                *own.entry(i).or_default() += t.min(end_of(&procs[i])).saturating_sub(start);
+                let o = own.entry(i).or_default();
+                *o = o.saturating_add(t.min(end_of(&procs[i])).saturating_sub(start));
             }
         }
     }

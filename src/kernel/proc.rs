@@ -177,12 +177,13 @@ pub fn parse_statm_resident(text: &str) -> Option<u64> {
     text.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
-/// A `N kB` value of a /proc status-like line, in bytes (a bare number counts as kB too).
+/// A `N kB` value of a /proc status-like line, in bytes (a bare number counts as kB too);
+/// `None` for a value whose bytes do not fit in u64 (no kernel writes one).
 pub(crate) fn kb_value(rest: &str) -> Option<u64> {
     let mut it = rest.split_ascii_whitespace();
     let n: u64 = it.next()?.parse().ok()?;
     match it.next() {
-        Some("kB") | None => Some(n * 1024),
+        Some("kB") | None => n.checked_mul(1024),
         _ => None,
     }
 }
@@ -291,7 +292,7 @@ impl ProcFs {
 
     pub fn statm_resident_bytes(&mut self, pid: i32) -> io::Result<Option<u64>> {
         let page = page_size();
-        Ok(parse_statm_resident(self.read_str(pid, "statm")?).map(|p| p * page))
+        Ok(parse_statm_resident(self.read_str(pid, "statm")?).and_then(|p| p.checked_mul(page)))
     }
 
     /// (on-CPU ns, run-queue wait ns) of one task.

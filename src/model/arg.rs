@@ -25,26 +25,7 @@ impl Arg {
     /// `\xNN` (with `\n`, `\t`, `\\` spelled out), and an argument that would not survive a shell
     /// unquoted (spaces, quotes, empty) is wrapped in single quotes.
     pub fn escaped(&self) -> String {
-        let mut out = String::with_capacity(self.0.len() + 2);
-        for chunk in self.0.utf8_chunks() {
-            for c in chunk.valid().chars() {
-                match c {
-                    '\n' => out.push_str("\\n"),
-                    '\t' => out.push_str("\\t"),
-                    '\\' => out.push_str("\\\\"),
-                    c if c.is_control() => {
-                        let mut buf = [0u8; 4];
-                        for b in c.encode_utf8(&mut buf).bytes() {
-                            let _ = write!(out, "\\x{b:02x}");
-                        }
-                    }
-                    c => out.push(c),
-                }
-            }
-            for b in chunk.invalid() {
-                let _ = write!(out, "\\x{b:02x}");
-            }
-        }
+        let out = Escaped(&self.0).to_string();
         let needs_quotes = self.0.is_empty()
             || self.0.iter().any(|b| {
                 matches!(
@@ -93,6 +74,51 @@ impl From<Vec<u8>> for Arg {
 impl std::fmt::Debug for Arg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:?}", String::from_utf8_lossy(&self.0))
+    }
+}
+
+/// Bytes made safe for a terminal, the way argv is in `EXEC:` lines: control characters
+/// (ESC, BEL, C1 codes such as CSI) and invalid UTF-8 become `\xNN`, with `\n`, `\t` and `\\`
+/// spelled out. Every string a text report takes from a traced program, /proc or a record goes
+/// through it, so no such string can move the cursor, set a title or change colours.
+#[derive(Clone, Copy)]
+pub struct Escaped<'a>(pub &'a [u8]);
+
+impl<'a> Escaped<'a> {
+    pub fn str(s: &'a str) -> Escaped<'a> {
+        Escaped(s.as_bytes())
+    }
+}
+
+impl std::fmt::Display for Escaped<'_> {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for chunk in self.0.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                match c {
+                    '\n' => out.write_str("\\n")?,
+                    '\t' => out.write_str("\\t")?,
+                    '\\' => out.write_str("\\\\")?,
+                    c if c.is_control() => {
+                        let mut buf = [0u8; 4];
+                        for b in c.encode_utf8(&mut buf).bytes() {
+                            write!(out, "\\x{b:02x}")?;
+                        }
+                    }
+                    c => out.write_char(c)?,
+                }
+            }
+            for b in chunk.invalid() {
+                write!(out, "\\x{b:02x}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An argument shown in text is escaped (without the shell quoting of [`Arg::escaped`]).
+impl std::fmt::Display for Arg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        Escaped(&self.0).fmt(f)
     }
 }
 
@@ -149,6 +175,11 @@ mod tests {
         assert_eq!(Arg::from("it's").escaped(), r"'it'\''s'");
         assert_eq!(Arg(b"x\x01\n\xffy".to_vec()).escaped(), r"x\x01\n\xffy");
         assert_eq!(Arg::from("é").escaped(), "é");
+        let hostile = "\x1b[31mred\x1b]0;title\x07\u{9b}2J";
+        assert_eq!(
+            Escaped::str(hostile).to_string(),
+            r"\x1b[31mred\x1b]0;title\x07\xc2\x9b2J"
+        );
     }
 
     #[test]

@@ -125,7 +125,17 @@ pub struct MallocCalls {
 
 impl MallocCalls {
     pub fn total(&self) -> u64 {
-        self.malloc + self.calloc + self.realloc + self.memalign + self.free + self.free_null
+        // Saturating: a crafted Run's counts must not wrap the total.
+        [
+            self.malloc,
+            self.calloc,
+            self.realloc,
+            self.memalign,
+            self.free,
+            self.free_null,
+        ]
+        .into_iter()
+        .fold(0, u64::saturating_add)
     }
 }
 

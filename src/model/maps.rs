@@ -145,18 +145,19 @@ pub struct MappingFigures {
 }
 
 impl MappingFigures {
+    /// Saturating: a crafted Run's figures must not wrap a report's totals.
     pub fn add(&mut self, o: &MappingFigures) {
-        self.size_bytes += o.size_bytes;
-        self.rss_bytes += o.rss_bytes;
-        self.pss_bytes += o.pss_bytes;
-        self.anon_bytes += o.anon_bytes;
-        self.file_bytes += o.file_bytes;
-        self.dirty_bytes += o.dirty_bytes;
-        self.shared_bytes += o.shared_bytes;
-        self.swap_bytes += o.swap_bytes;
-        self.swap_pss_bytes += o.swap_pss_bytes;
-        self.thp_bytes += o.thp_bytes;
-        self.locked_bytes += o.locked_bytes;
+        self.size_bytes = self.size_bytes.saturating_add(o.size_bytes);
+        self.rss_bytes = self.rss_bytes.saturating_add(o.rss_bytes);
+        self.pss_bytes = self.pss_bytes.saturating_add(o.pss_bytes);
+        self.anon_bytes = self.anon_bytes.saturating_add(o.anon_bytes);
+        self.file_bytes = self.file_bytes.saturating_add(o.file_bytes);
+        self.dirty_bytes = self.dirty_bytes.saturating_add(o.dirty_bytes);
+        self.shared_bytes = self.shared_bytes.saturating_add(o.shared_bytes);
+        self.swap_bytes = self.swap_bytes.saturating_add(o.swap_bytes);
+        self.swap_pss_bytes = self.swap_pss_bytes.saturating_add(o.swap_pss_bytes);
+        self.thp_bytes = self.thp_bytes.saturating_add(o.thp_bytes);
+        self.locked_bytes = self.locked_bytes.saturating_add(o.locked_bytes);
     }
 }
 
@@ -177,11 +178,11 @@ pub struct PteCounts {
 
 impl PteCounts {
     pub fn add(&mut self, o: &PteCounts) {
-        self.present += o.present;
-        self.swapped += o.swapped;
-        self.exclusive += o.exclusive;
-        self.soft_dirty += o.soft_dirty;
-        self.file_or_shared += o.file_or_shared;
+        self.present = self.present.saturating_add(o.present);
+        self.swapped = self.swapped.saturating_add(o.swapped);
+        self.exclusive = self.exclusive.saturating_add(o.exclusive);
+        self.soft_dirty = self.soft_dirty.saturating_add(o.soft_dirty);
+        self.file_or_shared = self.file_or_shared.saturating_add(o.file_or_shared);
     }
 }
 

@@ -102,8 +102,8 @@ pub struct CallCount {
 impl CallCount {
     /// Adds `other` (the same call) into this one.
     pub fn merge(&mut self, other: &CallCount) {
-        self.calls += other.calls;
-        self.errors += other.errors;
+        self.calls = self.calls.saturating_add(other.calls);
+        self.errors = self.errors.saturating_add(other.errors);
         self.total_ns = sum_opt(self.total_ns, other.total_ns);
         self.max_ns = self.max_ns.max(other.max_ns);
     }
@@ -111,7 +111,7 @@ impl CallCount {
 
 fn sum_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
-        (Some(a), Some(b)) => Some(a + b),
+        (Some(a), Some(b)) => Some(a.saturating_add(b)),
         (a, b) => a.or(b),
     }
 }

@@ -402,6 +402,10 @@ fn row_line(p: &Process, r: &Row, prefix: &str, width: usize) -> String {
 
 /// `--tree` and `--top N`, after the summary.
 pub fn render_views(run: &Run, w: &mut dyn Write, style: Style, views: Views) -> io::Result<()> {
+    crate::report::terminal::through(w, style.color, |w| views_of(run, w, style, views))
+}
+
+fn views_of(run: &Run, w: &mut dyn Write, style: Style, views: Views) -> io::Result<()> {
     if views.tree {
         tree(run, w, style)?;
     }

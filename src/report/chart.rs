@@ -5,6 +5,10 @@
 //! A pure function of the samples. The curve is sample-and-hold (a value stays until the next
 //! sample) and each column shows the highest value within its time slice, so no peak between
 //! columns disappears.
+//!
+//! Its arithmetic cannot wrap or loop on any Run (a hostile record's times and sizes near
+//! `u64::MAX`, any width): products are taken in `u128`, the time axis has at most one tick
+//! per label's room, and the plot is at most `record::MAX_WIDTH` columns.
 
 use crate::model::Sample;
 use crate::units::{bytes_human, duration_human};
@@ -30,7 +34,7 @@ pub fn render(
         (0usize, bytes_human(top)),
         (
             height / 2,
-            bytes_human(top - top * (height / 2) as u64 / height as u64),
+            bytes_human(top - (u128::from(top) * (height / 2) as u128 / height as u128) as u64),
         ),
     ];
     let label_w = labels
@@ -39,8 +43,13 @@ pub fn render(
         .max()
         .unwrap_or(1)
         .max(3);
-    let plot_w = width.saturating_sub(label_w + 2).max(10);
-    let end_ns = end_ns.max(samples.last().map_or(1, |s| s.t_ns + 1)).max(1);
+    let plot_w = width
+        .min(crate::record::MAX_WIDTH)
+        .saturating_sub(label_w + 2)
+        .max(10);
+    let end_ns = end_ns
+        .max(samples.last().map_or(1, |s| s.t_ns.saturating_add(1)))
+        .max(1);
     let columns = column_values(samples, end_ns, plot_w);
 
     let mut lines = Vec::with_capacity(height + 2);
@@ -118,34 +127,39 @@ fn nice_ceiling(v: u64) -> u64 {
 
 /// The time axis line (`─` with `┬` at ticks) and the tick labels below it.
 fn time_axis(end_ns: u64, width: usize) -> (String, String) {
-    // The largest tick count whose labels fit, on a 1-2-5 step.
+    // The largest tick count whose labels fit, on a 1-2-5 step. In u128: the step that fits
+    // a time near u64::MAX is above it.
     let longest = duration_human(end_ns).chars().count() + 2;
-    let max_ticks = (width / longest.max(6)).max(1) as u64;
-    let mut step = 1u64;
-    loop {
-        let fits = [1, 2, 5]
+    let max_ticks = (width / longest.max(6)).max(1) as u128;
+    let end = u128::from(end_ns);
+    let mut step = 1u128;
+    let step = loop {
+        if let Some(s) = [1, 2, 5]
             .into_iter()
             .map(|m| m * step)
-            .find(|s| end_ns / s <= max_ticks);
-        if let Some(s) = fits {
-            step = s;
-            break;
+            .find(|s| end / s <= max_ticks)
+        {
+            break s;
         }
         step *= 10;
-    }
+    };
     let mut axis: Vec<char> = vec!['─'; width];
     let mut labels: Vec<char> = vec![' '; width];
-    let mut t = 0;
-    while t <= end_ns {
-        let col = ((u128::from(t) * width as u128) / u128::from(end_ns)) as usize;
-        let text: Vec<char> = duration_human(t).chars().collect();
+    // At most `max_ticks + 1` ticks.
+    let mut t = 0u128;
+    while t <= end {
+        let col = (t * width as u128 / end) as usize;
+        let text: Vec<char> = duration_human(t as u64).chars().collect();
         if col < width {
             axis[col] = '┬';
         }
         // A label starts under its tick, or ends at the right edge when it would overflow.
         let start = col.min(width.saturating_sub(text.len()));
         let free = start == 0 || labels[start - 1] == ' ';
-        if free && labels[start..start + text.len()].iter().all(|&c| c == ' ') {
+        if free
+            && start + text.len() <= width
+            && labels[start..start + text.len()].iter().all(|&c| c == ' ')
+        {
             labels[start..start + text.len()].copy_from_slice(&text);
         }
         t += step;
@@ -222,6 +236,22 @@ mod tests {
             false,
         );
         assert!(hour.last().unwrap().contains("m"), "{hour:?}");
+    }
+
+    #[test]
+    fn times_and_sizes_near_the_top_of_u64_end() {
+        // A hostile record's times: the axis used to wrap `t += step` and loop forever.
+        for end in [u64::MAX, u64::MAX - 1, u64::MAX / 3, 1 << 63] {
+            let lines = render(&[s(0, 1), s(end, u64::MAX)], end, 80, 12, false);
+            assert_eq!(lines.len(), 14);
+            assert!(lines[13].contains('h'), "{lines:?}");
+        }
+        let lines = render(&[s(u64::MAX, u64::MAX)], 0, usize::MAX, 2, false);
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.chars().count() <= crate::record::MAX_WIDTH)
+        );
     }
 
     #[test]

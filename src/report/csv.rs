@@ -26,6 +26,10 @@ pub fn render_samples(run: &Run, w: &mut dyn Write) -> io::Result<()> {
 /// `t_ns,pid,program,pss_bytes,cpu_ns`, one row per process read in each round. `program` is
 /// what the process ran at that moment.
 pub fn render_process_samples(run: &Run, w: &mut dyn Write) -> io::Result<()> {
+    crate::report::terminal::through(w, false, |w| process_samples(run, w))
+}
+
+fn process_samples(run: &Run, w: &mut dyn Write) -> io::Result<()> {
     let tree = Tree::new(run);
     writeln!(w, "t_ns,pid,program,pss_bytes,cpu_ns")?;
     for s in &run.samples {

@@ -183,7 +183,8 @@ pub fn view(run: &Run) -> View {
     };
     let mut weight: HashMap<String, u64> = HashMap::new();
     for r in &reads {
-        *weight.entry(base(r.process)).or_default() += r.pss_bytes;
+        let w = weight.entry(base(r.process)).or_default();
+        *w = w.saturating_add(r.pss_bytes);
     }
     let mut programs: Vec<String> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();

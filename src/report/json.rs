@@ -1,10 +1,85 @@
 //! The Run as JSON (`--json`): the schema is the serde form of `model::Run`, versioned by
 //! `schema_version`. Unknown values are `null`.
+//!
+//! Strings are escaped so the JSON is safe on a terminal too: serde_json escapes the C0
+//! controls, and this module DEL and the C1 ones (`U+007F`–`U+009F`, CSI among them) as
+//! `\u00XX`, which JSON readers decode to the same string.
 
 use crate::model::Run;
+use serde_json::ser::{Formatter, PrettyFormatter};
 use std::io::{self, Write};
 
 pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *w, run).map_err(io::Error::other)?;
+    let mut ser = serde_json::Serializer::with_formatter(&mut *w, NoC1(PrettyFormatter::new()));
+    serde::Serialize::serialize(run, &mut ser).map_err(io::Error::other)?;
     writeln!(w)
+}
+
+/// serde_json's pretty layout, with C1 controls in strings escaped.
+struct NoC1<'a>(PrettyFormatter<'a>);
+
+impl Formatter for NoC1<'_> {
+    fn write_string_fragment<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let mut rest = fragment;
+        while let Some(at) = rest.find(|c: char| ('\u{7f}'..='\u{9f}').contains(&c)) {
+            w.write_all(&rest.as_bytes()[..at])?;
+            let c = rest[at..].chars().next().unwrap_or_default();
+            write!(w, "\\u{:04x}", u32::from(c))?;
+            rest = &rest[at + c.len_utf8()..];
+        }
+        w.write_all(rest.as_bytes())
+    }
+
+    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_in_strings_are_escaped_and_read_back() {
+        let mut run = crate::recorder::Recorder::replay(Vec::<crate::event::Stamped>::new());
+        run.notes = vec!["a\u{1b}[31m\u{9b}2J\u{7}\u{7f}é".into()];
+        let mut out = Vec::new();
+        render(&run, &mut out).unwrap();
+        assert!(crate::report::terminal::is_safe(&out, false));
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(r#""a\u001b[31m\u009b2J\u0007\u007fé""#),
+            "{text}"
+        );
+        let back: Run = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.notes, run.notes);
+    }
 }

@@ -5,8 +5,8 @@
 //!
 //! A pure function of the Run.
 
-use crate::model::Run;
 use crate::model::malloc::{AllocatorKind, ImageOrigin, MallocImage, MallocRun};
+use crate::model::{Escaped, Run};
 use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -39,7 +39,7 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
             w,
             "  not reached: pid {} {} (at {}): {}",
             u.pid,
-            u.program,
+            Escaped::str(&u.program),
             millis(u.t_ns),
             u.reason.text()
         )?;
@@ -112,7 +112,7 @@ fn render_image(i: &MallocImage, life_ns: Option<u64>, w: &mut dyn Write) -> io:
         w,
         "  pid {} {} ({origin} at {}, {} thread{}{})",
         i.pid,
-        i.program,
+        Escaped::str(&i.program),
         millis(i.t_ns),
         i.threads,
         if i.threads == 1 { "" } else { "s" },
@@ -130,13 +130,13 @@ fn render_image(i: &MallocImage, life_ns: Option<u64>, w: &mut dyn Write) -> io:
             return writeln!(
                 w,
                 "    its own malloc ({}): the shim sees none of its calls",
-                i.allocator.path
+                Escaped::str(&i.allocator.path)
             );
         }
         AllocatorKind::Library => writeln!(
             w,
             "    allocator: {} (not glibc's: calls and bytes only)",
-            i.allocator.path
+            Escaped::str(&i.allocator.path)
         )?,
         AllocatorKind::Glibc | AllocatorKind::Unknown => {}
     }
@@ -235,8 +235,8 @@ fn render_image(i: &MallocImage, life_ns: Option<u64>, w: &mut dyn Write) -> io:
     };
     match &last.arenas {
         Some(arenas) => {
-            let heaps: u64 = arenas.iter().filter_map(|a| a.heaps).sum();
-            let free: u64 = arenas.iter().map(|a| a.free_bytes).sum();
+            let heaps = crate::units::sum(arenas.iter().filter_map(|a| a.heaps));
+            let free = crate::units::sum(arenas.iter().map(|a| a.free_bytes));
             writeln!(
                 w,
                 "    arenas ({}): {} (main: {} from sbrk; {} other{}: {} heap{}, {} mmap'd), {} free in them{}",

@@ -8,7 +8,7 @@ use crate::model::maps::{
     MappingFigures, MappingKind, MemoryAtPeak, PAGE_FLAGS, PAGE_TABLE_LETTERS, PageState,
     PagesFrom, ProcessMap,
 };
-use crate::model::{Process, Run};
+use crate::model::{Escaped, Process, Run};
 use crate::report::text::program;
 use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
 use std::collections::BTreeMap;
@@ -21,6 +21,10 @@ pub fn render_process(
     summary: bool,
     w: &mut dyn Write,
 ) -> io::Result<()> {
+    crate::report::terminal::through(w, false, |w| process_map(map, name, summary, w))
+}
+
+fn process_map(map: &ProcessMap, name: &str, summary: bool, w: &mut dyn Write) -> io::Result<()> {
     writeln!(
         w,
         "pid {} ({name}): {} mappings, RSS {}, PSS {}",
@@ -33,7 +37,7 @@ pub fn render_process(
     if !summary {
         render_legend(map, w)?;
         for m in &map.mappings {
-            let path = if m.path.is_empty() { "" } else { &m.path };
+            let path = Escaped::str(&m.path);
             writeln!(
                 w,
                 "{:x}-{:x} {} {:08x} {} {} {path}  [{}]",
@@ -378,7 +382,7 @@ fn render_anatomy(run: &Run, m: &ProcessMap, t_ns: u64, w: &mut dyn Write) -> io
                 )?;
             }
             if named.len() > TOP_PATHS {
-                let rest: u64 = named[TOP_PATHS..].iter().map(|(_, f)| f.pss_bytes).sum();
+                let rest = crate::units::sum(named[TOP_PATHS..].iter().map(|(_, f)| f.pss_bytes));
                 writeln!(
                     w,
                     "      {} more: PSS {}",

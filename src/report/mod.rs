@@ -14,6 +14,7 @@ pub mod maps;
 pub mod names;
 pub mod perfetto;
 pub mod syscalls;
+pub mod terminal;
 pub mod text;
 
 use crate::model::Run;

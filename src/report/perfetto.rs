@@ -262,7 +262,7 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
             if let Some(d) = r.cpu_delta_ns {
                 let span = s.t_ns.saturating_sub(r.since_ns).max(1);
                 t.counter(r.since_ns, "CPU", pid, "cores", d as f64 / span as f64);
-                *cpu_ns.get_or_insert(0) += d;
+                cpu_ns = Some(cpu_ns.unwrap_or(0u64).saturating_add(d));
             }
         }
         if let (Some(p), Some(c)) = (prev_t, cpu_ns) {

@@ -5,7 +5,7 @@
 //! A pure function of a Run; prints nothing when system calls were not counted.
 
 use crate::model::{ImageCalls, Run, SyscallRow, Syscalls};
-use crate::units::{duration_human, group_thousands};
+use crate::units::{duration_human, group_thousands, sum};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
@@ -20,10 +20,10 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
     let Some(sc) = &run.syscalls else {
         return Ok(());
     };
-    let total: u64 = sc.calls.iter().map(|r| r.calls).sum();
-    let failed: u64 = sc.calls.iter().map(|r| r.errors).sum();
+    let total = sum(sc.calls.iter().map(|r| r.calls));
+    let failed = sum(sc.calls.iter().map(|r| r.errors));
     let time = if sc.timed {
-        let ns: u64 = sc.calls.iter().filter_map(|r| r.total_ns).sum();
+        let ns = sum(sc.calls.iter().filter_map(|r| r.total_ns));
         format!(", {} in calls", duration_human(ns))
     } else {
         String::new()
@@ -118,9 +118,9 @@ fn table(sc: &Syscalls, w: &mut dyn Write) -> io::Result<()> {
         groups.entry(r.group.as_str()).or_default().push(r);
     }
     let sums = |rows: &[&SyscallRow]| Sums {
-        calls: rows.iter().map(|r| r.calls).sum(),
-        errors: rows.iter().map(|r| r.errors).sum(),
-        total_ns: rows.iter().filter_map(|r| r.total_ns).sum(),
+        calls: sum(rows.iter().map(|r| r.calls)),
+        errors: sum(rows.iter().map(|r| r.errors)),
+        total_ns: sum(rows.iter().filter_map(|r| r.total_ns)),
         max_ns: rows.iter().filter_map(|r| r.max_ns).max().unwrap_or(0),
     };
     let mut order: Vec<(&str, Vec<&SyscallRow>, Sums)> = groups
@@ -291,9 +291,9 @@ fn programs(run: &Run, sc: &Syscalls, w: &mut dyn Write) -> io::Result<()> {
         *images += 1;
         for c in &image.calls {
             let u = calls.entry((c.compat, c.nr)).or_default();
-            u.calls += c.calls;
-            u.errors += c.errors;
-            u.ns += c.total_ns.unwrap_or(0);
+            u.calls = u.calls.saturating_add(c.calls);
+            u.errors = u.errors.saturating_add(c.errors);
+            u.ns = u.ns.saturating_add(c.total_ns.unwrap_or(0));
         }
     }
     let names: BTreeMap<(bool, u32), String> = sc
@@ -305,9 +305,9 @@ fn programs(run: &Run, sc: &Syscalls, w: &mut dyn Write) -> io::Result<()> {
         .into_iter()
         .map(|(prog, (images, calls))| {
             let total = calls.values().fold(Use::default(), |a, u| Use {
-                calls: a.calls + u.calls,
-                errors: a.errors + u.errors,
-                ns: a.ns + u.ns,
+                calls: a.calls.saturating_add(u.calls),
+                errors: a.errors.saturating_add(u.errors),
+                ns: a.ns.saturating_add(u.ns),
             });
             let mut top: Vec<((bool, u32), Use)> = calls.into_iter().collect();
             top.sort_by(|a, b| b.1.calls.cmp(&a.1.calls).then(a.0.cmp(&b.0)));

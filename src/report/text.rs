@@ -3,9 +3,12 @@
 //!
 //! A pure function of a Run. The live view prints `exec_line` as execs happen; `ste report`
 //! prints the same lines from a finished Run, so both outputs are identical.
+//!
+//! Every line goes through `terminal` (no control character from a traced program, /proc or a
+//! record reaches the terminal), and the strings it quotes are escaped where it takes them.
 
-use crate::model::{Exec, Process, Run, join_escaped, signal_name};
-use crate::report::{chart, names, syscalls};
+use crate::model::{Escaped, Exec, Process, Run, join_escaped, signal_name};
+use crate::report::{chart, names, syscalls, terminal};
 use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
 use std::io::{self, Write};
 
@@ -40,6 +43,10 @@ pub fn exec_line(p: &Process, e: &Exec, style: Style) -> String {
 
 /// Every exec of the run, in the order they happened.
 pub fn render_execs(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
+    terminal::through(w, style.color, |w| execs(run, w, style))
+}
+
+fn execs(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     let mut all: Vec<(&Process, &Exec)> = run
         .processes
         .iter()
@@ -60,6 +67,10 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
 
 /// The summary printed when the run is over.
 pub fn render_summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
+    terminal::through(w, style.color, |w| summary(run, w, style))
+}
+
+fn summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     let t = &run.totals;
     writeln!(w, "Num threads = {}", group_thousands(t.threads))?;
     writeln!(w, "Num process = {}", group_thousands(t.processes))?;
@@ -110,7 +121,7 @@ pub fn render_summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<
     crate::report::malloc::render(run, w)?;
     syscalls::render(run, w)?;
     for note in &run.notes {
-        writeln!(w, "Note: {note}")?;
+        writeln!(w, "Note: {}", Escaped::str(note))?;
     }
     Ok(())
 }
@@ -137,8 +148,12 @@ fn exit_text(run: &Run) -> String {
 }
 
 /// The program a process ran last, for short mentions (`sleep`), or how it came to be.
+/// Escaped: the name is the program's choice.
 pub fn program(p: &Process) -> String {
-    names::last_program(p).unwrap_or_else(|| "forked, no exec".to_string())
+    names::last_program(p).map_or_else(
+        || "forked, no exec".to_string(),
+        |name| Escaped::str(&name).to_string(),
+    )
 }
 
 fn peak_rss_text(run: &Run) -> String {

@@ -49,13 +49,9 @@ impl ImageTally {
                 }
             })
             .collect();
-        let total: u64 = sc.calls.iter().map(|r| r.calls).sum();
-        let in_images: u64 = sc
-            .images
-            .iter()
-            .flat_map(|i| &i.calls)
-            .map(|c| c.calls)
-            .sum();
+        // Saturating: a crafted record's counts must not wrap.
+        let total = crate::units::sum(sc.calls.iter().map(|r| r.calls));
+        let in_images = crate::units::sum(sc.images.iter().flat_map(|i| &i.calls).map(|c| c.calls));
         sc.uncounted.per_process_missing = total.saturating_sub(in_images);
     }
 }

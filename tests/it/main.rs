@@ -3,6 +3,7 @@
 mod accounting;
 mod bpf_loader;
 mod core;
+mod crafted;
 mod harness;
 mod json;
 mod malloc;

@@ -1,0 +1,191 @@
+//! Hostile input through the real binary (issue 19): a program named with terminal escapes
+//! under every tracker, a record whose notes and kinds carry escapes, and the crafted records
+//! and Runs that made `ste report` crash, hang or exhaust memory, each refused with exit 125 and
+//! one line naming its limit, in bounded time and memory.
+
+use crate::harness::*;
+use crate::matrix;
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use ste::report::terminal::is_safe;
+
+/// What an escape-laden name must look like in a report: escaped, as EXEC lines do.
+const HOSTILE: &str = "\x1b[31mred\x1b]0;title\x07";
+const SHOWN: &str = r"\x1b[31mred\x1b]0;title\x07";
+
+/// A copy of /bin/sleep named [`HOSTILE`], in a directory every user can reach (sleep, not
+/// true: netlink reads argv from /proc, so the program must outlive its exec event).
+fn hostile_sleep() -> PathBuf {
+    let dir = scratch("hostile");
+    std::fs::create_dir(&dir).unwrap();
+    set_mode(&dir, 0o755);
+    let bin = dir.join(HOSTILE);
+    std::fs::copy("/bin/sleep", &bin).unwrap();
+    set_mode(&bin, 0o755);
+    bin
+}
+
+fn assert_safe(what: &str, bytes: &[u8]) {
+    assert!(
+        is_safe(bytes, false),
+        "{what} carries a raw control character:\n{}",
+        String::from_utf8_lossy(bytes)
+    );
+}
+
+matrix!(escape_laden_program_name, |mode: Mode| {
+    let bin = hostile_sleep();
+    let o = ste(
+        mode,
+        &["--tree", "--top", "3"],
+        &[bin.to_str().unwrap(), "0.1"],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    assert!(o.output.stdout.is_empty(), "{}", o.stdout());
+    assert_safe("stderr", &o.output.stderr);
+    let err = o.stderr();
+    let exec = o.exec_lines();
+    assert!(exec.iter().any(|l| l.contains(SHOWN)), "{exec:?}");
+    let peak = err.lines().find(|l| l.starts_with("Peak RSS:")).unwrap();
+    if o.run().totals.peak_rss_bytes.is_some() {
+        assert!(peak.contains(SHOWN), "{peak}");
+    }
+    // The EXEC line and a memory line (Peak RSS, or the largest process peak).
+    assert!(err.matches(SHOWN).count() >= 2, "{err}");
+});
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = GzEncoder::new(Vec::new(), Compression::fast());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn corpus(kind: &str, name: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fuzz/corpus")
+        .join(kind)
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A record file made of a corpus entry's JSON lines.
+fn record_file(entry: &str) -> PathBuf {
+    let path = scratch("crafted.ste");
+    std::fs::write(&path, gzip(&corpus("record", entry))).unwrap();
+    path
+}
+
+/// `ste report ARGS…`: its exit status, stdout, stderr, and its peak RSS in bytes (wait4),
+/// killed and failed after `limit`.
+// The child is reaped by wait4, which gives its peak RSS, or killed and waited for.
+#[allow(clippy::zombie_processes)]
+fn report(args: &[&std::ffi::OsStr], limit: Duration) -> (i32, Vec<u8>, Vec<u8>, u64) {
+    let out = scratch("report.out");
+    let err = scratch("report.err");
+    let mut child = Command::new(&bins().ste)
+        .arg("report")
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let pid = child.id() as libc::pid_t;
+    let (status, rss) = loop {
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is valid; wait4 fills it.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for our own child; the pointers are to live locals.
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r == pid {
+            break (status, usage.ru_maxrss as u64 * 1024);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ste report {args:?} ran longer than {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(
+        libc::WIFEXITED(status),
+        "ste report {args:?}: status {status:#x}"
+    );
+    (
+        libc::WEXITSTATUS(status),
+        std::fs::read(out).unwrap(),
+        std::fs::read(err).unwrap(),
+        rss,
+    )
+}
+
+#[test]
+fn a_record_with_escape_laden_notes_and_kinds() {
+    let rec = record_file("escapes.jsonl");
+    let (status, out, err, _) = report(&[rec.as_os_str()], Duration::from_secs(60));
+    let text = String::from_utf8_lossy(&out);
+    assert_eq!(status, 0, "{}", String::from_utf8_lossy(&err));
+    assert_safe("stdout", &out);
+    assert_safe("stderr", &err);
+    assert!(text.contains(&format!("Note: note {SHOWN}")), "{text}");
+    // The unknown kind is named in a warning, escaped.
+    assert!(String::from_utf8_lossy(&err).contains(r"\x1b[31mred"));
+    for format in ["csv-processes", "json"] {
+        let (status, out, _, _) = report(
+            &[rec.as_os_str(), "--format".as_ref(), format.as_ref()],
+            Duration::from_secs(60),
+        );
+        assert_eq!(status, 0);
+        assert_safe(format, &out);
+    }
+}
+
+/// The issue's crafted inputs: each refused with 125 and one line naming its limit, nothing on
+/// stdout, in bounded time.
+#[test]
+fn crafted_records_and_runs_are_refused_by_name() {
+    let json_run = scratch("crafted.json");
+    std::fs::write(&json_run, corpus("run", "crash-wall-ns-near-u64-max.json")).unwrap();
+    for (file, says) in [
+        (
+            record_file("crash-width-u64-max.jsonl"),
+            "text width of 18446744073709551615 columns",
+        ),
+        (
+            record_file("crash-width-i32-max.jsonl"),
+            "text width of 2147483647 columns",
+        ),
+        (
+            record_file("crash-t-ns-near-u64-max.jsonl"),
+            "after a century of run",
+        ),
+        (json_run, "after a century of run"),
+    ] {
+        let (status, out, err, _) = report(&[file.as_os_str()], Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&err);
+        assert_eq!(status, 125, "{err}");
+        assert!(out.is_empty());
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(says) && err.contains("limit is"), "{err}");
+    }
+}
+
+/// A gzip whose first line is 1 GiB (1,024 members of 1 MiB of `a`, 1 MB in all) is refused
+/// at the header's limit, without holding the line.
+#[test]
+fn a_gibibyte_first_line_is_refused_without_reading_it_whole() {
+    let member = gzip(&vec![b'a'; 1 << 20]);
+    let path = scratch("bomb.ste");
+    std::fs::write(&path, member.repeat(1024)).unwrap();
+    let (status, _, err, rss) = report(&[path.as_os_str()], Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&err);
+    assert_eq!(status, 125, "{err}");
+    assert!(err.contains("line 1 is longer than"), "{err}");
+    assert!(rss < 64 << 20, "peak RSS {rss} bytes to refuse it");
+}
