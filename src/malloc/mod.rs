@@ -578,12 +578,18 @@ fn held_peak(h: &segment::Header, c: &segment::Counts, to_run: impl Fn(u64) -> u
     let dated = |t: u64| (t != 0).then(|| to_run(t));
     if h.threads <= 1 && h.overflow_threads == 0 {
         let peak = (inherited + c.peak_net_sum as i128).max(at_end as i128) as u64;
+        // Never above what it started with (a forked child's inheritance): the peak was then.
+        let (after, by) = if c.peak_net_sum == 0 {
+            (h.created_ns, h.created_ns)
+        } else {
+            (h.peak_after_ns, h.peak_by_ns)
+        };
         return HeldPeak {
             low_bytes: peak,
             high_bytes: peak,
             exact: true,
-            after_ns: dated(h.peak_after_ns),
-            by_ns: dated(h.peak_by_ns),
+            after_ns: dated(after),
+            by_ns: dated(by),
             threads_at_once: h.threads,
             flush_bytes: h.flush_bytes,
         };

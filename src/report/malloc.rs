@@ -74,7 +74,7 @@ pub(crate) fn peak_text(i: &MallocImage) -> String {
         );
     }
     format!(
-        "peak between {} and {} ({} threads at once, each pooling its count every {} it moves; the pool's mark last rose{})",
+        "peak between {} and {} (bounded: {} threads at once, each adding its own count to a shared one every {} it moves; the shared one last rose{})",
         bytes_human(p.low_bytes),
         bytes_human(p.high_bytes),
         p.threads_at_once,
