@@ -7,17 +7,21 @@
  * (a flag in each thread's counters), the thread's next call takes a mallinfo2() snapshot,
  * and a malloc_info() one when asked for; the destructor takes a last one at exit.
  *
- * Cost per call: 15 to 20 instructions on the fast paths of malloc and of free (see
+ * Cost per call: 20 to 30 instructions on the fast paths of malloc and of free (see
  * `objdump -d` of the built object) — the thread's counters' pointer (a thread-local), two or
  * three adds to the thread's counters (the first 64 bytes of its slot, which also hold ste's
- * flag), and one load of the block's header, on the line the program is about to use (malloc)
- * or glibc reads next (free). No lock, no atomic read-modify-write; anything rarer (a thread's
- * first call, an mmapped block, a failure, a snapshot, an allocator other than glibc's) leaves
- * the fast path. malloc counts before it calls glibc's, and free ends in a tail call to glibc's
- * (or to its rare path, which forwards the free itself), so neither keeps more than one
- * register across a call. On bench/memory.sh's loop that is ~3.5 ns per malloc + free over
- * bare, of which ~1 ns is what any LD_PRELOAD interposer pays (bench/malloc_floor.c). What the
- * program holds is exact at any moment: chunk bytes handed out minus given back.
+ * flag), one load of the block's header, on the line the program is about to use (malloc)
+ * or glibc reads next (free), and the held peak's bookkeeping on the same line (malloc: a
+ * compare and a store of the thread's running maximum; both: a subtract, an add and a compare
+ * to see whether the thread's holdings moved enough to be added to the shared count, below).
+ * No lock, no atomic read-modify-write; anything rarer (a thread's first call, an mmapped
+ * block, a failure, a snapshot, a flush of the shared count, an allocator other than glibc's)
+ * leaves the fast path. malloc counts before it calls glibc's, and free ends in a tail call to
+ * glibc's (or to its rare path, which forwards the free itself), so neither keeps more than
+ * one register across a call. bench/memory.sh measures it per malloc + free against bare and
+ * against what any LD_PRELOAD interposer pays (bench/malloc_floor.c). What the program holds
+ * is exact at any moment: chunk bytes handed out minus given back; its peak is exact for an
+ * image whose calls all come from one thread, and bounded otherwise ("the held peak").
  *
  * The block header is read as glibc lays it out (malloc/malloc.c: the size word before the
  * block, IS_MMAPPED = 2); block sizes are chunk sizes, mallinfo2()'s unit. The
@@ -51,9 +55,10 @@
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 _Static_assert(sizeof(struct ste_counters) == 24 * 8, "counters layout");
-_Static_assert(offsetof(struct ste_counters, free_null_calls) < 64, "hot counters");
-_Static_assert(offsetof(struct ste_counters, failed_calls) == 16 * 8, "counters layout");
+_Static_assert(offsetof(struct ste_counters, flushed_net) < 64, "hot counters");
+_Static_assert(offsetof(struct ste_counters, failed_calls) == 18 * 8, "counters layout");
 _Static_assert(offsetof(struct ste_segment, exe) == 9 * 8, "segment layout");
+_Static_assert(offsetof(struct ste_segment, retired) % 64 == 0, "slots start on a cache line");
 
 extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
@@ -208,6 +213,9 @@ static struct ste_counters *claim(void) {
         c = &seg->overflow;
         __atomic_fetch_add(&seg->overflow_threads, 1, __ATOMIC_RELAXED);
     }
+    /* A reused slot was emptied at its last thread's end, but for its own words. */
+    c->flush_peak = c->peak_net;
+    c->flush_t_ns = now_ns(CLOCK_MONOTONIC);
     if (!counted_thread) {
         /* A thread may claim again after its slot was folded (late calls at its exit). */
         counted_thread = 1;
@@ -241,16 +249,94 @@ static struct ste_counters *slow_counters(void) {
 
 static const uint64_t COUNTER_WORDS = sizeof(struct ste_counters) / 8;
 
+/* The words of a thread's counters that stay its own when they are folded into `retired`: ste's
+ * flag, the slot's state, and its flush bookkeeping. The rest add up (peak_net too: a sum of
+ * the threads' peaks bounds the image's). */
+static int own_word(uint64_t i) {
+    size_t at = i * 8;
+    return at == offsetof(struct ste_counters, poll) ||
+           at == offsetof(struct ste_counters, state) ||
+           at == offsetof(struct ste_counters, flush_t_ns) ||
+           at == offsetof(struct ste_counters, flush_peak);
+}
+
+/* ---- the held peak ----
+ *
+ * What the image holds is the sum of its threads' nets (plus what a forked child inherited).
+ * Each thread keeps the running maximum of its own net (`peak_net`: one compare and a store on
+ * the line malloc already writes), which for an image whose every call came from one thread is
+ * its exact peak. Threads' peaks do not add up to the image's (one thread's may come while
+ * another's net is low or negative: a consumer freeing what a producer allocated), and a
+ * shared counter updated at every call would make every malloc of every thread a locked
+ * read-modify-write on one cache line, contended between cores. So each thread adds its
+ * net's change to the shared `held_flushed` only once it has moved more than FLUSH_BYTES
+ * either way since its last addition (and at its end), and `held_peak` keeps the most that
+ * has been. With n threads live at most at once, at any moment held_flushed is within n ×
+ * FLUSH_BYTES of the truth, which bounds the image's peak from both sides (ste: malloc/mod.rs). */
+#define FLUSH_BYTES (64u * 1024)
+
+/* Whether this thread's net has moved more than FLUSH_BYTES since its last flush (unsigned:
+ * one add and one compare for both directions). */
+static inline int held_moved(const struct ste_counters *c, uint64_t net) {
+    return net - c->flushed_net + FLUSH_BYTES > 2 * (uint64_t)FLUSH_BYTES;
+}
+
+/* Raises this thread's peak to its net, if above. */
+static inline void note_peak(struct ste_counters *c, uint64_t net) {
+    if ((int64_t)net > (int64_t)c->peak_net)
+        c->peak_net = net;
+}
+
+/* Adds this thread's change since its last flush to the shared account, raising its high-water
+ * mark. Also dates the thread's peak: if peak_net rose since its last flush, it rose between
+ * that flush and now, which for a single-threaded image is where the peak lies. */
+static COLD void flush(struct ste_counters *c) {
+    if (!seg)
+        return;
+    uint64_t net = c->allocated_chunk_bytes - c->free_bytes;
+    uint64_t delta = net - c->flushed_net;
+    c->flushed_net = net;
+    uint64_t now = now_ns(CLOCK_MONOTONIC);
+    if (c->peak_net != c->flush_peak) {
+        __atomic_store_n(&seg->peak_after_ns, c->flush_t_ns, __ATOMIC_RELAXED);
+        __atomic_store_n(&seg->peak_by_ns, now, __ATOMIC_RELAXED);
+        c->flush_peak = c->peak_net;
+    }
+    c->flush_t_ns = now;
+    uint64_t held = __atomic_add_fetch(&seg->held_flushed, delta, __ATOMIC_RELAXED);
+    uint64_t peak = __atomic_load_n(&seg->held_peak, __ATOMIC_RELAXED);
+    while ((int64_t)held > (int64_t)peak) {
+        if (__atomic_compare_exchange_n(&seg->held_peak, &peak, held, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+            __atomic_store_n(&seg->held_peak_t_ns, now, __ATOMIC_RELAXED);
+            break;
+        }
+    }
+}
+
+/* After the slow paths' updates: the peak, and a flush if due. */
+static void account(struct ste_counters *c) {
+    uint64_t net = c->allocated_chunk_bytes - c->free_bytes;
+    note_peak(c, net);
+    if (held_moved(c, net))
+        flush(c);
+}
+
 /* A thread ended: fold its counters into `retired` and free its slot. */
 static void retire(void *p) {
     struct ste_counters *c = p;
     if (!seg || c < &seg->slots[0] || c >= &seg->slots[STE_SLOTS])
         return;
+    /* Its last change joins the shared account first: a retired thread leaves nothing
+     * unflushed, so the bound counts only live slots. */
+    flush(c);
     while (__atomic_exchange_n(&fold_lock, 1, __ATOMIC_ACQUIRE))
         ;
     __atomic_fetch_add(&seg->fold_seq, 1, __ATOMIC_RELEASE);
     uint64_t *from = (uint64_t *)c, *to = (uint64_t *)&seg->retired;
-    for (uint64_t i = 2; i < COUNTER_WORDS; i++) {
+    for (uint64_t i = 0; i < COUNTER_WORDS; i++) {
+        if (own_word(i))
+            continue;
         __atomic_store_n(&to[i], to[i] + from[i], __ATOMIC_RELAXED);
         __atomic_store_n(&from[i], 0, __ATOMIC_RELAXED);
     }
@@ -284,6 +370,7 @@ static COLD void *alloc_rare(struct ste_counters *c, void *p, size_t asked, size
         c->mmapped_calls++;
         c->mmapped_bytes += hdr & ~SIZE_BITS;
     }
+    account(c);
     if (c->poll) {
         c->poll = 0;
         snapshot(0);
@@ -295,8 +382,9 @@ static COLD void *alloc_rare(struct ste_counters *c, void *p, size_t asked, size
 static inline void *counted(struct ste_counters *c, void *p, size_t asked) {
     if (LIKELY(p != NULL) && LIKELY(is_glibc)) {
         size_t hdr = header(p);
-        c->allocated_chunk_bytes += hdr & ~SIZE_BITS;
-        if (UNLIKELY((hdr & IS_MMAPPED) | c->poll))
+        uint64_t net = (c->allocated_chunk_bytes += hdr & ~SIZE_BITS) - c->free_bytes;
+        note_peak(c, net);
+        if (UNLIKELY((hdr & IS_MMAPPED) | c->poll | held_moved(c, net)))
             return alloc_rare(c, p, asked, hdr);
         return p;
     }
@@ -536,6 +624,7 @@ static struct ste_segment *create(uint64_t origin) {
     }
     s->version = STE_MALLOC_VERSION;
     s->size = sizeof(struct ste_segment);
+    s->flush_bytes = FLUSH_BYTES;
     s->pid = pid;
     s->ppid = getppid();
     s->created_ns = now_ns(CLOCK_MONOTONIC);
@@ -623,6 +712,9 @@ __attribute__((constructor)) static void init(void) {
 __attribute__((destructor)) static void fini(void) {
     if (!seg)
         return;
+    /* The exiting thread's last change joins the shared account (and dates its peak). */
+    if (mine)
+        flush(mine);
     /* The snapshot at exit costs at most what the last one did plus the walk of one more free
      * chunk per free or realloc since, at the cost per chunk measured, or else assumed from the
      * heap's size; skip it when that would take the image's snapshots over budget (the report
@@ -677,8 +769,9 @@ EXPORT void *malloc(size_t n) {
     if (UNLIKELY(!p))
         return alloc_rare(c, p, 1, 0);
     size_t hdr = header(p);
-    c->allocated_chunk_bytes += hdr & ~SIZE_BITS;
-    if (UNLIKELY((hdr & IS_MMAPPED) | c->poll))
+    uint64_t net = (c->allocated_chunk_bytes += hdr & ~SIZE_BITS) - c->free_bytes;
+    note_peak(c, net);
+    if (UNLIKELY((hdr & IS_MMAPPED) | c->poll | held_moved(c, net)))
         return alloc_rare(c, p, 1, hdr);
     return p;
 }
@@ -691,6 +784,7 @@ static COLD void free_slow(void *p) {
             c->free_bytes += block_bytes(p);
             if (is_glibc && (header(p) & IS_MMAPPED))
                 freed_mmapped(header(p));
+            account(c);
         } else {
             c->free_null_calls++;
         }
@@ -704,6 +798,7 @@ static COLD void free_slow(void *p) {
 static COLD void free_rare(struct ste_counters *c, void *p, size_t hdr) {
     if (hdr & IS_MMAPPED)
         freed_mmapped(hdr);
+    account(c);
     if (c->poll) {
         c->poll = 0;
         snapshot(0);
@@ -716,8 +811,8 @@ EXPORT void free(void *p) {
     if (LIKELY(c != NULL) && LIKELY(p != NULL)) {
         c->free_calls++;
         size_t hdr = header(p);
-        c->free_bytes += hdr & ~SIZE_BITS;
-        if (UNLIKELY((hdr & IS_MMAPPED) | c->poll))
+        uint64_t net = c->allocated_chunk_bytes - (c->free_bytes += hdr & ~SIZE_BITS);
+        if (UNLIKELY((hdr & IS_MMAPPED) | c->poll | held_moved(c, net)))
             free_rare(c, p, hdr);
         else
             next_free(p);
@@ -754,8 +849,10 @@ EXPORT void *realloc(void *old, size_t n) {
     }
     /* The old block was given back (moved, resized in place, or freed by realloc(p, 0)). */
     c->free_bytes += old_bytes;
-    if (!p)
+    if (!p) {
+        account(c);
         return p;
+    }
     return counted(c, p, n);
 }
 

@@ -17,23 +17,29 @@
 #include <stdint.h>
 
 #define STE_MALLOC_MAGIC 0x314c4c414d455453ULL /* "STEMALL1" */
-#define STE_MALLOC_VERSION 1
+#define STE_MALLOC_VERSION 2
 #define STE_SLOTS 1024
 #define STE_INFO_CAP (256 * 1024)
 #define STE_PATH_CAP 256
 
 /* Counters of one thread (or of all retired threads, or of the threads beyond STE_SLOTS). Only
  * its thread writes it, with plain stores; the first cache line holds what malloc and free
- * touch. Block sizes are glibc's chunk sizes (the usable size plus malloc's 8 or 16 bytes of
- * header), mallinfo2()'s unit: what the program holds is allocated − freed. */
+ * touch (each slot starts on a line: the segment's header is padded to 64 bytes). Block sizes
+ * are glibc's chunk sizes (the usable size plus malloc's 8 or 16 bytes of header),
+ * mallinfo2()'s unit: what the thread holds is allocated − freed, its "net" (negative when it
+ * frees blocks another thread allocated). */
 struct ste_counters {
-    uint64_t state; /* 0 free, 1 in use */
-    uint64_t poll;  /* set by ste: look at the segment's request on the next call */
+    uint64_t poll; /* set by ste: look at the segment's request on the next call */
     uint64_t malloc_calls;
     uint64_t malloc_bytes;          /* bytes asked for */
     uint64_t allocated_chunk_bytes; /* every block handed out, by any family */
     uint64_t free_calls;            /* free of a non-null pointer */
     uint64_t free_bytes;            /* chunk bytes given back by free and realloc */
+    uint64_t peak_net; /* the most its net has been after any call (≥ 0, signed); in `retired`,
+                        * the sum of the retired threads' */
+    uint64_t flushed_net; /* its net when last added to the segment's `held_flushed` */
+    /* Second line: the rarer families and paths. */
+    uint64_t state; /* 0 free, 1 in use */
     uint64_t free_null_calls;
     uint64_t calloc_calls;
     uint64_t calloc_bytes;
@@ -44,7 +50,9 @@ struct ste_counters {
     uint64_t mmapped_calls; /* blocks glibc served with an mmap of their own */
     uint64_t mmapped_bytes;
     uint64_t failed_calls; /* an allocation that returned NULL */
-    uint64_t reserved[7];
+    uint64_t flush_t_ns;   /* CLOCK_MONOTONIC of its last flush (or of its first call) */
+    uint64_t flush_peak;   /* peak_net at its last flush */
+    uint64_t reserved[3];
 };
 
 /* The last mallinfo2()/malloc_info() the shim took, under a sequence lock (odd: writing). */
@@ -100,7 +108,19 @@ struct ste_segment {
     uint64_t snapshots;        /* snapshots taken (ste's requests and the one at exit) */
     uint64_t snapshots_cost_ns; /* the thread CPU they cost the program, in all */
     uint64_t exit_snapshot_skipped; /* 1: the destructor skipped its snapshot (budget) */
-    uint64_t reserved[4];
+    /* The high-water mark of what the image holds (the shim's, ste_malloc.c: "held peak").
+     * Each thread adds its net's change to `held_flushed` (atomically) whenever the change
+     * since its last addition exceeds `flush_bytes`, and at its end; `held_peak` is the most
+     * `held_flushed` has been after an addition, and `held_peak_t_ns` when. The exact peak of a
+     * single thread's net lies between `peak_after_ns` and `peak_by_ns` (its last two flushes
+     * around the last rise of its peak_net). */
+    uint64_t held_flushed;
+    uint64_t held_peak;
+    uint64_t held_peak_t_ns;
+    uint64_t peak_after_ns;
+    uint64_t peak_by_ns;
+    uint64_t flush_bytes;
+    uint64_t reserved[3]; /* pads the header to a multiple of 64 bytes */
     struct ste_counters retired;
     /* Threads beyond STE_SLOTS share this one without atomics: its counts are approximate
      * (ste says so when overflow_threads > 0). */

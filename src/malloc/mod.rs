@@ -20,8 +20,8 @@ use crate::kernel::{auxv, elf};
 use crate::launch::EnvOverrides;
 use crate::model::Source;
 use crate::model::malloc::{
-    Allocator, AllocatorKind, Arena, ExecCheck, ImageOrigin, MallocBytes, MallocCalls, MallocImage,
-    MallocSample, MallocState, Thresholds,
+    Allocator, AllocatorKind, Arena, ExecCheck, HeldPeak, ImageOrigin, MallocBytes, MallocCalls,
+    MallocImage, MallocSample, MallocState, Thresholds,
 };
 use crate::sample::{RoundInfo, RoundObserver, Sampler};
 use crate::sink::{Sink, thread_cpu_ns};
@@ -124,6 +124,12 @@ pub fn attach(
             Source::sampled(
                 "mallinfo2() (uordblks + hblkhd), taken by the shim on the program's first malloc after each sampling round, and at exit",
                 "as of the program's last malloc before the round; exact at exit",
+            ),
+        ),
+        (
+            "malloc_held_peak",
+            Source::exact(
+                "ste's LD_PRELOAD shim: each thread's running maximum of chunk bytes handed out minus given back, kept at every call, and a count shared by the threads every 64 KiB of change; exact when one thread made every call, else bounded by the threads' unshared change",
             ),
         ),
         (
@@ -481,6 +487,8 @@ fn image_of(seg: &Segment, pid: i32, n: u32, sink: &Sink) -> MallocImage {
                 cost_ns: s.cost_ns,
             }
         });
+    let held_peak =
+        (kind == AllocatorKind::Glibc).then(|| held_peak(&h, &c, |t| clock.from_monotonic(t)));
     MallocImage {
         pid,
         image: n,
@@ -512,6 +520,7 @@ fn image_of(seg: &Segment, pid: i32, n: u32, sink: &Sink) -> MallocImage {
             freed: c.free_bytes,
         },
         held_at_end_bytes: (kind == AllocatorKind::Glibc).then(|| c.held_bytes(h.inherited_bytes)),
+        held_peak,
         mmapped_calls: c.mmapped_calls,
         mmapped_bytes: c.mmapped_bytes,
         threads: h.threads,
@@ -530,6 +539,54 @@ fn image_of(seg: &Segment, pid: i32, n: u32, sink: &Sink) -> MallocImage {
         peak_held_bytes: None,
         peak_held_t_ns: None,
         largest_gap: None,
+    }
+}
+
+/// The image's held peak from the shim's marks (shim/ste_malloc.c, "the held peak").
+///
+/// One thread made every call: the inherited bytes plus its running maximum, exact. Several:
+/// with n threads holding counters at most at once, each keeping up to T (`flush_bytes`) of
+/// change out of the shared account, the shared account is within n·T of the truth between
+/// calls. So the peak is at most its high-water mark M plus n·T, and at least M − (n−1)·T (when
+/// the mark was raised, the flushing thread had nothing unflushed). Two more bounds hold
+/// whatever the pattern: the peak is at most the sum of the threads' own peaks, and at least
+/// what is held at the end. `to_run` turns the shim's CLOCK_MONOTONIC into run time.
+fn held_peak(h: &segment::Header, c: &segment::Counts, to_run: impl Fn(u64) -> u64) -> HeldPeak {
+    let inherited = h.inherited_bytes as i128;
+    let at_end = c.held_bytes(h.inherited_bytes);
+    let dated = |t: u64| (t != 0).then(|| to_run(t));
+    if h.threads <= 1 && h.overflow_threads == 0 {
+        let peak = (inherited + c.peak_net_sum as i128).max(at_end as i128) as u64;
+        // Never above what it started with (a forked child's inheritance): the peak was then.
+        let (after, by) = if c.peak_net_sum == 0 {
+            (h.created_ns, h.created_ns)
+        } else {
+            (h.peak_after_ns, h.peak_by_ns)
+        };
+        return HeldPeak {
+            low_bytes: peak,
+            high_bytes: peak,
+            exact: true,
+            after_ns: dated(after),
+            by_ns: dated(by),
+            threads_at_once: h.threads,
+            flush_bytes: h.flush_bytes,
+        };
+    }
+    let n = (h.slots_high + u64::from(h.overflow_threads > 0)).max(1) as i128;
+    let t = h.flush_bytes as i128;
+    let mark = inherited + h.held_peak_flushed as i128;
+    let clamp = |v: i128| v.clamp(0, u64::MAX as i128) as u64;
+    let low = clamp((mark - (n - 1) * t).max(inherited)).max(at_end);
+    let high = clamp((mark + n * t).min(inherited + c.peak_net_sum as i128)).max(low);
+    HeldPeak {
+        low_bytes: low,
+        high_bytes: high,
+        exact: false,
+        after_ns: dated(h.held_peak_t_ns),
+        by_ns: dated(h.held_peak_t_ns),
+        threads_at_once: n as u64,
+        flush_bytes: h.flush_bytes,
     }
 }
 
@@ -620,6 +677,47 @@ mod tests {
         let mut small = input(200, c, 100_000, 0);
         small.held_bytes = 32 << 20;
         assert!(q.may_request(&small), "0.05 + 2 ms ≤ 2 ms + 1 ms");
+    }
+
+    fn marks(threads: u64, slots_high: u64, mark: i64, sum: u64, at_end: u64) -> HeldPeak {
+        let h = segment::Header {
+            threads,
+            slots_high,
+            held_peak_flushed: mark,
+            held_peak_t_ns: 7,
+            flush_bytes: 100,
+            peak_after_ns: 3,
+            peak_by_ns: 5,
+            ..Default::default()
+        };
+        let c = segment::Counts {
+            allocated_chunk_bytes: at_end + 1_000,
+            free_bytes: 1_000,
+            peak_net_sum: sum,
+            ..Default::default()
+        };
+        held_peak(&h, &c, |t| t * 10)
+    }
+
+    #[test]
+    fn the_held_peak_is_exact_for_one_thread_and_bounded_for_several() {
+        // One thread: its own running maximum, dated by its flushes around the last rise.
+        let one = marks(1, 1, 950, 1_000, 40);
+        assert!(one.exact);
+        assert_eq!((one.low_bytes, one.high_bytes), (1_000, 1_000));
+        assert_eq!((one.after_ns, one.by_ns), (Some(30), Some(50)));
+        // Three threads at once, each up to 100 bytes out of the shared mark of 1,000: the
+        // peak is within [1,000 − 200, 1,000 + 300].
+        let three = marks(3, 3, 1_000, 5_000, 40);
+        assert!(!three.exact);
+        assert_eq!((three.low_bytes, three.high_bytes), (800, 1_300));
+        assert_eq!((three.after_ns, three.by_ns), (Some(70), Some(70)));
+        // Narrowed by the sum of the threads' own peaks, and by what was held at the end.
+        let narrow = marks(3, 3, 1_000, 1_100, 900);
+        assert_eq!((narrow.low_bytes, narrow.high_bytes), (900, 1_100));
+        // A mark never raised (0): the low bound is what was held at the end, never below 0.
+        let none = marks(2, 2, 0, 50, 10);
+        assert_eq!((none.low_bytes, none.high_bytes), (10, 50));
     }
 
     #[test]

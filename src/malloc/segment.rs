@@ -13,7 +13,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const MAGIC: u64 = 0x314c_4c41_4d45_5453; // "STEMALL1"
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 pub const SLOTS: usize = 1024;
 const INFO_CAP: usize = 256 * 1024;
 const PATH_CAP: usize = 256;
@@ -21,13 +21,15 @@ const PATH_CAP: usize = 256;
 #[repr(C)]
 #[allow(dead_code)]
 struct Counters {
-    state: u64,
     poll: u64,
     malloc_calls: u64,
     malloc_bytes: u64,
     allocated_chunk_bytes: u64,
     free_calls: u64,
     free_bytes: u64,
+    peak_net: u64,
+    flushed_net: u64,
+    state: u64,
     free_null_calls: u64,
     calloc_calls: u64,
     calloc_bytes: u64,
@@ -38,7 +40,9 @@ struct Counters {
     mmapped_calls: u64,
     mmapped_bytes: u64,
     failed_calls: u64,
-    reserved: [u64; 7],
+    flush_t_ns: u64,
+    flush_peak: u64,
+    reserved: [u64; 3],
 }
 
 #[repr(C)]
@@ -93,7 +97,13 @@ struct Layout {
     snapshots: u64,
     snapshots_cost_ns: u64,
     exit_snapshot_skipped: u64,
-    reserved: [u64; 4],
+    held_flushed: u64,
+    held_peak: u64,
+    held_peak_t_ns: u64,
+    peak_after_ns: u64,
+    peak_by_ns: u64,
+    flush_bytes: u64,
+    reserved: [u64; 3],
     retired: Counters,
     overflow: Counters,
     slots: [Counters; SLOTS],
@@ -121,6 +131,9 @@ pub struct Counts {
     pub mmapped_calls: u64,
     pub mmapped_bytes: u64,
     pub failed_calls: u64,
+    /// The sum of the threads' own peaks of allocated − freed (each ≥ 0): with one thread, its
+    /// peak; with several, a bound on the image's.
+    pub peak_net_sum: u64,
 }
 
 impl Counts {
@@ -165,6 +178,19 @@ pub struct Header {
     pub snapshots_cost_ns: u64,
     /// The destructor skipped its snapshot: it would have taken them over budget.
     pub exit_snapshot_skipped: bool,
+    /// The shim's shared account of what the image holds (see `shim/ste_malloc.c`, "the held
+    /// peak"): its high-water mark (allocated − freed of all threads, as of their last flushes;
+    /// signed in the segment, so a forked child freeing what it inherited can go below 0), when
+    /// it was raised, and the change a thread may keep unflushed.
+    pub held_peak_flushed: i64,
+    pub held_peak_t_ns: u64,
+    pub flush_bytes: u64,
+    /// The last rise of a thread's own peak happened between these two (CLOCK_MONOTONIC;
+    /// 0: never dated).
+    pub peak_after_ns: u64,
+    pub peak_by_ns: u64,
+    /// The most slots in use at once (slots are taken lowest first).
+    pub slots_high: u64,
 }
 
 /// The shim's last snapshot.
@@ -292,6 +318,12 @@ impl Segment {
             snapshots: w(offset_of!(Layout, snapshots)),
             snapshots_cost_ns: w(offset_of!(Layout, snapshots_cost_ns)),
             exit_snapshot_skipped: w(offset_of!(Layout, exit_snapshot_skipped)) != 0,
+            held_peak_flushed: w(offset_of!(Layout, held_peak)) as i64,
+            held_peak_t_ns: w(offset_of!(Layout, held_peak_t_ns)),
+            flush_bytes: w(offset_of!(Layout, flush_bytes)),
+            peak_after_ns: w(offset_of!(Layout, peak_after_ns)),
+            peak_by_ns: w(offset_of!(Layout, peak_by_ns)),
+            slots_high: w(offset_of!(Layout, slots_high)),
         }
     }
 
@@ -312,6 +344,9 @@ impl Segment {
         to.mmapped_calls += w(offset_of!(Counters, mmapped_calls));
         to.mmapped_bytes += w(offset_of!(Counters, mmapped_bytes));
         to.failed_calls += w(offset_of!(Counters, failed_calls));
+        to.peak_net_sum = to
+            .peak_net_sum
+            .saturating_add(w(offset_of!(Counters, peak_net)));
     }
 
     fn slot(i: usize) -> usize {
@@ -422,9 +457,9 @@ mod tests {
     fn layout_matches_the_shim() {
         assert_eq!(size_of::<Counters>(), 24 * 8);
         assert_eq!(offset_of!(Layout, exe), 9 * 8);
-        assert_eq!(offset_of!(Counters, free_null_calls), 7 * 8);
-        assert_eq!(offset_of!(Counters, failed_calls), 16 * 8);
-        assert_eq!(offset_of!(Layout, retired) % 8, 0);
+        assert!(offset_of!(Counters, flushed_net) < 64);
+        assert_eq!(offset_of!(Counters, failed_calls), 18 * 8);
+        assert_eq!(offset_of!(Layout, retired) % 64, 0);
         assert_eq!(offset_of!(Snapshot, info) % 8, 0);
     }
 
@@ -448,7 +483,10 @@ mod tests {
             put(&mut b, s + offset_of!(Counters, state), 1);
             put(&mut b, s + offset_of!(Counters, malloc_calls), calls);
             put(&mut b, s + offset_of!(Counters, malloc_bytes), calls * 100);
+            put(&mut b, s + offset_of!(Counters, peak_net), calls * 1000);
         }
+        put(&mut b, offset_of!(Layout, held_peak), 12_000);
+        put(&mut b, offset_of!(Layout, flush_bytes), 65536);
         put(
             &mut b,
             offset_of!(Layout, retired) + offset_of!(Counters, free_calls),
@@ -470,10 +508,11 @@ mod tests {
         let seg = Segment::open(rw(&path)).unwrap().unwrap();
         let h = seg.header();
         assert_eq!((h.pid, h.origin, h.exe.as_str()), (42, 1, "/bin/ls"));
+        assert_eq!((h.held_peak_flushed, h.flush_bytes), (12_000, 65536));
         let c = seg.counts();
         assert_eq!(
-            (c.malloc_calls, c.malloc_bytes, c.free_calls),
-            (15, 1500, 7)
+            (c.malloc_calls, c.malloc_bytes, c.free_calls, c.peak_net_sum),
+            (15, 1500, 7, 15_000)
         );
         let s = seg.snapshot(true).unwrap();
         assert_eq!((s.t_ns, s.uordblks), (123, 4096));

@@ -73,12 +73,41 @@ pub struct MallocImage {
     /// snapshots over that budget (plus 1 ms). `last` is then the latest one taken before.
     #[serde(default)]
     pub exit_snapshot_skipped: bool,
-    /// The most the image held in any sample, and when (filled at the end from the samples).
+    /// The most the image held at any moment, from the shim's running high-water marks: exact
+    /// when every call came from one thread, else bounded. `None` with an allocator other
+    /// than glibc's (and in records made before the shim kept it).
+    #[serde(default)]
+    pub held_peak: Option<HeldPeak>,
+    /// The most the image held in any sample, and when (filled at the end from the samples):
+    /// what periodic reading sees, kept for comparison; `held_peak` is the figure.
     pub peak_held_bytes: Option<u64>,
     pub peak_held_t_ns: Option<u64>,
     /// The sample with the largest gap between resident anonymous memory and what the program
     /// held (filled at the end).
     pub largest_gap: Option<MallocSample>,
+}
+
+/// The most an image held: chunk bytes handed out minus given back (each block's usable size
+/// plus glibc's 8-byte size word, 16 for an mmapped block), after any call. Counts a block from
+/// the moment malloc returns it until free is called on it: blocks freed into glibc's
+/// per-thread caches are not held (mallinfo2's `uordblks + hblkhd` counts them in use).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldPeak {
+    /// The peak lies between these, equal when `exact`.
+    pub low_bytes: u64,
+    pub high_bytes: u64,
+    /// Every call came from one thread: its running maximum is the image's.
+    pub exact: bool,
+    /// When it was reached. Exact peak: after `after_ns` and by `by_ns` (the thread's flushes
+    /// around the last rise of its maximum). Several threads: both are when the shim's shared
+    /// account last rose (its high-water mark is within the bound of the peak). `None`: not
+    /// dated (no flush recorded one).
+    pub after_ns: Option<u64>,
+    pub by_ns: Option<u64>,
+    /// What the bound of several threads is made of: the most threads holding counters at once,
+    /// and the change of its holdings each may keep from the shared account.
+    pub threads_at_once: u64,
+    pub flush_bytes: u64,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]

@@ -80,6 +80,9 @@ pub struct Labels {
     /// call, replaced by an exec at once, says nothing).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub malloc_shown: Vec<bool>,
+    /// Per entry of `malloc.images`: its held peak in words (exact or bounded, and when).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub malloc_held_peak: Vec<String>,
     /// Per entry of `malloc.uncovered`: its reason in words.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub malloc_uncovered: Vec<String>,
@@ -114,6 +117,7 @@ fn labels(run: &Run) -> Labels {
             .iter()
             .map(|i| report::malloc::worth_showing(m, i))
             .collect();
+        l.malloc_held_peak = m.images.iter().map(report::malloc::peak_text).collect();
         l.malloc_uncovered = m.uncovered.iter().map(|u| u.reason.text().into()).collect();
     }
     if let Some(peak) = &run.memory_at_peak {

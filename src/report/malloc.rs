@@ -53,6 +53,40 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
     )
 }
 
+/// What the text says of an image's held peak: the shim's figure, exact or bounded, and when;
+/// from a record without it, the sampled one, said to be sampled.
+pub(crate) fn peak_text(i: &MallocImage) -> String {
+    let Some(p) = &i.held_peak else {
+        return match (i.peak_held_bytes, i.peak_held_t_ns) {
+            (Some(b), Some(t)) => format!("peak {} (sampled, at {})", bytes_human(b), millis(t)),
+            _ => "peak not sampled".into(),
+        };
+    };
+    let when = match (p.after_ns, p.by_ns) {
+        (Some(a), Some(b)) if millis(a) == millis(b) => format!(", at {}", millis(b)),
+        (Some(a), Some(b)) => format!(", between {} and {}", millis(a), millis(b)),
+        _ => String::new(),
+    };
+    if p.exact {
+        return format!(
+            "peak {} (exact: every call counted, one thread{when})",
+            bytes_human(p.high_bytes)
+        );
+    }
+    format!(
+        "peak between {} and {} (bounded: {} threads at once, each adding its own count to a shared one every {} it moves; the shared one last rose{})",
+        bytes_human(p.low_bytes),
+        bytes_human(p.high_bytes),
+        p.threads_at_once,
+        bytes_human(p.flush_bytes),
+        if when.is_empty() {
+            " (not dated)".to_string()
+        } else {
+            when.replacen(", at", " at", 1)
+        }
+    )
+}
+
 /// A forked child's image with no call, replaced by an exec at once, says nothing.
 pub(crate) fn worth_showing(m: &MallocRun, i: &MallocImage) -> bool {
     !(i.origin == ImageOrigin::Fork
@@ -197,13 +231,10 @@ fn render_image(i: &MallocImage, life_ns: Option<u64>, w: &mut dyn Write) -> io:
         t.changes,
         if t.changes == 1 { "" } else { "s" }
     )?;
-    let peak = match (i.peak_held_bytes, i.peak_held_t_ns) {
-        (Some(p), Some(t)) => format!("peak {} (sampled, at {})", bytes_human(p), millis(t)),
-        _ => "peak not sampled".into(),
-    };
     writeln!(
         w,
-        "    held: {peak}; {} never given back",
+        "    held (chunk bytes of live blocks): {}; {} never given back",
+        peak_text(i),
         i.held_at_end_bytes
             .map_or_else(|| "n/a".to_string(), bytes_human)
     )?;

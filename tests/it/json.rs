@@ -648,9 +648,22 @@ struct MallocImage {
     snapshots: u64,
     snapshots_cost_ns: u64,
     exit_snapshot_skipped: bool,
+    held_peak: Option<HeldPeak>,
     peak_held_bytes: Option<u64>,
     peak_held_t_ns: Option<u64>,
     largest_gap: Option<MallocSample>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct HeldPeak {
+    low_bytes: u64,
+    high_bytes: u64,
+    exact: bool,
+    after_ns: Option<u64>,
+    by_ns: Option<u64>,
+    threads_at_once: u64,
+    flush_bytes: u64,
 }
 
 #[derive(Deserialize, Serialize)]

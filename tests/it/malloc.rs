@@ -571,6 +571,90 @@ fn sdt_sizes_beyond_the_table_are_counted_as_dropped() {
     );
 }
 
+/// The chunk bytes the fixture says it held at its peak (`peak-chunk-bytes N` on stderr).
+fn fixture_peak(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("peak-chunk-bytes "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the fixture's peak\n{stderr}"))
+}
+
+matrix!(the_held_peak_of_one_thread_is_exact, |mode: Mode| {
+    // 16 MiB held for 300 ms (the rounds see it), then 8 MiB more for well under a
+    // millisecond (the peak, which a round of every 50 ms is unlikely to land in), then 4 MiB
+    // held for 300 ms, then nothing: the peak differs from the end and from the plateaus.
+    let fx = fixture_c();
+    let o = ste(
+        mode,
+        &["--malloc", "--interval", "50ms"],
+        &[&fx, "peak", "300"],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    let i = only_image(run, &fx, &o.stderr());
+    let truth = fixture_peak(&o.stderr());
+    let p = i.held_peak.expect("a held peak");
+    // Exact, to the byte: the fixture's blocks plus whatever the image held besides them
+    // (what is left at the end: the fixture frees all its own).
+    let baseline = i.held_at_end_bytes.unwrap();
+    assert!(p.exact, "{p:?}");
+    assert_eq!(
+        (p.low_bytes, p.high_bytes),
+        (truth + baseline, truth + baseline)
+    );
+    assert!(
+        i.peak_held_bytes
+            .is_some_and(|s| s >= 16 * MIB && s <= p.high_bytes),
+        "the sampled peak: {:?}",
+        i.peak_held_bytes
+    );
+    // Reached after the first 300 ms, and 300 ms before the end.
+    let (after, by) = (p.after_ns.unwrap(), p.by_ns.unwrap());
+    assert!(after <= by, "{p:?}");
+    let since_start = by - i.t_ns;
+    assert!(since_start >= 300_000_000, "{p:?}, image at {}", i.t_ns);
+    assert!(
+        since_start <= life_of(run, i.pid) - 300_000_000,
+        "{p:?}, image at {}",
+        i.t_ns
+    );
+    let said = format!(
+        "peak {} (exact: every call counted, one thread",
+        ste::units::bytes_human(truth + baseline)
+    );
+    assert!(o.stderr().contains(&said), "{said}\n{}", o.stderr());
+});
+
+#[test]
+fn the_held_peak_of_several_threads_is_bounded() {
+    // Thread 0 hands 32 MiB of blocks to thread 1, which frees them (each thread's own count
+    // swings by 32 MiB, the image's by at most 16 blocks); then 4 threads hold 4,000 blocks of
+    // 1,000 bytes each at once: the peak, ~15.4 MiB.
+    let fx = fixture_c();
+    let o = ste(root_ptrace(), &["--malloc"], &[&fx, "threads", "4", "4000"]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let i = only_image(o.run(), &fx, &o.stderr());
+    let truth = fixture_peak(&o.stderr());
+    let p = i.held_peak.expect("a held peak");
+    assert!(!p.exact, "{p:?}");
+    // The image holds a little besides the fixture's blocks at the peak (glibc's thread
+    // bookkeeping: what is left at the end, and at most a few KiB per thread more).
+    let besides = i.held_at_end_bytes.unwrap() + 16 * 1024;
+    assert!(
+        p.low_bytes <= truth + besides && p.high_bytes >= truth,
+        "{p:?}, truth {truth}"
+    );
+    // The bound: n threads at once, each keeping up to 64 KiB out of the shared count.
+    assert!(p.threads_at_once <= 5, "{p:?}");
+    assert_eq!(p.flush_bytes, 64 * 1024);
+    assert!(
+        p.high_bytes - p.low_bytes <= (2 * p.threads_at_once - 1) * p.flush_bytes,
+        "{p:?}"
+    );
+    assert!(o.stderr().contains("peak between "), "{}", o.stderr());
+}
+
 /// How long the process `pid` of `run` lived.
 fn life_of(run: &Run, pid: i32) -> u64 {
     let p = run

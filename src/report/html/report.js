@@ -1637,7 +1637,7 @@
         { key: 'free', title: 'free', num: true, get: (i) => i.calls.free, fmt: fmtInt },
         { key: 'asked', title: 'asked', num: true, get: asked, fmt: fmtBytes, tip: (v) => fmtInt(v) + ' bytes' },
         { key: 'freed', title: 'given back', num: true, get: (i) => i.bytes.freed, fmt: fmtBytes, tip: (v) => fmtInt(v) + ' bytes' },
-        { key: 'peak_held', title: 'peak held', num: true, get: (i) => i.peak_held_bytes, fmt: fmtBytes, head: 'the most it held at a sampling round (sampled)' },
+        { key: 'peak_held', title: 'peak held', num: true, get: (i) => (i.held_peak ? i.held_peak.high_bytes : i.peak_held_bytes), fmt: fmtBytes, head: 'the most it held at any moment, counted by the shim: exact with one thread, the upper bound with several (details below)' },
         { key: 'held_at_end', title: 'never given back', num: true, get: (i) => i.held_at_end_bytes, fmt: fmtBytes, head: 'what it still held when it ended (exact)' },
         { key: 'threads', title: 'threads', num: true, get: (i) => i.threads, fmt: fmtInt },
       ], shown, { id: 'malloc-images', attrs: (i) => `data-pid="${i.pid}" data-image="${i.image}" data-calls="${callsOf(i)}"` });
@@ -1677,8 +1677,9 @@
         (l ? `, ${esc(fmtInt(l.mmapped_blocks))} in use at the last snapshot (${esc(fmtBytes(l.mmapped_bytes))})` : '')]);
       const t = i.thresholds;
       rows.push(['thresholds', `mmap ${esc(fmtBytes(t.mmap_bytes))}, trim ${esc(fmtBytes(t.trim_bytes))} (${t.dynamic ? 'dynamic' : 'fixed by mallopt or the environment'}; ${esc(plural(t.changes, 'change'))}) <span class="badge sampled" title="${esc((M.run.sources.malloc_thresholds || {}).from || '')}">modelled</span>`]);
-      rows.push(['held', (i.peak_held_bytes != null && i.peak_held_t_ns != null ? `peak ${esc(fmtBytes(i.peak_held_bytes))} (sampled, at ${esc(fmtDur(i.peak_held_t_ns))})` : 'peak not sampled') +
-        `; ${esc(fmtBytes(i.held_at_end_bytes))} never given back` + sourceOf(M, 'malloc_held_bytes')]);
+      const peak = ((M.V.labels || {}).malloc_held_peak || [])[M.run.malloc.images.indexOf(i)];
+      rows.push(['held (chunk bytes of live blocks)', esc(peak || '') +
+        `; ${esc(fmtBytes(i.held_at_end_bytes))} never given back` + sourceOf(M, i.held_peak ? 'malloc_held_peak' : 'malloc_held_bytes')]);
       if (!l) rows.push(['arenas', 'no snapshot (no malloc call after ste asked, and the image did not end with exit(): it exec\'d, called _exit or was killed)']);
       else if (l.arenas) {
         const heaps = sum(l.arenas, (a) => a.heaps), free = sum(l.arenas, (a) => a.free_bytes);

@@ -20,10 +20,25 @@
  *                       HOLD ms one malloc + free per ms (so the shim answers ste's snapshot
  *                       requests), then exit()
  *   exec PROGRAM ARGS   exec PROGRAM (e.g. `env -i ...`), after one malloc of 100 bytes
+ *   peak HOLD           the held peak (issue 20): 16 MiB in blocks of 1,000 bytes held HOLD ms;
+ *                       then, for a few microseconds, 8 MiB more in blocks of 64 KiB (the
+ *                       peak, which no periodic sample is likely to see); frees 3/4 of the
+ *                       first blocks and holds the rest HOLD ms; frees everything
+ *   threads T BLOCKS    the held peak of several threads: thread 0 hands 32 MiB of 1,000-byte
+ *                       blocks to thread 1, which frees them (at most 16 in flight: each
+ *                       thread's own account swings far, the image's hardly moves); then T
+ *                       threads each hold BLOCKS blocks of 1,000 bytes at once (the peak), and
+ *                       free them
+ *   churn T N           T threads, each N rounds of free + malloc(16..1040) over 64 live blocks:
+ *                       the malloc-heavy multi-threaded workload for the shim's cost
+ * `peak` and `threads` print the chunk bytes they held at their peak to stderr
+ * (`peak-chunk-bytes N`), from malloc_usable_size: a heap block's chunk is its usable size plus
+ * glibc's 8-byte size word (every block here is below the mmap threshold).
  */
 #define _GNU_SOURCE
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -38,7 +53,7 @@ static void die(const char *why) {
 
 static long num(char **argv, int i) {
     if (!argv[i])
-        die("usage: malloc_fixture count|families|arenas|large|fragment|scatter|exec ARGS");
+        die("usage: malloc_fixture count|families|arenas|large|fragment|scatter|peak|threads|churn|exec ARGS");
     return strtol(argv[i], NULL, 10);
 }
 
@@ -68,6 +83,98 @@ static void **blocks_of(long n, long bytes) {
 }
 
 static pthread_barrier_t barrier;
+
+/* The chunk bytes of a heap block (see the header). */
+static long chunk_of(void *p) {
+    return (long)malloc_usable_size(p) + 8;
+}
+
+static void say_peak(long bytes) {
+    char line[64], digits[24];
+    int n = 0;
+    do
+        digits[n++] = (char)('0' + bytes % 10);
+    while ((bytes /= 10) > 0);
+    int k = 0;
+    const char *head = "peak-chunk-bytes ";
+    while (*head)
+        line[k++] = *head++;
+    while (n > 0)
+        line[k++] = digits[--n];
+    line[k++] = '\n';
+    write(2, line, k);
+}
+
+/* `threads`: a ring of 16 pointers from thread 0 (producer) to thread 1 (consumer). */
+#define RING 16
+static void *ring[RING];
+static unsigned long ring_head, ring_tail;
+static long ring_blocks, hold_blocks;
+static long hold_chunks;
+
+static void *held_thread(void *arg) {
+    long me = (long)arg;
+    if (me == 0) {
+        for (long i = 0; i < ring_blocks; i++) {
+            void *p = malloc(1000);
+            if (!p)
+                die("malloc");
+            while (__atomic_load_n(&ring_head, __ATOMIC_ACQUIRE) -
+                       __atomic_load_n(&ring_tail, __ATOMIC_ACQUIRE) >=
+                   RING)
+                sched_yield();
+            ring[ring_head % RING] = p;
+            __atomic_store_n(&ring_head, ring_head + 1, __ATOMIC_RELEASE);
+        }
+    } else if (me == 1) {
+        for (long i = 0; i < ring_blocks; i++) {
+            while (__atomic_load_n(&ring_tail, __ATOMIC_ACQUIRE) ==
+                   __atomic_load_n(&ring_head, __ATOMIC_ACQUIRE))
+                sched_yield();
+            free(ring[ring_tail % RING]);
+            __atomic_store_n(&ring_tail, ring_tail + 1, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_barrier_wait(&barrier);
+    void **v = blocks_of(hold_blocks, 1000);
+    long mine = 0;
+    for (long i = 0; i < hold_blocks; i++)
+        mine += chunk_of(v[i]);
+    __atomic_fetch_add(&hold_chunks, mine, __ATOMIC_RELAXED);
+    pthread_barrier_wait(&barrier);
+    for (long i = 0; i < hold_blocks; i++)
+        free(v[i]);
+    return NULL;
+}
+
+static long churn_rounds;
+
+static void *churn_thread(void *arg) {
+    unsigned long x = (unsigned long)arg * 2654435761u + 1;
+    void *live[64] = {0};
+    for (long i = 0; i < churn_rounds; i++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        unsigned k = (unsigned)(x >> 58);
+        free(live[k]);
+        live[k] = malloc(16 + (x >> 32) % 1025);
+        if (!live[k])
+            die("malloc");
+        *(char *)live[k] = 1;
+    }
+    for (int k = 0; k < 64; k++)
+        free(live[k]);
+    return NULL;
+}
+
+static void run_threads(long n, void *(*fn)(void *)) {
+    pthread_t *t = (pthread_t *)pointers(n);
+    pthread_barrier_init(&barrier, NULL, n);
+    for (long i = 0; i < n; i++)
+        if (pthread_create(&t[i], NULL, fn, (void *)i) != 0)
+            die("pthread_create");
+    for (long i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+}
 
 static void *arena_thread(void *arg) {
     (void)arg;
@@ -155,6 +262,43 @@ int main(int argc, char **argv) {
             free(p);
             sleep_ms(1);
         }
+    } else if (!strcmp(what, "peak")) {
+        long hold = num(argv, 2);
+        long n = 16 * 1024 * 1024 / 1000, spike = 8 * 16;
+        void **v = blocks_of(n, 1000);
+        long held = 0;
+        for (long i = 0; i < n; i++)
+            held += chunk_of(v[i]);
+        sleep_ms(hold);
+        void **s = pointers(spike);
+        long peak = held;
+        for (long i = 0; i < spike; i++) {
+            s[i] = malloc(64 * 1024);
+            if (!s[i])
+                die("malloc");
+            peak += chunk_of(s[i]);
+        }
+        for (long i = 0; i < spike; i++)
+            free(s[i]);
+        for (long i = 0; i < n; i++)
+            if (i % 4 != 0)
+                free(v[i]);
+        sleep_ms(hold);
+        for (long i = 0; i < n; i += 4)
+            free(v[i]);
+        say_peak(peak);
+    } else if (!strcmp(what, "threads")) {
+        long n = num(argv, 2);
+        hold_blocks = num(argv, 3);
+        ring_blocks = 32l * 1024 * 1024 / 1000;
+        if (n < 2)
+            die("threads: at least 2");
+        run_threads(n, held_thread);
+        say_peak(hold_chunks);
+    } else if (!strcmp(what, "churn")) {
+        long n = num(argv, 2);
+        churn_rounds = num(argv, 3);
+        run_threads(n, churn_thread);
     } else if (!strcmp(what, "exec")) {
         void *p = malloc(100);
         memset(p, 0, 100);
