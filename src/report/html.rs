@@ -349,6 +349,8 @@ fn scalars_of_sample(s: &Sample) -> Sample {
         processes,
         unreadable,
         per_process: _,
+        kind,
+        bound_bytes,
     } = s;
     Sample {
         t_ns: *t_ns,
@@ -357,6 +359,8 @@ fn scalars_of_sample(s: &Sample) -> Sample {
         processes: *processes,
         unreadable: *unreadable,
         per_process: None,
+        kind: *kind,
+        bound_bytes: *bound_bytes,
     }
 }
 

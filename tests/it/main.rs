@@ -7,6 +7,7 @@ mod harness;
 mod json;
 mod malloc;
 mod maps;
+mod pss;
 mod reports;
 mod syscalls;
 mod trackers;
