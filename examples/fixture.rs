@@ -6,6 +6,8 @@
 //!
 //!   fill MIB [HOLD_MS] [byte]  malloc MIB MiB and write every page (every byte with `byte`),
 //!                              like the seed's fill.c; then keep it for HOLD_MS
+//!   fillfill MIB               the seed's fillfill.c: fill MIB MiB byte by byte and free it,
+//!                              fork, the child fills 2×MIB MiB the same way; peak 2×MIB MiB
 //!   threads N MIB [HOLD_MS]    N threads each touch MIB MiB; all alive at once for HOLD_MS
 //!                              (default 100), then exit
 //!   orphan CPU_MS              fork a child that forks a grandchild and exits at once; the
@@ -39,6 +41,7 @@ fn main() {
             fill(arg(1) << 20, bytes_mode);
             std::thread::sleep(Duration::from_millis(hold));
         }
+        Some("fillfill") => fillfill(arg(1) << 20),
         Some("threads") => threads(
             arg(1) as usize,
             arg(2) << 20,
@@ -95,13 +98,29 @@ fn main() {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: fixture fill|threads|orphan|forks|exit|signal|daemon|sleep|spin|echo-stdin|signals|stop-self ARGS"
+        "usage: fixture fill|fillfill|threads|orphan|forks|exit|signal|daemon|sleep|spin|echo-stdin|signals|stop-self ARGS"
     );
     std::process::exit(2)
 }
 
+/// The seed's fillfill.c.
+fn fillfill(bytes: u64) {
+    // SAFETY: free of what fill returned, once.
+    unsafe { libc::free(fill(bytes, true).cast()) };
+    // SAFETY: fork in a single-threaded program; the child fills and exits.
+    match unsafe { libc::fork() } {
+        0 => {
+            // SAFETY: as above.
+            unsafe { libc::free(fill(2 * bytes, true).cast()) };
+            std::process::exit(0)
+        }
+        pid if pid > 0 => wait(pid),
+        _ => panic!("fork failed"),
+    }
+}
+
 /// Writes every page (or byte) of a fresh allocation so it all becomes resident.
-fn fill(bytes: u64, every_byte: bool) {
+fn fill(bytes: u64, every_byte: bool) -> *mut u8 {
     let len = bytes as usize;
     // SAFETY: malloc of a non-zero size; checked for null below.
     let p = unsafe { libc::malloc(len) as *mut u8 };
@@ -113,7 +132,7 @@ fn fill(bytes: u64, every_byte: bool) {
         unsafe { p.add(i).write_volatile(b'F') };
         i += step;
     }
-    std::hint::black_box(p);
+    std::hint::black_box(p)
 }
 
 fn threads(n: usize, bytes: u64, hold_ms: u64) {

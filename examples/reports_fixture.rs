@@ -345,6 +345,7 @@ fn synth_record(n: usize, out: &std::path::Path, accounting: bool) {
                     processes: per.len() as u32,
                     unreadable: 0,
                     per_process: Some(per),
+                    ..Default::default()
                 },
             },
         ));
@@ -395,6 +396,7 @@ fn synth_record(n: usize, out: &std::path::Path, accounting: bool) {
                 effective_interval_ns: Some(100 * MS),
                 max_gap_ns: Some(100 * MS),
                 cpu_ns: rounds * MS,
+                ..Default::default()
             },
         },
     ));

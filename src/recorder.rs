@@ -285,7 +285,11 @@ impl Recorder {
                     self.run.totals.max_pss_bytes = Some(s.pss_bytes);
                     self.run.totals.max_pss_t_ns = Some(t);
                 }
-                self.run.samples.push(s);
+                // Samples come from two threads (the sampler's, and a tracker's at an exit),
+                // and an exit's peak is stamped with the exit's time, which may precede the
+                // newest tick: keep them in time order, as the chart reads them.
+                let at = self.run.samples.partition_point(|x| x.t_ns <= t);
+                self.run.samples.insert(at, s);
             }
             Event::Lost {
                 overruns,

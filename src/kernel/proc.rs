@@ -177,6 +177,34 @@ pub fn parse_statm_resident(text: &str) -> Option<u64> {
     text.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
+/// Resident and shared (file + shmem) pages from `/proc/PID/statm` (fields 2 and 3).
+pub fn parse_statm(text: &[u8]) -> Option<(u64, u64)> {
+    let text = std::str::from_utf8(text).ok()?;
+    let mut it = text.split_ascii_whitespace().skip(1);
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+/// A process's `statm`, opened once and read with `pread`: the kernel makes the text afresh
+/// from the process's current memory at every read (across execs too), for ~1 µs instead of
+/// an open, a read and a close each time.
+pub struct StatmFile(File);
+
+impl StatmFile {
+    /// (resident, shared) pages now; `None` once the process has no memory (a zombie).
+    pub fn read(&self) -> io::Result<Option<(u64, u64)>> {
+        let mut buf = [0u8; 128];
+        let n = loop {
+            match self.0.read_at(&mut buf, 0) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => break r?,
+            }
+        };
+        let fields = parse_statm(&buf[..n]);
+        // A process without memory shows all zeros.
+        Ok(fields.filter(|&(resident, _)| resident > 0))
+    }
+}
+
 /// A `N kB` value of a /proc status-like line, in bytes (a bare number counts as kB too);
 /// `None` for a value whose bytes do not fit in u64 (no kernel writes one).
 pub(crate) fn kb_value(rest: &str) -> Option<u64> {
@@ -288,6 +316,15 @@ impl ProcFs {
 
     pub fn smaps_rollup(&mut self, pid: i32) -> io::Result<Option<Rollup>> {
         Ok(parse_smaps_rollup(self.read_str(pid, "smaps_rollup")?))
+    }
+
+    /// Opens process `pid`'s `statm` for [`StatmFile::read`].
+    pub fn open_statm(&mut self, pid: i32) -> io::Result<StatmFile> {
+        self.path.clear();
+        self.path.push(&self.root);
+        self.path.push(itoa(pid));
+        self.path.push("statm");
+        File::open(&self.path).map(StatmFile)
     }
 
     pub fn statm_resident_bytes(&mut self, pid: i32) -> io::Result<Option<u64>> {
@@ -416,6 +453,32 @@ fn read_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn statm_gives_resident_and_shared_pages() {
+        // Captured from /proc/self/statm of a shell on Linux 6.x.
+        assert_eq!(
+            parse_statm(b"2249 1280 1024 214 0 256 0\n"),
+            Some((1280, 1024))
+        );
+        assert_eq!(parse_statm(b"0 0 0 0 0 0 0\n"), Some((0, 0)));
+        assert_eq!(parse_statm(b"12 x 3"), None);
+        assert_eq!(parse_statm(b""), None);
+    }
+
+    #[test]
+    fn a_held_statm_is_read_again_from_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("42")).unwrap();
+        std::fs::write(dir.path().join("42/statm"), "10 3 1 1 0 1 0\n").unwrap();
+        let mut fs = ProcFs::new(dir.path());
+        let f = fs.open_statm(42).unwrap();
+        assert_eq!(f.read().unwrap(), Some((3, 1)));
+        assert_eq!(f.read().unwrap(), Some((3, 1)));
+        // A process without memory (a zombie) shows zeros: no reading.
+        std::fs::write(dir.path().join("42/statm"), "0 0 0 0 0 0 0\n").unwrap();
+        assert_eq!(fs.open_statm(42).unwrap().read().unwrap(), None);
+    }
 
     const ROLLUP: &str =
         "561fa8b06000-7ffee08a0000 ---p 00000000 00:00 0                          [rollup]

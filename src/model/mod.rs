@@ -210,6 +210,27 @@ pub struct Sample {
     /// and runs of older versions).
     #[serde(default)]
     pub per_process: Option<Vec<ProcessSample>>,
+    /// How the figures were read: an exact read of every process, or carried by counters.
+    #[serde(default)]
+    pub kind: SampleKind,
+    /// The most the true PSS sum can differ from `pss_bytes` (carried samples); `None` for an
+    /// exact read.
+    #[serde(default)]
+    pub bound_bytes: Option<u64>,
+}
+
+/// How a memory sample was taken (see `sample::carry`).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleKind {
+    /// `smaps_rollup` of every live process, read in one round.
+    #[default]
+    Exact,
+    /// Each process's last exact PSS plus what its `statm` counters moved since.
+    Carried,
+    /// At a process's exit: its carried PSS plus what its resident size grew beyond the
+    /// largest ste read (the kernel's high-water mark), counted as private: an upper bound.
+    ExitPeak,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
@@ -229,8 +250,23 @@ pub struct SamplerInfo {
     pub effective_interval_ns: Option<u64>,
     /// Longest time between two consecutive rounds.
     pub max_gap_ns: Option<u64>,
-    /// CPU the sampler spent reading /proc.
+    /// CPU the sampler spent reading /proc (exact rounds and counter ticks).
     pub cpu_ns: u64,
+    /// Counter ticks taken (`/proc/PID/statm` of every live process) between exact rounds.
+    #[serde(default)]
+    pub ticks: u64,
+    /// Wall time covered divided by ticks; `None` with fewer than two ticks.
+    #[serde(default)]
+    pub effective_tick_ns: Option<u64>,
+    /// The part of `cpu_ns` the ticks took.
+    #[serde(default)]
+    pub tick_cpu_ns: u64,
+    /// How long after an exec a process is first read (its libraries mapped by then).
+    #[serde(default)]
+    pub exec_settle_ns: Option<u64>,
+    /// CPU of the costliest exact round (the budget may be overdrawn by one, at an exit).
+    #[serde(default)]
+    pub max_round_cpu_ns: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]

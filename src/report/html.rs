@@ -354,6 +354,8 @@ fn scalars_of_sample(s: &Sample) -> Sample {
         processes,
         unreadable,
         per_process: _,
+        kind,
+        bound_bytes,
     } = s;
     Sample {
         t_ns: *t_ns,
@@ -362,6 +364,8 @@ fn scalars_of_sample(s: &Sample) -> Sample {
         processes: *processes,
         unreadable: *unreadable,
         per_process: None,
+        kind: *kind,
+        bound_bytes: *bound_bytes,
     }
 }
 

@@ -10,7 +10,7 @@
 use crate::event::{Event, Stamped};
 use crate::model::{
     AccountEvent, Arg, Exec, Figures, GroupEnd, LedgerSource, Process, ProcessSample, Run, Sample,
-    SamplerInfo, Source, Termination,
+    SampleKind, SamplerInfo, Source, Termination,
 };
 use crate::recorder::Recorder;
 
@@ -278,6 +278,13 @@ pub fn events() -> Vec<Stamped> {
                     processes: per.len() as u32,
                     unreadable: 0,
                     per_process: Some(per),
+                    // Every third an exact round, the others carried by counters.
+                    kind: if k % 3 == 0 {
+                        SampleKind::Exact
+                    } else {
+                        SampleKind::Carried
+                    },
+                    bound_bytes: (k % 3 != 0).then_some(k * 4096),
                 },
             },
         ));
@@ -314,6 +321,11 @@ pub fn events() -> Vec<Stamped> {
                 effective_interval_ns: Some(50 * MS),
                 max_gap_ns: Some(50 * MS),
                 cpu_ns: 2 * MS,
+                ticks: 850,
+                effective_tick_ns: Some(MS),
+                tick_cpu_ns: MS,
+                exec_settle_ns: Some(MS),
+                max_round_cpu_ns: Some(MS),
             },
         },
     ));

@@ -7,7 +7,7 @@
 //! Every line goes through `terminal` (no control character from a traced program, /proc or a
 //! record reaches the terminal), and the strings it quotes are escaped where it takes them.
 
-use crate::model::{Escaped, Exec, Process, Run, join_escaped, signal_name};
+use crate::model::{Escaped, Exec, Process, Run, SampleKind, join_escaped, signal_name};
 use crate::report::{chart, names, syscalls, terminal};
 use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
 use std::io::{self, Write};
@@ -74,9 +74,23 @@ fn summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     let t = &run.totals;
     writeln!(w, "Num threads = {}", group_thousands(t.threads))?;
     writeln!(w, "Num process = {}", group_thousands(t.processes))?;
-    match t.max_pss_bytes {
-        Some(b) => writeln!(w, "Max PSS: {} bytes", group_thousands(b))?,
-        None => writeln!(w, "Max PSS: n/a")?,
+    let peak = max_pss_sample(run);
+    match (t.max_pss_bytes, peak) {
+        (Some(_), Some(p)) if beyond_reads(p) => writeln!(w, "Max PSS: n/a")?,
+        (Some(b), _) => writeln!(w, "Max PSS: {} bytes", group_thousands(b))?,
+        (None, _) => writeln!(w, "Max PSS: n/a")?,
+    }
+    if let Some(p) = peak {
+        writeln!(w, "  {}", max_pss_exactness(run, p))?;
+    } else if t.max_pss_bytes.is_none()
+        && run.samples.is_empty()
+        && let Some(settle) = run.sampler.exec_settle_ns
+    {
+        writeln!(
+            w,
+            "  no read: the command ended within {} of its exec, before ste reads a program (until then its libraries may not be mapped yet)",
+            duration_human(settle)
+        )?;
     }
     let opt_ms = |v: Option<u64>| v.map_or_else(|| "n/a".to_string(), millis);
     writeln!(
@@ -197,6 +211,90 @@ fn tracker_text(run: &Run) -> String {
     }
 }
 
+/// The sample Max PSS was taken from.
+fn max_pss_sample(run: &Run) -> Option<&crate::model::Sample> {
+    let t = run.totals.max_pss_t_ns?;
+    let b = run.totals.max_pss_bytes?;
+    run.samples.iter().find(|s| s.t_ns == t && s.pss_bytes == b)
+}
+
+/// A peak that is mostly growth ste never read: the kernel's high-water mark says the process
+/// grew after the last read, by more than 3 % of the figure, so the figure is an upper bound
+/// too loose to print as Max PSS.
+fn beyond_reads(s: &crate::model::Sample) -> bool {
+    s.kind == SampleKind::ExitPeak && s.bound_bytes.unwrap_or(0) as f64 > 0.03 * s.pss_bytes as f64
+}
+
+/// How exact Max PSS is, in a few words: the kind of read it came from, its bound, and the
+/// exact reads and ticks behind it.
+fn max_pss_exactness(run: &Run, peak: &crate::model::Sample) -> String {
+    let s = &run.sampler;
+    let exact_reads = run
+        .samples
+        .iter()
+        .filter(|x| x.kind == SampleKind::Exact)
+        .count();
+    let ticks = match s.effective_tick_ns {
+        Some(i) => format!("statm counters every {}", duration_human(i)),
+        None => "statm counters".to_string(),
+    };
+    let between = if s.ticks > 0 {
+        format!(", {ticks} between them")
+    } else {
+        String::new()
+    };
+    let bound = peak.bound_bytes.unwrap_or(0);
+    let pct = if peak.pss_bytes > 0 {
+        bound as f64 / peak.pss_bytes as f64
+    } else {
+        0.0
+    };
+    match peak.kind {
+        SampleKind::Exact => format!(
+            "exact: smaps_rollup of every process at {} ({exact_reads} exact read{} in all{between})",
+            duration_human(peak.t_ns),
+            if exact_reads == 1 { "" } else { "s" }
+        ),
+        SampleKind::Carried => {
+            let anchor = run
+                .samples
+                .iter()
+                .rev()
+                .find(|x| x.kind == SampleKind::Exact && x.t_ns <= peak.t_ns)
+                .map_or_else(
+                    || "no exact read before it".to_string(),
+                    |a| {
+                        format!(
+                            "the exact read {} before it",
+                            duration_human(peak.t_ns - a.t_ns)
+                        )
+                    },
+                );
+            format!(
+                "within ±{} ({} bytes): carried by {ticks} from {anchor} ({exact_reads} exact read{} in all)",
+                percent(pct),
+                group_thousands(bound),
+                if exact_reads == 1 { "" } else { "s" }
+            )
+        }
+        SampleKind::ExitPeak if beyond_reads(peak) && bound >= peak.pss_bytes => format!(
+            "the command ended before ste's first read (it reads a program {} after its exec): at most {} bytes, the kernel's high-water mark of its resident size",
+            duration_human(s.exec_settle_ns.unwrap_or(0)),
+            group_thousands(peak.pss_bytes)
+        ),
+        SampleKind::ExitPeak if beyond_reads(peak) => format!(
+            "the peak came after ste's last read: between {} and {} bytes (the kernel's high-water mark at exit, growth counted as private)",
+            group_thousands(peak.pss_bytes.saturating_sub(bound)),
+            group_thousands(peak.pss_bytes)
+        ),
+        SampleKind::ExitPeak => format!(
+            "an upper bound, within {} ({} bytes): the last {ticks} plus growth to the kernel's high-water mark at exit, counted as private",
+            percent(pct),
+            group_thousands(bound)
+        ),
+    }
+}
+
 fn sampler_text(run: &Run) -> String {
     let s = &run.sampler;
     let mut out = format!(
@@ -209,6 +307,17 @@ fn sampler_text(run: &Run) -> String {
     }
     if let Some(g) = s.max_gap_ns {
         out += &format!(" (longest gap {})", duration_human(g));
+    }
+    if s.ticks > 0 {
+        out += &format!(
+            "; statm counters in {} tick{}",
+            group_thousands(s.ticks),
+            if s.ticks == 1 { "" } else { "s" }
+        );
+        if let Some(i) = s.effective_tick_ns {
+            out += &format!(" every {}", duration_human(i));
+        }
+        out += &format!(" ({} of CPU)", duration_human(s.tick_cpu_ns));
     }
     match (s.mode.as_str(), s.budget, s.interval_ns) {
         ("fixed", _, Some(i)) => out += &format!("; fixed interval {}", duration_human(i)),
@@ -379,6 +488,11 @@ mod tests {
             effective_interval_ns: Some(100_000_000),
             max_gap_ns: Some(100_000_000),
             cpu_ns: 12_000_000,
+            ticks: 1_200,
+            effective_tick_ns: Some(1_000_000),
+            tick_cpu_ns: 3_000_000,
+            exec_settle_ns: Some(1_000_000),
+            max_round_cpu_ns: None,
         };
         run.overhead = Overhead {
             cpu_ns: Some(15_000_000),

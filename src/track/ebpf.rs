@@ -936,7 +936,7 @@ impl State {
                     }
                     return;
                 }
-                self.accounts(tgid, hiwater_pages);
+                self.accounts(t, tgid, hiwater_pages);
                 let status = status.and_then(Termination::from_wait_status);
                 self.tree
                     .exit(t, tid, if tid == tgid { status } else { None });
@@ -954,13 +954,18 @@ impl State {
 
     /// The peak RSS of a process that just ended, read in the kernel; on a kernel that traces
     /// the exit after the memory is gone, the sampler reads peaks from then on.
-    fn accounts(&mut self, tgid: i32, hiwater_pages: Option<u64>) {
+    fn accounts(&mut self, t: u64, tgid: i32, hiwater_pages: Option<u64>) {
         match hiwater_pages {
-            Some(pages) => self.tree.sink.emit(Event::Accounts {
-                tgid,
-                peak_rss_bytes: Some(pages * self.page_size),
-                io: None,
-            }),
+            Some(pages) => {
+                let bytes = pages * self.page_size;
+                self.tree.sink.emit(Event::Accounts {
+                    tgid,
+                    peak_rss_bytes: Some(bytes),
+                    io: None,
+                });
+                // Growth after the sampler's last read of it may have made the tree's peak.
+                self.tree.sampler.exit_peak(tgid, t, bytes);
+            }
             None if self.peaks_from_exit => {
                 self.peaks_from_exit = false;
                 self.tree.sampler.read_peaks();

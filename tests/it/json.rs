@@ -367,6 +367,8 @@ struct Sample {
     processes: u32,
     unreadable: u32,
     per_process: Option<Vec<ProcessSample>>,
+    kind: String,
+    bound_bytes: Option<u64>,
 }
 
 #[derive(Deserialize, Serialize)]
@@ -388,6 +390,11 @@ struct SamplerInfo {
     effective_interval_ns: Option<u64>,
     max_gap_ns: Option<u64>,
     cpu_ns: u64,
+    ticks: u64,
+    effective_tick_ns: Option<u64>,
+    tick_cpu_ns: u64,
+    exec_settle_ns: Option<u64>,
+    max_round_cpu_ns: Option<u64>,
 }
 
 #[derive(Deserialize, Serialize)]

@@ -9,6 +9,7 @@ mod json;
 mod malloc;
 mod maps;
 mod outputs;
+mod pss;
 mod reports;
 mod syscalls;
 mod trackers;

@@ -1,0 +1,154 @@
+//! Max PSS you can trust (issue 20): the seed's examples under the default budget, with no
+//! hold after the peak, under every tracker and privilege level. The truth is what the
+//! fixture touches: the figure must be within 3 % of it, and say how exact it is.
+
+use crate::harness::*;
+use crate::matrix;
+use ste::model::SampleKind;
+
+const MIB: u64 = 1 << 20;
+
+/// Max PSS of a run, checked against `truth` to within 3 %, and its exactness line.
+fn max_pss_within_3_percent(o: &Outcome, truth: u64) -> u64 {
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let pss = o.run().totals.max_pss_bytes.expect("Max PSS measured");
+    let err = (pss as f64 - truth as f64).abs() / truth as f64;
+    assert!(
+        err < 0.03,
+        "Max PSS {pss} is not within 3% of {truth}\n{}",
+        o.stderr()
+    );
+    // The headline keeps the seed's words, and the next line says how exact it is.
+    let text = o.stderr();
+    let line = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Max PSS: "))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        ["  exact: ", "  within ±", "  an upper bound"]
+            .iter()
+            .any(|p| line.starts_with(p)),
+        "exactness line: {line:?}\n{text}"
+    );
+    pss
+}
+
+matrix!(fill_byte_by_byte, |mode: Mode| {
+    // The seed's fill.c at -O0: every byte written, and the program exits at its peak.
+    let o = ste(mode, &[], &[&fixture(), "fill", "256", "0", "byte"]);
+    max_pss_within_3_percent(&o, 256 * MIB);
+    // The sampler kept to its budget (1 % of a core) over the run, plus its start-up
+    // allowance and the one round an exit may overdraw (the costliest: the whole peak).
+    let run = o.run();
+    let s = &run.sampler;
+    let round = s.max_round_cpu_ns.unwrap_or(0);
+    let allowed = (0.01 * run.totals.wall_ns as f64) as u64 + s.burst_ns.unwrap_or(0) + round;
+    assert!(
+        s.cpu_ns <= allowed,
+        "sampler used {} ns > {allowed}: {s:?}",
+        s.cpu_ns
+    );
+});
+
+matrix!(fillfill, |mode: Mode| {
+    // The seed's fillfill.c: fill and free N, fork, the child fills 2N: the peak is the
+    // child's, 2N, and the parent's first fill must not be added to it.
+    let o = ste(mode, &[], &[&fixture(), "fillfill", "128"]);
+    max_pss_within_3_percent(&o, 256 * MIB);
+    assert_eq!(o.run().totals.processes, 2);
+});
+
+/// 64 threads hold 8 MiB each for 5 ms, then free it and exit: the trackers that see the exit
+/// (ptrace's stop, ebpf's high-water mark) or ticks every few ms must find the 512 MiB. netlink
+/// has neither an exit stop nor a high-water mark at exit, so a peak shorter than its ticks
+/// can be missed: it is left out, as the issue asks of it only `fill` and `fillfill`.
+fn sixty_four_threads(mode: Mode) {
+    let o = ste(mode, &[], &[&fixture(), "threads", "64", "8", "5"]);
+    max_pss_within_3_percent(&o, 512 * MIB);
+}
+
+#[test]
+fn sixty_four_threads_for_5_ms_ebpf_root() {
+    sixty_four_threads(Mode {
+        tracker: Tracker::Ebpf,
+        who: Who::Root,
+    });
+}
+
+#[test]
+fn sixty_four_threads_for_5_ms_ptrace_root() {
+    sixty_four_threads(Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Root,
+    });
+}
+
+#[test]
+fn sixty_four_threads_for_5_ms_ptrace_nobody() {
+    sixty_four_threads(Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Nobody,
+    });
+}
+
+matrix!(a_program_of_a_millisecond, |mode: Mode| {
+    // /bin/true lives about a millisecond. Its figure is a read after its libraries were
+    // mapped (an exact read at ptrace's exit stop), or n/a with the reason: never a read
+    // of the loader alone (12-48 KiB here before this was fixed).
+    let o = ste(mode, &[], &["/bin/true"]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let text = o.stderr();
+    let run = o.run();
+    if text.contains("Max PSS: n/a\n") {
+        let reason = text
+            .lines()
+            .skip_while(|l| *l != "Max PSS: n/a")
+            .nth(1)
+            .unwrap_or_default();
+        assert!(
+            reason.starts_with("  no read: ") || reason.starts_with("  the command ended before"),
+            "n/a without its reason: {text}"
+        );
+    } else {
+        let pss = run.totals.max_pss_bytes.expect("a figure or n/a");
+        assert!(
+            pss >= 100 << 10,
+            "Max PSS {pss} of /bin/true: a read of its loader\n{text}"
+        );
+        if mode.used() == Tracker::Ptrace {
+            let kind = run
+                .samples
+                .iter()
+                .find(|s| Some(s.t_ns) == run.totals.max_pss_t_ns)
+                .map(|s| s.kind);
+            assert_eq!(kind, Some(SampleKind::Exact), "{text}");
+        }
+    }
+});
+
+/// A long quiet run keeps few samples: ticks back off while nothing moves, and only the
+/// highest tick of each emission window is kept, every sample saying how it was read.
+#[test]
+fn samples_stay_bounded_and_say_how_they_were_read() {
+    let mode = Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Root,
+    };
+    let o = ste(mode, &[], &[&fixture(), "fill", "64", "3000"]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    let n = run.samples.len();
+    // 3 s at one emission per 5 ms at most: 600; in practice far fewer.
+    assert!(n <= 600, "{n} samples: {:?}", run.sampler);
+    assert!(run.samples.iter().any(|s| s.kind == SampleKind::Exact));
+    for s in &run.samples {
+        match s.kind {
+            SampleKind::Exact => assert_eq!(s.bound_bytes, None),
+            _ => assert!(s.bound_bytes.is_some()),
+        }
+    }
+    assert!(run.samples.windows(2).all(|w| w[0].t_ns <= w[1].t_ns));
+    // Ticks backed off in the hold: well under one per millisecond.
+    assert!(run.sampler.ticks < 1500, "{:?}", run.sampler);
+}
