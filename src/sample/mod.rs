@@ -180,6 +180,8 @@ struct State {
     rounds: u64,
     cpu_ns: u64,
     max_pss: u64,
+    /// The highest sum an exact round read.
+    max_round_pss: u64,
     /// When the next tick is due.
     next_tick_ns: u64,
     /// Cost of the last tick (ns of CPU).
@@ -211,6 +213,8 @@ pub struct Sampler {
     /// Also read each process's `VmHWM` every round, for trackers that cannot read it when the
     /// process exits.
     read_peaks: std::sync::atomic::AtomicBool,
+    /// The last tick raised the maximum.
+    tick_high: std::sync::atomic::AtomicBool,
     /// The sampling thread, joined by [`Sampler::stop`].
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     observers: RwLock<Vec<Arc<dyn RoundObserver>>>,
@@ -238,6 +242,7 @@ impl Sampler {
                 rounds: 0,
                 cpu_ns: 0,
                 max_pss: 0,
+                max_round_pss: 0,
                 next_tick_ns: 0,
                 tick_cost_ns: 0.0,
                 ticks: 0,
@@ -258,6 +263,7 @@ impl Sampler {
                 page: page_size(),
             }),
             read_peaks: std::sync::atomic::AtomicBool::new(false),
+            tick_high: std::sync::atomic::AtomicBool::new(false),
             thread: Mutex::new(None),
             observers: RwLock::new(Vec::new()),
         })
@@ -603,9 +609,18 @@ impl Sampler {
                 } else {
                     self.tick()
                 };
+                // Observers (`--maps-at-peak`, `--malloc`) look at memory in exact rounds: a
+                // tick that found a new high asks for one, which runs when the budget allows.
+                let asks = !exact
+                    && self
+                        .tick_high
+                        .swap(false, std::sync::atomic::Ordering::Relaxed);
                 st = self.state.lock().expect("sampler lock");
                 st.tokens_ns -= between as f64;
                 st.cpu_ns += between;
+                if asks && !self.observers.read().expect("observers lock").is_empty() {
+                    st.nudged = true;
+                }
                 if !exact {
                     st.tick_cpu_ns += between;
                     st.tick_cost_ns += between as f64;
@@ -819,7 +834,11 @@ impl Sampler {
         if sample.processes == 0 {
             return changed;
         }
-        st.max_pss = st.max_pss.max(sample.pss_bytes);
+        if sample.pss_bytes > st.max_pss {
+            st.max_pss = sample.pss_bytes;
+            self.tick_high
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         if st
             .pending
             .as_ref()
@@ -960,7 +979,10 @@ impl Sampler {
             // they may finish out of order: keep the earliest and the latest.
             st.last_round_ns = Some(st.last_round_ns.map_or(t, |l| l.max(t)));
             st.first_round_ns = Some(st.first_round_ns.map_or(t, |f| f.min(t)));
-            new_high = sample.processes > 0 && sample.pss_bytes > st.max_pss;
+            // For observers, which look at memory in rounds: higher than every earlier round
+            // (ticks may have seen higher already).
+            new_high = sample.processes > 0 && sample.pss_bytes > st.max_round_pss;
+            st.max_round_pss = st.max_round_pss.max(sample.pss_bytes);
             st.max_pss = st.max_pss.max(sample.pss_bytes);
             // The window's highest tick goes out before this round, so samples leave in order.
             pending = st.pending.take();
