@@ -292,8 +292,10 @@ impl Recorder {
                 events_at_most,
                 found_by_resync,
                 exits_missed,
+                argv_doubtful,
             } => {
                 let lost = &mut self.run.overhead.lost;
+                lost.argv_doubtful += argv_doubtful;
                 lost.overruns += overruns;
                 lost.events_at_most += events_at_most;
                 lost.found_by_resync += found_by_resync;
@@ -382,12 +384,13 @@ impl Recorder {
                 if still_running == 1 { "" } else { "es" }
             ));
         }
-        run.overhead.lost.argv_unread = run
+        run.overhead.lost.argv_unread = (run
             .processes
             .iter()
             .flat_map(|p| &p.execs)
             .filter(|e| e.argv.is_none())
-            .count() as u64;
+            .count() as u64)
+            .saturating_sub(run.overhead.lost.argv_doubtful);
         let lost = &run.overhead.lost;
         // Exact when nothing overflowed and no sequence gap was seen: only the process ends
         // that were never reported are lost, and they are counted. Otherwise the kernel gave
