@@ -27,7 +27,7 @@
 //!   before the look; reports are queued as they are made, and the queue was taken after the
 //!   look, so that report would be among the events.
 //! - otherwise (running, inside `execve`, or not readable) ste looks again a little later;
-//!   after the last wait it is a doubt.
+//!   after the last wait (about 13 ms on) it is a doubt.
 //!
 //! A doubtful argv is shown as `[?]` and counted (`argv_doubtful`), never attributed.
 //!
@@ -104,15 +104,18 @@ pub fn verdict(read_start_ns: u64, probe: Probe, first: Option<Later>) -> Verdic
     }
 }
 
-/// The waits before each new look (about 3 ms in all): a process just exec'd is usually
-/// running its dynamic loader, and soon sleeps in a system call or ends.
-pub const WAITS: [Duration; 6] = [
+/// The waits before each new look (about 13 ms in all): a process just exec'd is usually
+/// running its dynamic loader, and soon sleeps in a system call or ends; a process waiting
+/// for a CPU also shows as running. A process that never sleeps keeps the reader this long.
+pub const WAITS: [Duration; 8] = [
     Duration::ZERO,
     Duration::from_micros(100),
     Duration::from_micros(200),
     Duration::from_micros(400),
     Duration::from_micros(800),
     Duration::from_micros(1600),
+    Duration::from_micros(3200),
+    Duration::from_micros(6400),
 ];
 
 /// Looks until the rule decides: `look(wait)` waits up to `wait` (a tracker may stop waiting
