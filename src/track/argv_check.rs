@@ -107,11 +107,11 @@ pub fn verdict(read_start_ns: u64, probe: Probe, first: Option<Later>) -> Verdic
 /// The waits before each new look (about 13 ms in all): a process just exec'd is usually
 /// running its dynamic loader, and soon sleeps in a system call or ends; a process waiting
 /// for a CPU also shows as running. A process that never sleeps keeps the reader this long.
-pub const WAITS: [Duration; 8] = [
+/// Few looks: a tracker that wakes only when an event arrives (netlink) pays nothing for a
+/// long wait that a short process's end cuts short, and a wake-up for each look.
+pub const WAITS: [Duration; 6] = [
     Duration::ZERO,
-    Duration::from_micros(100),
-    Duration::from_micros(200),
-    Duration::from_micros(400),
+    Duration::from_micros(700),
     Duration::from_micros(800),
     Duration::from_micros(1600),
     Duration::from_micros(3200),
@@ -119,8 +119,8 @@ pub const WAITS: [Duration; 8] = [
 ];
 
 /// Looks until the rule decides: `look(wait)` waits up to `wait` (a tracker may stop waiting
-/// as soon as an event arrives), probes the process, then takes the queue, and says what it
-/// found. Undecided after the last wait is a doubt.
+/// as soon as an event of the process arrives), probes the process, then takes the queue,
+/// and says what it found. Undecided after the last wait is a doubt.
 pub fn judge(
     read_start_ns: u64,
     mut look: impl FnMut(Duration) -> (Probe, Option<Later>),
