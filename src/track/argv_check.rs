@@ -25,7 +25,9 @@
 //!   outside any system call) when looked at: kept. A task is in one system call at a time, so
 //!   any exec that had installed its image by then had also returned, and reported itself,
 //!   before the look; reports are queued as they are made, and the queue was taken after the
-//!   look, so that report would be among the events.
+//!   look, so that report would be among the events. The look is at the main thread: a
+//!   thread that execs makes itself the main thread (`de_thread`) before it installs the
+//!   image, so it is the one looked at from then on.
 //! - otherwise (running, inside `execve`, or not readable) ste looks again a little later;
 //!   after the last wait (about 13 ms on) it is a doubt.
 //!
