@@ -72,6 +72,9 @@ pub enum Event {
         events_at_most: u64,
         found_by_resync: u64,
         exits_missed: u64,
+        /// Execs whose argv, read from /proc, may be a later image's (sent as `None`).
+        #[serde(default)]
+        argv_doubtful: u64,
     },
     /// How the sampler ran, once it has stopped.
     SamplerDone { info: SamplerInfo },

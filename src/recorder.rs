@@ -296,6 +296,7 @@ impl Recorder {
                 events_at_most,
                 found_by_resync,
                 exits_missed,
+                argv_doubtful,
             } => {
                 let lost = &mut self.run.overhead.lost;
                 // Saturating: a crafted record's increments must not wrap the counts.
@@ -303,6 +304,7 @@ impl Recorder {
                 lost.events_at_most = lost.events_at_most.saturating_add(*events_at_most);
                 lost.found_by_resync = lost.found_by_resync.saturating_add(*found_by_resync);
                 lost.exits_missed = lost.exits_missed.saturating_add(*exits_missed);
+                lost.argv_doubtful = lost.argv_doubtful.saturating_add(*argv_doubtful);
             }
             Event::SamplerDone { info } => self.run.sampler = info.clone(),
             Event::End {
@@ -388,12 +390,13 @@ impl Recorder {
                 if still_running == 1 { "" } else { "es" }
             ));
         }
-        run.overhead.lost.argv_unread = run
+        run.overhead.lost.argv_unread = (run
             .processes
             .iter()
             .flat_map(|p| &p.execs)
             .filter(|e| e.argv.is_none())
-            .count() as u64;
+            .count() as u64)
+            .saturating_sub(run.overhead.lost.argv_doubtful);
         let lost = &run.overhead.lost;
         // Exact when nothing overflowed and no sequence gap was seen: only the process ends
         // that were never reported are lost, and they are counted. Otherwise the kernel gave

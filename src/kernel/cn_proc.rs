@@ -187,6 +187,12 @@ impl Connector {
         self.recv_now()
     }
 
+    /// Waits up to `timeout` for a datagram to arrive, without receiving it; true if one is
+    /// waiting.
+    pub fn wait(&self, timeout: Duration) -> io::Result<bool> {
+        super::netlink::wait_readable(&self.fd, timeout, None)
+    }
+
     /// Receives one datagram without blocking (`Timeout` when the queue is empty).
     pub fn recv_now(&mut self) -> io::Result<Received> {
         let n = match super::netlink::recv_now(&self.fd, &mut self.buf) {

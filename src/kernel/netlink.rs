@@ -94,14 +94,15 @@ pub fn wait_readable(fd: &OwnedFd, timeout: Duration, wake: Option<&OwnedFd>) ->
             revents: 0,
         },
     ];
-    // SAFETY: polling two valid pollfds (a negative fd is ignored by poll).
-    let rc = unsafe {
-        libc::poll(
-            pfds.as_mut_ptr(),
-            2,
-            timeout.as_millis().min(i32::MAX as u128) as i32,
-        )
+    // ppoll, not poll: poll counts in whole milliseconds, so a wait under 1 ms returned at
+    // once (a busy loop for a caller waiting out a short remainder).
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
     };
+    // SAFETY: polling two valid pollfds (a negative fd is ignored) with a valid timespec and
+    // no signal mask.
+    let rc = unsafe { libc::ppoll(pfds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
     if rc < 0 {
         let e = io::Error::last_os_error();
         return if e.kind() == io::ErrorKind::Interrupted {

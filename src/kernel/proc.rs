@@ -166,6 +166,15 @@ pub fn parse_cmdline(bytes: &[u8]) -> Vec<Arg> {
     body.split(|&b| b == 0).map(|a| Arg(a.to_vec())).collect()
 }
 
+/// `syscall` (proc(5)): `None` when the task is running, else the number of the system call it
+/// is blocked in (`-1`: blocked outside any).
+pub fn parse_syscall(text: &str) -> Option<Option<i64>> {
+    match text.split_ascii_whitespace().next()? {
+        "running" => Some(None),
+        nr => nr.parse().ok().map(Some),
+    }
+}
+
 /// `schedstat` (sched-stats.rst): time on a CPU and time waiting on a run queue, in ns.
 pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
     let mut it = text.split_ascii_whitespace();
@@ -304,6 +313,35 @@ impl ProcFs {
 
     pub fn cmdline(&mut self, pid: i32) -> io::Result<Vec<Arg>> {
         Ok(parse_cmdline(self.read(pid, "cmdline")?))
+    }
+
+    /// `cmdline` read with one `read(2)` that returns all of it (retried from the start with
+    /// a larger buffer when it fills the buffer): the kernel takes the process's memory once
+    /// per call, so the argv is that of one image, never the start of one and the end of
+    /// the next (or of none, when the process ends between two calls).
+    pub fn cmdline_whole(&mut self, pid: i32) -> io::Result<&[u8]> {
+        self.path.clear();
+        self.path.push(&self.root);
+        self.path.push(itoa(pid));
+        self.path.push("cmdline");
+        let f = File::open(&self.path)?;
+        loop {
+            let n = match f.read_at(&mut self.buf, 0) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => r?,
+            };
+            if n < self.buf.len() {
+                return Ok(&self.buf[..n]);
+            }
+            let len = 2 * self.buf.len();
+            self.buf.resize(len, 0);
+        }
+    }
+
+    /// Where process `pid`'s main thread is (`syscall`; see [`parse_syscall`]). Needs the
+    /// right to trace it.
+    pub fn syscall(&mut self, pid: i32) -> io::Result<Option<Option<i64>>> {
+        Ok(parse_syscall(self.read_str(pid, "syscall")?))
     }
 
     pub fn status(&mut self, pid: i32) -> io::Result<Status> {
@@ -554,6 +592,31 @@ SwapPss:               0 kB
         // /proc/self/schedstat of a shell on this machine.
         assert_eq!(parse_schedstat("1538771 95468 9\n"), Some((1538771, 95468)));
         assert_eq!(parse_schedstat(""), None);
+    }
+
+    #[test]
+    fn syscall_fields() {
+        assert_eq!(parse_syscall("running\n"), Some(None));
+        assert_eq!(
+            parse_syscall("61 0xffffffff 0x7ffd 0x0 0x0 0x0 0x0 0x7ffd70 0x7f3c76\n"),
+            Some(Some(61))
+        );
+        assert_eq!(parse_syscall("-1 0x7ffd70 0x7f3c76\n"), Some(Some(-1)));
+        assert_eq!(parse_syscall(""), None);
+        assert_eq!(parse_syscall("x 1 2"), None);
+    }
+
+    #[test]
+    fn whole_cmdline_in_one_read_past_the_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("7")).unwrap();
+        let long = vec![b'a'; 3 * READ_BUF_BYTES + 5];
+        let mut cmdline = b"x\0".to_vec();
+        cmdline.extend(&long);
+        cmdline.push(0);
+        std::fs::write(dir.path().join("7/cmdline"), &cmdline).unwrap();
+        let mut fs = ProcFs::new(dir.path());
+        assert_eq!(fs.cmdline_whole(7).unwrap(), &cmdline[..]);
     }
 
     #[test]

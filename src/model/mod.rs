@@ -292,6 +292,10 @@ pub struct Lost {
     pub events_at_most: u64,
     /// Execs whose argv could not be read because the process was already gone.
     pub argv_unread: u64,
+    /// Execs whose argv was not shown because the read may have returned a later image's
+    /// (the process may have exec'd again first); not counted in `argv_unread`.
+    #[serde(default)]
+    pub argv_doubtful: u64,
     /// Processes found only by rescanning /proc after an overrun.
     pub found_by_resync: u64,
     /// Processes whose end was never reported (their exit event was lost).

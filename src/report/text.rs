@@ -35,7 +35,7 @@ pub fn exec_line(p: &Process, e: &Exec, style: Style) -> String {
     match &e.argv {
         Some(argv) => format!("{label} [{}]", join_escaped(argv)),
         None => format!(
-            "{label} [?] (pid {}: argv unreadable, the process was already gone)",
+            "{label} [?] (pid {}: argv unreadable, the process was already gone or had exec'd again)",
             p.pid
         ),
     }
@@ -394,6 +394,13 @@ fn lost_text(run: &Run) -> String {
             "argv of {} exec{} unreadable (process gone before it was read)",
             l.argv_unread,
             if l.argv_unread == 1 { "" } else { "s" }
+        ));
+    }
+    if l.argv_doubtful > 0 {
+        parts.push(format!(
+            "argv of {} exec{} not shown (read from /proc after the process may have exec'd again)",
+            l.argv_doubtful,
+            if l.argv_doubtful == 1 { "" } else { "s" }
         ));
     }
     if parts.is_empty() {

@@ -42,10 +42,11 @@ use crate::kernel::caps;
 use crate::kernel::proc::parse_cmdline;
 use crate::launch::Child;
 use crate::malloc::sdt::{self, Plan};
-use crate::model::{CallCount, Source, Syscalls, Termination, Uncounted};
+use crate::model::{Arg, CallCount, Source, Syscalls, Termination, Uncounted};
 use crate::sample::Sampler;
 use crate::sink::{Msg, Sink};
 use crate::syscalls::{self, Counts, Errnos, Mode};
+use crate::track::argv_check::{self, Later, Probe, Verdict};
 use crate::track::reaper::{self, Done};
 use crate::track::tree::Tree;
 use std::collections::HashSet;
@@ -285,6 +286,7 @@ pub fn start(
             page_size: crate::kernel::proc::page_size(),
             timed: config.syscalls.is_some_and(Mode::timed),
             peaks_from_exit: true,
+            judged: None,
         },
     };
     let reader_done = Arc::clone(&done);
@@ -698,6 +700,27 @@ struct State {
     timed: bool,
     /// Whether exit records carry the memory (Linux ≥ 6.16 traces the exit before exit_mm).
     peaks_from_exit: bool,
+    /// The argv of the exec record at the head of the ring, judged by [`Reader::judge_argv`],
+    /// for `handle` to take.
+    judged: Option<Judged>,
+}
+
+enum Judged {
+    Argv(Vec<Arg>),
+    /// The process was gone (or had no memory left) when read.
+    Unread,
+    /// The read may be of a later image.
+    Doubt,
+}
+
+/// An exec record whose argument area was larger than the kernel's copy, read whole from
+/// /proc but not yet judged (see `track::argv_check`).
+struct ToJudge {
+    tgid: i32,
+    /// The /proc read, when it matched the record (its length, and the kernel's copy as its
+    /// start).
+    argv: Judged,
+    read_start_ns: u64,
 }
 
 impl Reader {
@@ -749,15 +772,66 @@ impl Reader {
     }
 
     fn drain(&mut self) {
+        loop {
+            let state = &mut self.state;
+            let mut to_judge = None;
+            self.ring.drain_while(|record| {
+                to_judge = state.read_long_argv(record);
+                if to_judge.is_none() {
+                    state.handle(record);
+                }
+                to_judge.is_none()
+            });
+            let Some(j) = to_judge else { break };
+            // The record stays at the head of the ring: the records behind it are what the
+            // judgement looks at; the next round hands it to `handle` with the verdict.
+            let judged = self.judge_argv(j);
+            self.state.judged = Some(judged);
+        }
+    }
+
+    /// Whether a larger-than-copied argv read from /proc is the record's image's (see
+    /// `track::argv_check`): where the process is, then the records written behind its
+    /// exec's, then whether the kernel dropped any.
+    fn judge_argv(&mut self, j: ToJudge) -> Judged {
+        let Judged::Argv(argv) = j.argv else {
+            return j.argv;
+        };
+        let dropped_before = self.drops();
+        let ring = &self.ring;
         let state = &mut self.state;
-        self.ring.drain(|record| state.handle(record));
+        let counters = &self.counters;
+        let verdict = argv_check::judge(j.read_start_ns, |wait| {
+            std::thread::sleep(wait);
+            let probe = Probe::of(state.tree.procfs.syscall(j.tgid).ok().flatten());
+            let mut first = None;
+            let mut head = true;
+            ring.peek(|record| {
+                if std::mem::take(&mut head) {
+                    return true; // the exec being judged
+                }
+                first = later_of(j.tgid, record, state.timed);
+                first.is_none()
+            });
+            if drops(counters) > dropped_before {
+                first = Some(Later::Lost);
+            }
+            (probe, first)
+        });
+        match verdict {
+            Verdict::Keep => Judged::Argv(argv),
+            _ => Judged::Doubt,
+        }
+    }
+
+    fn drops(&self) -> u64 {
+        drops(&self.counters)
     }
 
     /// Reports records the kernel could not queue and new tasks it could not mark (so did not
     /// follow), and rebuilds the tree from /proc.
     fn check_drops(&mut self) {
-        let now =
-            read_counter(&self.counters, CNT_DROPPED) + read_counter(&self.counters, CNT_UNTRACKED);
+        let now = self.drops();
         if now <= self.dropped {
             return;
         }
@@ -766,6 +840,29 @@ impl Reader {
         self.drain();
         let zombies = self.state.tree.recover(1, lost);
         self.state.deferred_leaders.extend(zombies);
+    }
+}
+
+/// Records the kernel could not queue, and new tasks it could not mark, so far.
+fn drops(counters: &Array<u64>) -> u64 {
+    read_counter(counters, CNT_DROPPED) + read_counter(counters, CNT_UNTRACKED)
+}
+
+/// What a record written after an exec of `tgid` says of that exec's argv read (see
+/// `track::argv_check`): another exec of the process, or its end.
+fn later_of(tgid: i32, record: &[u8], timed: bool) -> Option<Later> {
+    match decode(record, timed)? {
+        Record::Exec { tgid: t, .. } if t == tgid => Some(Later::Exec),
+        Record::Exit {
+            tgid: t,
+            ts,
+            group_dead: true,
+            ..
+        } if t == tgid => Some(Later::Exit {
+            ts_ns: ts,
+            last: true,
+        }),
+        _ => None,
     }
 }
 
@@ -785,6 +882,8 @@ enum Record<'a> {
         argv: &'a [u8],
         /// The argument area was larger than the kernel copied.
         truncated: bool,
+        /// The argument area's size.
+        total: u64,
     },
     Exit {
         tid: i32,
@@ -831,6 +930,7 @@ fn decode(b: &[u8], timed: bool) -> Option<Record<'_>> {
                 ts: u64_at(b, 16)?,
                 argv: b.get(32..32 + len)?,
                 truncated: total > len as u64,
+                total,
             })
         }
         EV_EXIT => {
@@ -870,6 +970,40 @@ fn decode(b: &[u8], timed: bool) -> Option<Record<'_>> {
 }
 
 impl State {
+    /// An exec record of the tree whose argument area was larger than the kernel's copy and
+    /// that is not judged yet: read it whole from /proc now, to be judged.
+    fn read_long_argv(&mut self, bytes: &[u8]) -> Option<ToJudge> {
+        let Some(Record::Exec {
+            tgid,
+            argv,
+            truncated: true,
+            total,
+            ..
+        }) = decode(bytes, self.timed)
+        else {
+            return None;
+        };
+        if self.judged.is_some() || !self.tree.has_process(tgid) {
+            return None;
+        }
+        // One read of the whole area (one image), which must be as long as the record says
+        // and begin with what the kernel copied.
+        let read_start_ns = crate::sink::monotonic_ns();
+        let read = self.tree.procfs.cmdline_whole(tgid);
+        let argv = match read {
+            Ok(b) if b.len() as u64 == total && b.starts_with(argv) => {
+                Judged::Argv(parse_cmdline(b))
+            }
+            Ok(b) if !b.is_empty() => Judged::Doubt,
+            _ => Judged::Unread,
+        };
+        Some(ToJudge {
+            tgid,
+            argv,
+            read_start_ns,
+        })
+    }
+
     fn handle(&mut self, bytes: &[u8]) {
         let Some(rec) = decode(bytes, self.timed) else {
             return;
@@ -895,29 +1029,31 @@ impl State {
                 ts,
                 argv,
                 truncated,
+                ..
             } => {
                 if self.tree.exec(tgid).is_none() {
                     return;
                 }
                 self.deferred_leaders.remove(&tgid);
-                let argv = if truncated {
-                    // Larger than the kernel copies: the process is most likely still there.
-                    self.tree
-                        .procfs
-                        .cmdline(tgid)
-                        .ok()
-                        .filter(|a| !a.is_empty())
-                } else {
-                    Some(parse_cmdline(argv)).filter(|a| !a.is_empty())
+                let t = clock.from_monotonic(ts);
+                let (argv, doubtful) = match (truncated, self.judged.take()) {
+                    // Larger than the kernel copies: read whole from /proc and judged.
+                    (true, Some(Judged::Argv(argv))) => (Some(argv), false),
+                    (true, Some(Judged::Unread)) => (None, false),
+                    (true, _) => (None, true),
+                    (false, _) => (Some(parse_cmdline(argv)).filter(|a| !a.is_empty()), false),
                 };
                 self.tree.sink.emit_at(
-                    clock.from_monotonic(ts),
+                    t,
                     Event::Exec {
                         tgid,
                         former_tid,
                         argv,
                     },
                 );
+                if doubtful {
+                    self.tree.sink.emit_at(t, argv_check::doubt());
+                }
             }
             Record::Exit {
                 tid,
@@ -1077,7 +1213,8 @@ mod tests {
                 former_tid: 12,
                 ts: 5,
                 argv: b"ls\0-l\0/\0",
-                truncated: true
+                truncated: true,
+                total: 10
             })
         );
 

@@ -6,6 +6,7 @@
 //! A tracker is started while the command waits on the launch pipe, so it is registered before
 //! the command's first instruction.
 
+pub mod argv_check;
 pub mod ebpf;
 pub mod netlink;
 pub mod ptrace;

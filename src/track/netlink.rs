@@ -7,7 +7,11 @@
 //! connector's per-CPU sequence numbers, and followed by a rescan of /proc that adds the
 //! processes and threads the lost events would have announced and ends those that are gone.
 //! argv is read from /proc as soon as the exec event arrives; a process already gone by then
-//! is recorded with an unknown argv, which the report counts.
+//! is recorded with an unknown argv, which the report counts. The process may also have
+//! exec'd again before the read: `track::argv_check` decides from where the process is and
+//! the events queued after the read, which the reader takes into its own queue (`pending`,
+//! handled in order afterwards); an argv that may be a later image's is not shown, and
+//! counted.
 
 use crate::event::Event;
 use crate::kernel::cn_proc::{
@@ -17,9 +21,10 @@ use crate::launch::Child;
 use crate::model::{Source, Termination};
 use crate::sample::Sampler;
 use crate::sink::{Msg, Sink};
+use crate::track::argv_check::{self, Later, Probe, Verdict};
 use crate::track::reaper::{self, Done};
 use crate::track::tree::Tree;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -117,6 +122,13 @@ fn probe(conn: &mut Connector) -> Result<(), String> {
     Err("the proc connector delivered no events to ste (unprivileged listeners receive them only while a privileged one is subscribed)".into())
 }
 
+/// How far `Reader::first_later` has looked through `pending`, and the threads of the process
+/// it counted so far.
+struct Scan {
+    at: usize,
+    threads: usize,
+}
+
 struct Reader {
     root: i32,
     conn: Connector,
@@ -128,6 +140,9 @@ struct Reader {
     /// Processes whose main thread ended while other threads went on (`pthread_exit`): the
     /// leader's exit is held until the last thread ends, which carries the process's status.
     deferred_leaders: HashSet<i32>,
+    /// Datagrams taken from the socket while judging an argv (see `argv_check`), handled
+    /// before any newer one: only events and overruns.
+    pending: VecDeque<Received>,
 }
 
 impl Reader {
@@ -141,6 +156,7 @@ impl Reader {
             last_seq: HashMap::new(),
             overrun_pending: HashSet::new(),
             deferred_leaders: HashSet::new(),
+            pending: VecDeque::new(),
         }
     }
 
@@ -160,7 +176,11 @@ impl Reader {
                 Some(h) if h < HOLD_NS => Duration::from_nanos(HOLD_NS - h),
                 _ => Duration::from_secs(1),
             };
-            match self.conn.recv(timeout, Some(&done.wake)) {
+            let received = match self.pending.pop_front() {
+                Some(r) => Ok(r),
+                None => self.conn.recv(timeout, Some(&done.wake)),
+            };
+            match received {
                 Ok(Received::Event(ev)) => self.handle(ev),
                 Ok(Received::Overrun) => self.overrun(),
                 Ok(Received::Ignored) => {}
@@ -169,7 +189,7 @@ impl Reader {
                     if let Some(t) = done.get() {
                         // Every exit was queued before its reaping: drain what is left.
                         loop {
-                            match self.conn.recv_now() {
+                            match self.next_now() {
                                 Ok(Received::Event(ev)) => self.handle(ev),
                                 Ok(Received::Overrun) => self.overrun(),
                                 Ok(Received::Ignored) => {}
@@ -208,6 +228,7 @@ impl Reader {
                         events_at_most: u64::from(gap),
                         found_by_resync: 0,
                         exits_missed: 0,
+                        argv_doubtful: 0,
                     },
                 );
             }
@@ -231,12 +252,7 @@ impl Reader {
                 // The exec'ing thread is the leader now; a deferred leader exit was its old one.
                 self.deferred_leaders.remove(&tgid);
                 if let Some(former) = self.tree.exec(tgid) {
-                    let argv = self
-                        .tree
-                        .procfs
-                        .cmdline(tgid)
-                        .ok()
-                        .filter(|a| !a.is_empty());
+                    let (argv, doubtful) = self.argv(tgid);
                     self.tree.emit_at(
                         t,
                         Event::Exec {
@@ -245,6 +261,9 @@ impl Reader {
                             argv,
                         },
                     );
+                    if doubtful {
+                        self.tree.emit_at(t, argv_check::doubt());
+                    }
                 }
             }
             ProcEventKind::Exit { pid, exit_code, .. } => {
@@ -271,6 +290,94 @@ impl Reader {
         }
     }
 
+    /// The argv of `tgid`'s image just reported, and whether a read was thrown away because
+    /// it may be a later image's (see `argv_check`).
+    fn argv(&mut self, tgid: i32) -> (Option<Vec<crate::model::Arg>>, bool) {
+        let read_start = crate::sink::monotonic_ns();
+        let argv = match self.tree.procfs.cmdline_whole(tgid) {
+            Ok(bytes) if !bytes.is_empty() => crate::kernel::proc::parse_cmdline(bytes),
+            _ => return (None, false),
+        };
+        // Every event in `pending` came after this exec.
+        let mut scan = Scan {
+            at: 0,
+            threads: self.tree.threads(tgid),
+        };
+        let verdict = argv_check::judge(read_start, |wait| {
+            // A later exec or the end of the process decides without a look at it: the wait
+            // ends as soon as one is queued (the usual case for a short process).
+            let until = Instant::now() + wait;
+            loop {
+                self.take_queue();
+                if let Some(later) = self.first_later(tgid, &mut scan) {
+                    return (Probe::Unsure, Some(later));
+                }
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() || !self.conn.wait(left).unwrap_or(false) {
+                    break;
+                }
+            }
+            // Where the process is first, then the queue: see `argv_check`.
+            let probe = Probe::of(self.tree.procfs.syscall(tgid).ok().flatten());
+            self.take_queue();
+            (probe, self.first_later(tgid, &mut scan))
+        });
+        match verdict {
+            Verdict::Keep => (Some(argv), false),
+            _ => (None, true),
+        }
+    }
+
+    /// Moves every datagram the socket holds now to `pending`.
+    fn take_queue(&mut self) {
+        loop {
+            match self.conn.recv_now() {
+                Ok(r @ (Received::Event(_) | Received::Overrun)) => self.pending.push_back(r),
+                Ok(Received::Ignored) => {}
+                Ok(Received::Timeout) | Err(_) => break,
+            }
+        }
+    }
+
+    /// The first event of process `tgid` in `pending` that bears on its argv, scanning on from
+    /// where `scan` stopped.
+    fn first_later(&self, tgid: i32, scan: &mut Scan) -> Option<Later> {
+        let threads = &mut scan.threads;
+        while let Some(r) = self.pending.get(scan.at) {
+            scan.at += 1;
+            let Received::Event(ev) = r else {
+                return Some(Later::Lost);
+            };
+            match ev.kind {
+                ProcEventKind::Exec { tgid: t, .. } if t == tgid => return Some(Later::Exec),
+                ProcEventKind::Fork {
+                    child_pid,
+                    child_tgid,
+                    ..
+                } if child_tgid == tgid && child_pid != tgid => *threads += 1,
+                ProcEventKind::Exit { pid, tgid: t, .. } if t == tgid => {
+                    if pid == tgid {
+                        return Some(Later::Exit {
+                            ts_ns: ev.timestamp_ns,
+                            last: *threads <= 1,
+                        });
+                    }
+                    *threads = threads.saturating_sub(1);
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// The next datagram without waiting: one taken earlier first.
+    fn next_now(&mut self) -> std::io::Result<Received> {
+        match self.pending.pop_front() {
+            Some(r) => Ok(r),
+            None => self.conn.recv_now(),
+        }
+    }
+
     /// The tree has ended: a process it still holds that /proc no longer shows ended unseen,
     /// its exit lost without the socket saying so (the proc connector can drop events for a
     /// listener without an `ENOBUFS`, e.g. with the machine flooded by other forks): end it,
@@ -287,7 +394,7 @@ impl Reader {
         let cpus: Vec<u32> = self.last_seq.keys().copied().collect();
         self.overrun_pending.extend(cpus);
         loop {
-            match self.conn.recv_now() {
+            match self.next_now() {
                 Ok(Received::Event(ev)) => self.handle(ev),
                 Ok(Received::Ignored) | Ok(Received::Overrun) => {}
                 Ok(Received::Timeout) | Err(_) => break,

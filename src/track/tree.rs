@@ -275,6 +275,7 @@ impl Tree {
                     events_at_most,
                     found_by_resync: r.found,
                     exits_missed: r.missed,
+                    argv_doubtful: 0,
                 },
             );
         }

@@ -412,6 +412,7 @@ struct Lost {
     overruns: u64,
     events_at_most: u64,
     argv_unread: u64,
+    argv_doubtful: u64,
     found_by_resync: u64,
     exits_missed: u64,
 }

@@ -4,6 +4,7 @@
 //! (re-execs included), `/proc/PID/io` and `VmHWM` at the exit.
 
 use crate::harness::*;
+use crate::matrix;
 use std::os::unix::process::CommandExt;
 
 /// `dd` runs that each write exactly `1000 × i` bytes in `i` writes, one after another, from
@@ -105,4 +106,142 @@ fn exit_and_exec_figures_beyond_the_descriptor_budget_root() {
 #[test]
 fn exit_and_exec_figures_beyond_the_descriptor_budget_nobody() {
     check(&run(Who::Nobody, Some(24)));
+}
+
+/// One argument of 130 KB (under the kernel's 128 KiB limit per argument): 8 of them make a
+/// command line of 1 MiB, four times what the ebpf tracker copies in the kernel.
+fn big_arg(i: u8) -> String {
+    String::from_utf8(vec![b'a' + i; 130_000]).unwrap()
+}
+
+/// A 1 MiB argv, of a shell that lives on (asleep in `wait4`): every tracker shows it whole.
+/// ptrace reads it at the exec stop; ebpf reads what its kernel copy lacks from /proc and
+/// netlink reads it from /proc, both judged by `track::argv_check`.
+fn whole_long_argv(mode: Mode) {
+    let args: Vec<String> = (0..8).map(big_arg).collect();
+    let mut command = vec!["/bin/sh", "-c", "/bin/sleep 0.2; :", "sh"];
+    command.extend(args.iter().map(String::as_str));
+    let o = ste(mode, &["-o", "/dev/null"], &command);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    let lost = &run.overhead.lost;
+    assert_eq!(
+        (lost.argv_unread, lost.argv_doubtful),
+        (0, 0),
+        "{:?}",
+        run.overhead.lost
+    );
+    let argv: Vec<String> = run.processes[0].execs[0]
+        .argv
+        .as_ref()
+        .expect("argv shown")
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect();
+    assert_eq!(argv, command, "the argv, whole and in order");
+    let bytes: usize = argv.iter().map(|a| a.len() + 1).sum();
+    assert!(bytes > 1_000_000, "{bytes} bytes of argv");
+}
+
+matrix!(a_one_mib_argv_is_shown_whole, whole_long_argv);
+
+/// The exec chain of issue 19 under a fork flood: with the netlink tracker, the argv of an
+/// image was read after the process had exec'd again and shown as the earlier image's (in 17
+/// of 40 runs before the fix). Now no run attributes an argv to the wrong image; an argv that
+/// may be a later image's is `[?]` and counted under its own heading.
+#[test]
+fn netlink_never_shows_a_later_images_argv_under_a_fork_flood() {
+    let mode = Mode {
+        tracker: Tracker::Netlink,
+        who: Who::Root,
+    };
+    let inner = "exec /bin/true first";
+    let script = format!("exec env A=1 env B=2 env C=3 /bin/sh -c \"{inner}\"");
+    let rest = ["/bin/sh", "-c", inner];
+    let chain: Vec<Vec<&str>> = vec![
+        vec!["sh", "-c", &script],
+        [&["env", "A=1", "env", "B=2", "env", "C=3"][..], &rest].concat(),
+        [&["env", "B=2", "env", "C=3"][..], &rest].concat(),
+        [&["env", "C=3"][..], &rest].concat(),
+        rest.to_vec(),
+        vec!["/bin/true", "first"],
+    ];
+    // Two loops of short processes beside the runs, killed on the way out.
+    struct Flood(Vec<std::process::Child>);
+    impl Drop for Flood {
+        fn drop(&mut self) {
+            for c in &mut self.0 {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+    let _flood = Flood(
+        (0..2)
+            .map(|_| {
+                std::process::Command::new("/bin/sh")
+                    .args(["-c", "while :; do /bin/true; done"])
+                    .spawn()
+                    .unwrap()
+            })
+            .collect(),
+    );
+    let (mut shown, mut doubted) = (0, 0);
+    for _ in 0..30 {
+        let o = ste(mode, &["-o", "/dev/null"], &["sh", "-c", &script]);
+        assert_eq!(o.status(), 0, "{}", o.stderr());
+        let run = o.run();
+        let execs = &run.processes[0].execs;
+        assert_eq!(execs.len(), chain.len(), "{}", o.stderr());
+        let mut unknown = 0;
+        for (x, want) in execs.iter().zip(&chain) {
+            match &x.argv {
+                Some(a) => {
+                    let a: Vec<String> = a.iter().map(|a| a.to_string_lossy()).collect();
+                    assert_eq!(&a, want, "an argv attributed to the wrong image");
+                    shown += 1;
+                }
+                None => unknown += 1,
+            }
+        }
+        let lost = &run.overhead.lost;
+        assert_eq!(lost.argv_unread + lost.argv_doubtful, unknown, "{lost:?}");
+        doubted += lost.argv_doubtful;
+    }
+    eprintln!("{shown} argv shown, {doubted} not shown as maybe a later image's");
+}
+
+/// A shell with a 1 MiB argv that execs at once: under ebpf, what the kernel did not copy is
+/// read from /proc, maybe after the exec; the shell's exec shows its own argv whole or `[?]`
+/// (counted), never the next image's.
+#[test]
+fn ebpf_never_shows_a_later_images_long_argv() {
+    let mode = Mode {
+        tracker: Tracker::Ebpf,
+        who: Who::Root,
+    };
+    let args: Vec<String> = (0..8).map(big_arg).collect();
+    let mut command = vec!["/bin/sh", "-c", "exec /bin/true next", "sh"];
+    command.extend(args.iter().map(String::as_str));
+    let (mut whole, mut unknown) = (0, 0);
+    for _ in 0..10 {
+        let o = ste(mode, &["-o", "/dev/null"], &command);
+        assert_eq!(o.status(), 0, "{}", o.stderr());
+        let run = o.run();
+        let execs = &run.processes[0].execs;
+        assert_eq!(execs.len(), 2, "{}", o.stderr());
+        let lost = &run.overhead.lost;
+        match &execs[0].argv {
+            Some(a) => {
+                let a: Vec<String> = a.iter().map(|a| a.to_string_lossy()).collect();
+                assert_eq!(a, command, "the shell's argv, whole");
+                whole += 1;
+            }
+            None => {
+                assert_eq!(lost.argv_unread + lost.argv_doubtful, 1, "{lost:?}");
+                unknown += 1;
+            }
+        }
+    }
+    eprintln!("{whole} whole, {unknown} [?]");
 }

@@ -122,6 +122,25 @@ impl RingBuf {
     /// Calls `f` with each record written since the last call, in order, and gives the space
     /// back to the kernel after each. Returns the number of records read.
     pub fn drain(&mut self, mut f: impl FnMut(&[u8])) -> usize {
+        self.walk(true, |data| {
+            f(data);
+            true
+        })
+    }
+
+    /// As [`RingBuf::drain`], stopping at the first record for which `f` returns false; that
+    /// record is not given back, so the next drain starts with it.
+    pub fn drain_while(&mut self, f: impl FnMut(&[u8]) -> bool) -> usize {
+        self.walk(true, f)
+    }
+
+    /// Calls `f` with each record not yet drained, in order, while it returns true, giving
+    /// nothing back (a look ahead).
+    pub fn peek(&self, f: impl FnMut(&[u8]) -> bool) {
+        self.walk(false, f);
+    }
+
+    fn walk(&self, consume: bool, mut f: impl FnMut(&[u8]) -> bool) -> usize {
         let mut n = 0;
         let mut cons = self.cons_pos().load(Ordering::Acquire);
         loop {
@@ -154,11 +173,15 @@ impl RingBuf {
                                 len as usize,
                             )
                         };
-                        f(data);
+                        if !f(data) {
+                            break;
+                        }
                         n += 1;
                     }
                     cons = next;
-                    self.cons_pos().store(cons, Ordering::Release);
+                    if consume {
+                        self.cons_pos().store(cons, Ordering::Release);
+                    }
                 }
             }
         }

@@ -570,7 +570,7 @@
       ['Peak RSS of one process', esc(fmtBytes(t.peak_rss_bytes)), peakWho, sourceBadge(run, 'peak_rss_bytes')],
       ['Processes', esc(fmtInt(t.processes)), t.still_running ? `${fmtInt(t.still_running)} still running` : '', sourceBadge(run, 'processes')],
       ['Threads', esc(fmtInt(t.threads)), '', sourceBadge(run, 'threads')],
-      ['Execs', esc(fmtInt(t.execs)), run.overhead.lost.argv_unread ? `${fmtInt(run.overhead.lost.argv_unread)} argv unreadable` : '', sourceBadge(run, 'execs')],
+      ['Execs', esc(fmtInt(t.execs)), [run.overhead.lost.argv_unread ? `${fmtInt(run.overhead.lost.argv_unread)} argv unreadable` : '', run.overhead.lost.argv_doubtful ? `${fmtInt(run.overhead.lost.argv_doubtful)} argv not shown (maybe a later image's)` : ''].filter(Boolean).join('; '), sourceBadge(run, 'execs')],
       ['Lost events', lost === 0 ? 'none' : lost == null ? '<span class="bad">some</span>' : `<span class="bad">${fmtInt(lost)}</span>`, lost === 0 ? '' : 'see Sampling and overhead', ''],
       ['Tracker', esc(run.tracker), '', ''],
     ];
