@@ -32,11 +32,11 @@ fn build_shim(so: &Path) -> Result<(), String> {
         .cargo_metadata(false)
         .try_get_compiler()
         .map_err(|e| format!("no C compiler found ({e})"))?;
-    // Intel's microcode for the JCC erratum (Skylake to Cascade Lake, this VM's Xeon among
-    // them) stops caching decoded instructions around any jump that crosses or ends on a 32-byte
-    // boundary; malloc's and free's fast paths are a handful of jumps run billions of times, and
-    // padding them out of the way took the malloc loop from 16.5 to 15.2 ns a round
-    // (bench/memory.sh). GNU as takes the option through -Wa, clang's driver takes it as is; an
+    // Intel's microcode for the JCC erratum (Skylake to Cascade Lake) stops caching decoded
+    // instructions around any jump that crosses or ends on a 32-byte boundary; malloc's and
+    // free's fast paths are a handful of jumps run billions of times, and padding them out of
+    // the way made the malloc loop measurably faster on such a CPU (bench/memory.sh; the
+    // figures are in bench/README.md). GNU as takes the option through -Wa, clang's driver takes it as is; an
     // assembler without it (binutils before 2.34) builds the shim unpadded.
     let x86 = matches!(
         std::env::var("CARGO_CFG_TARGET_ARCH").as_deref(),

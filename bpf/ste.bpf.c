@@ -392,7 +392,7 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 
 // Exec and exit run in the task they trace, so they are raw tracepoints on the current task:
 // the kernel loads a raw tracepoint without searching its BTF for the tracepoint's function, as
-// it does for every tp_btf program (~0.15 ms of each load here, ste's start-up). Fork stays
+// it does for every tp_btf program (a cost in ste's start-up: bench/README.md). Fork stays
 // tp_btf: it marks the child, for which only tp_btf gives the typed pointer that the task
 // storage needs.
 SEC("raw_tp/sched_process_exec")

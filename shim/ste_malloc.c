@@ -446,8 +446,8 @@ static uint64_t frees_at_snapshot;
 static double per_chunk_ns;
 #define CHUNKS_TO_MEASURE 10000
 /* mallinfo2() per free chunk until measured: a heap that fits the cache is walked at tens of ns
- * a chunk; a larger one misses it at every chunk (perl's 925,000 free chunks in 258 MiB: ~370 ns
- * each here). src/malloc/mod.rs assumes the same before its requests. */
+ * a chunk; a larger one misses it at every chunk (perl's fragmented heap: bench/README.md).
+ * src/malloc/mod.rs assumes the same before its requests. */
 #define PER_CHUNK_CACHED_NS 20.0
 #define PER_CHUNK_NS 400.0
 #define CACHED_HEAP_BYTES (32ull << 20)
@@ -720,7 +720,7 @@ __attribute__((destructor)) static void fini(void) {
      * heap's size; skip it when that would take the image's snapshots over budget (the report
      * then shows the last one taken, with its time, and says the one at exit was skipped).
      * Predicting from the last cost alone let perl, whose last snapshot came before it emptied
-     * its hash, spend 344 ms of a 2.3 s life on the one at exit. */
+     * its hash, spend a large share of its life on the one at exit (bench/README.md). */
     uint64_t spent = __atomic_load_n(&seg->snapshots_cost_ns, __ATOMIC_RELAXED);
     uint64_t life = now_ns(CLOCK_MONOTONIC) - seg->created_ns;
     uint64_t last = __atomic_load_n(&seg->snapshots, __ATOMIC_RELAXED) > 0 ? seg->snap.cost_ns : 0;

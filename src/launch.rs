@@ -12,16 +12,15 @@
 //! The child also joins ste's cgroup itself, before it drops privileges: it writes `0` (itself)
 //! to the membership files ste names ([`Child::join`], `account::group`), and says how that
 //! went on a pipe. A task that moves itself alone skips the kernel's global lock on thread
-//! groups, whose write side waits for an RCU grace period (4–20 ms on this machine, HZ=250)
+//! groups, whose write side waits for an RCU grace period (milliseconds: docs/kernel-notes.md)
 //! when ste writes the child's pid instead; and the child does it while ste loads BPF.
 //!
 //! The child is started before the cgroup exists, and waits for the files' names: ste starts
-//! it first, as the BPF loader starts, and makes the cgroup after. Making the cgroup first
-//! (mkdir, ~0.5 ms) delayed the start by that much, and then the fork loop of 500 `/bin/true`
-//! ran 4–6 ms slower under the ebpf tracker (a 0.5 ms spin in its place did the same, the same
-//! spin after the start did not; measured with bench/paired.py, 80 rounds, on this 2-vCPU VM):
-//! where the command's first process starts relative to the loader's threads decides how the
-//! scheduler spreads the tree afterwards.
+//! it first, as the BPF loader starts, and makes the cgroup after. Making the cgroup first (a
+//! mkdir) delayed the start by that much, and then the fork loop ran measurably slower under the
+//! ebpf tracker, as did a spin of the same length in its place, but not after the start
+//! (bench/README.md): where the command's first process starts relative to the loader's
+//! threads decides how the scheduler spreads the tree afterwards.
 //!
 //! The command gets ste's standard descriptors as they were when ste started, closed ones
 //! included: Rust's runtime opens `/dev/null` on a closed fd 0, 1 or 2 before `main` (so that
@@ -30,7 +29,7 @@
 //! `cmd >&-` is.
 //!
 //! `std::process::Command` is not used because `spawn` returns only after the exec, while ste
-//! must learn the pid and register it before the exec happens (see KERNEL-NOTES, ptrace).
+//! must learn the pid and register it before the exec happens (docs/kernel-notes.md, ptrace).
 
 use crate::model::{LaunchError, LaunchErrorKind};
 use anyhow::{Context, Result, bail};
@@ -476,8 +475,8 @@ fn read_exact(fd: libc::c_int, buf: &mut [u8]) -> bool {
 }
 
 /// `fork` would copy ste's page tables and mark its memory copy-on-write, after which every
-/// page either process writes takes a fault and a copy: ~0.4 ms of `ste true`'s wall time
-/// and ~0.6 ms of its CPU here, all of it while ste starts up. The child runs on a stack of
+/// page either process writes takes a fault and a copy, a measurable part of `ste true`'s wall
+/// time and CPU (bench/README.md), all of it while ste starts up. The child runs on a stack of
 /// its own, and must not touch ste's thread-local storage (`errno` included).
 mod spawn {
     use super::{ChildPlan, child_main};

@@ -1,6 +1,6 @@
 //! ste, the space-time explorer: runs a command and shows where its time and memory went.
 //!
-//! The flow (see docs in ARCHITECTURE.md): `launch` starts the command, `track` and `sample`
+//! The flow (see docs/DESIGN.md): `launch` starts the command, `track` and `sample`
 //! emit `event`s into one channel (`sink`), the `recorder` folds them into a `model::Run`, and
 //! `report` renders the Run. `session` wires one run together.
 

@@ -46,8 +46,8 @@ pub const OLDEST_READABLE: u32 = 1;
 /// lost when ste is killed.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
 
-/// deflate level: 3 compresses the 2,000-exec loop's events in 9 ms of CPU to 112 KB where
-/// the default 6 takes 25 ms for 100 KB, and the writer runs in ste's event loop.
+/// deflate level: 3 compresses nearly as well as the default 6 for well under half its CPU
+/// (bench/README.md), and the writer runs in ste's event loop.
 const LEVEL: u32 = 3;
 
 /// What the reader accepts, each limit far above what ste writes, so that a file made to

@@ -14,9 +14,10 @@
 //! page the command allocates after its exec is charged to the group (charges already made
 //! stay where they are: moving a running process moves none of them). The child moves itself
 //! rather than ste writing its pid, because a v1 task moving only itself skips the kernel's
-//! global thread-group lock, whose write side waits for an RCU grace period: 4–20 ms here
-//! for ste's write of a pid to `cgroup.procs`, 0.03 ms for the child's `0` to `tasks` (the
-//! child is single-threaded, so moving its one thread moves the process). In v2, where a
+//! global thread-group lock, whose write side waits for an RCU grace period (milliseconds, for
+//! ste's write of a pid to `cgroup.procs`; next to nothing for the child's `0` to `tasks`:
+//! docs/kernel-notes.md, bench/README.md; the child is single-threaded, so moving its one
+//! thread moves the process). In v2, where a
 //! domain group has no `tasks`, the child's `0` to `cgroup.procs` still waits for the grace
 //! period, but in the child, while ste loads BPF.
 //!
@@ -233,7 +234,7 @@ impl Group {
         self.dirs.iter().map(|d| d.path.join(file)).collect()
     }
 
-    /// Current usage (one read of one number, ~10 µs).
+    /// Current usage (one read of one number: cheap enough for every tick).
     pub fn usage_now(&self) -> Option<u64> {
         let dir = self.dir_with("memory")?;
         if self.version == 2 {

@@ -7,8 +7,8 @@
 //! tree; cgroup samples go out as events. On stop it drains what the kernel already queued:
 //! every exit of the tree was queued before the tracker saw the process end, so nothing of
 //! the tree is left behind. The end figures are read here rather than by the session, so
-//! that they are read while the session stops the sampler (the end of `ste true` is ~1 ms,
-//! of which these reads are ~0.1 ms).
+//! that they are read while the session stops the sampler, beside it rather than after it (a
+//! measurable share of the end of a short run: bench/README.md).
 
 use super::group::Group;
 use crate::event::Event;
@@ -21,15 +21,15 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// How often the group's usage is read and queued taskstats records are taken while the usage
-/// moves; while it stands still the period doubles up to [`TICK_IDLE`] (each wake-up costs
-/// ~80 µs of CPU here, most of it waking up).
+/// moves; while it stands still the period doubles up to [`TICK_IDLE`] (a wake-up's CPU is
+/// mostly the waking up itself: bench/README.md).
 const TICK: Duration = Duration::from_millis(20);
 const TICK_IDLE: Duration = Duration::from_millis(320);
 
 /// The anon/file split (`memory.stat`) is read again when the usage has moved this much since
-/// the last reading, or when [`STAT_EVERY`] has passed: reading it every tick cost ~0.8 % of a
-/// core while a 4 GiB command slept (measured: 42 ms of the accounts thread's CPU in 5 s,
-/// 300 wake-ups), for a split that cannot change much while the usage stands still.
+/// the last reading, or when [`STAT_EVERY`] has passed: reading it every tick cost a large
+/// share of ste's CPU budget while a big command slept (bench/README.md), for a split that
+/// cannot change much while the usage stands still.
 const STAT_MOVE_BYTES: u64 = 256 << 10;
 const STAT_EVERY: Duration = Duration::from_secs(1);
 

@@ -2,7 +2,7 @@
 //!
 //! The exit listener hears every thread that exits on the machine; a record belongs to the
 //! tree when its thread group is a process of the Run alive at the time: pids are reused
-//! (`pid_max` is 32,768 here), so a pid alone is not enough. The record's start time is its
+//! (`pid_max` may be 32,768: docs/kernel-notes.md), so a pid alone is not enough. The record's start time is its
 //! arrival minus its elapsed time (`ac_etime`, µs), and it must fall within the lifetime the
 //! tracker recorded. A record may also arrive before the tracker's fork event for its process
 //! (the two come through different sockets): it is parked until that process appears, and

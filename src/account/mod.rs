@@ -46,7 +46,7 @@ pub fn split_runtime(runtime_ns: u64, user_ticks: u64, system_ticks: u64) -> (u6
     (runtime_ns - system, system)
 }
 
-/// The taskstats receive buffer: 120k exits with no drops at this size (KERNEL-NOTES).
+/// The taskstats receive buffer: 120k exits with no drops at this size (docs/kernel-notes.md).
 pub const TASKSTATS_RCVBUF: usize = 16 << 20;
 
 /// Accounting settings of a run.

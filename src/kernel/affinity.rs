@@ -3,9 +3,9 @@
 //! to a thread just woken, for end-of-run work meant to run side by side.
 //!
 //! Why by hand: the scheduler queues a new thread where it sees room at that instant, often
-//! behind the thread that spawned it. On this 2-vCPU machine ste's BPF loading spawned helpers
+//! behind the thread that spawned it. On a 2-CPU machine ste's BPF loading spawned helpers
 //! that then waited, runnable, behind the spawner while the other CPU sat idle (a
-//! `sched_switch` trace showed all three program loads on one CPU, one after another). Moving
+//! `sched_switch` trace: bench/README.md). Moving
 //! the new thread off the spawner's CPU before it first runs makes the work overlap. The
 //! thread restores the spawner's whole CPU set as soon as it runs, so the load balancer may
 //! still move it later. Owns nothing else; callers choose what runs where.

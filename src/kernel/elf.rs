@@ -274,7 +274,7 @@ mod tests {
 
     #[test]
     fn debian_libc_has_no_sdt_probes() {
-        // KERNEL-NOTES: Debian 12's libc has no .note.stapsdt.
+        // docs/kernel-notes.md: Debian 12's libc has no .note.stapsdt.
         let libc = Path::new("/lib/x86_64-linux-gnu/libc.so.6");
         if libc.exists() {
             assert!(sdt_probes(libc).unwrap().is_empty());

@@ -3,7 +3,7 @@
 //! See Documentation/admin-guide/mm/pagemap.rst and include/uapi/linux/kernel-page-flags.h.
 //!
 //! Owns the flag numbering and the batched reads: frames are read in sorted, coalesced runs
-//! (one `pread` per run of nearby frames instead of one per page: ~3× faster, KERNEL-NOTES).
+//! (one `pread` per run of nearby frames instead of one per page: ~3× faster, docs/kernel-notes.md).
 //! Knows nothing about processes or mappings.
 
 use crate::kernel::pagemap::read_full_at;

@@ -3,7 +3,7 @@
 //! exclusively mapped, or soft-dirty. See the kernel's Documentation/admin-guide/mm/pagemap.rst.
 //!
 //! Owns the entry format and the positioned reads of one range. Without CAP_SYS_ADMIN the
-//! kernel zeroes the frame numbers (the other bits stay valid: KERNEL-NOTES); `pfn()` is then
+//! kernel zeroes the frame numbers (the other bits stay valid: docs/kernel-notes.md); `pfn()` is then
 //! `None` and callers say so. Knows nothing of page flags (`kpageflags`) or of output.
 
 use std::fs::File;

@@ -194,8 +194,8 @@ pub fn parse_statm(text: &[u8]) -> Option<(u64, u64)> {
 }
 
 /// A process's `statm`, opened once and read with `pread`: the kernel makes the text afresh
-/// from the process's current memory at every read (across execs too), for ~1 µs instead of
-/// an open, a read and a close each time.
+/// from the process's current memory at every read (across execs too), for a fraction of the
+/// cost of an open, a read and a close each time (bench/README.md).
 pub struct StatmFile(File);
 
 impl StatmFile {
@@ -424,8 +424,8 @@ impl ProcFs {
 /// One process's /proc files opened ahead of the moment they must be read. The ptrace tracker
 /// reads argv at the exec stop and `VmHWM` and `/proc/PID/io` at the exit stop while the
 /// process waits; opening the files there costs a path walk and, for a new process, the
-/// instantiation of its /proc entries (~10–20 µs each on this machine, against ~1–5 µs for a
-/// `pread` of an open file). The files name the process itself (its `struct pid`), not its
+/// instantiation of its /proc entries, several times what a `pread` of an open file costs
+/// (bench/README.md). The files name the process itself (its `struct pid`), not its
 /// number: they read the same text a later open would, follow the process across execs, and
 /// read nothing once it has been reaped.
 pub struct Held {

@@ -4,8 +4,8 @@
 //!
 //! Owns these two text formats only: pure parsers tested on captures from this machine, and
 //! readers that take the /proc root to read from. Classifying mappings (heap, stacks, …) is
-//! the page-map source's business, not this file's. Full smaps costs ~0.6 µs per mapping plus
-//! ~80 ns per resident page (KERNEL-NOTES): never read it on the sampler's hot path.
+//! the page-map source's business, not this file's. Full smaps costs time per mapping plus
+//! time per resident page (docs/kernel-notes.md): never read it on the sampler's hot path.
 
 use crate::kernel::proc::kb_value;
 use std::io::{self, Read};

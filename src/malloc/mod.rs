@@ -38,19 +38,19 @@ static SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ste_malloc.so"));
 /// Why it is empty, or `ok`.
 const SHIM_STATUS: &str = env!("STE_MALLOC_SHIM_STATUS");
 
-/// How often the shim is asked for a malloc_info() (11–143 µs of the program's time, against
-/// 1–8 µs for mallinfo2: KERNEL-NOTES).
+/// How often the shim is asked for a malloc_info() (far dearer in the program's time than
+/// mallinfo2: docs/kernel-notes.md).
 const FULL_EVERY_NS: u64 = 1_000_000_000;
 
 /// The share of a program's time its snapshots may take. A snapshot runs in the program's own
-/// thread, and mallinfo2() walks every free chunk of every arena: ~5 µs on a small heap, but
-/// tens of milliseconds on a fragmented one (perl emptying a hash of a million strings: 925,000
-/// free chunks, 30–100 ms). See [`Pacing`].
+/// thread, and mallinfo2() walks every free chunk of every arena: a few µs on a small heap, but
+/// tens of milliseconds on a fragmented one (perl emptying a hash of a million strings:
+/// bench/README.md). See [`Pacing`].
 const SNAPSHOT_BUDGET: f64 = 0.01;
 /// What mallinfo2 is assumed to spend per free chunk until a snapshot of a heap with at least
 /// [`CHUNKS_TO_MEASURE`] free chunks measures it: a heap that fits the cache (up to
 /// [`CACHED_HEAP_BYTES`] held) is walked at tens of ns a chunk; a larger one misses it at every
-/// chunk (perl's 925,000 free chunks in 258 MiB: ~370 ns each here). The shim assumes the same
+/// chunk (perl's fragmented heap: bench/README.md). The shim assumes the same
 /// (shim/ste_malloc.c).
 const PER_CHUNK_CACHED_NS: f64 = 20.0;
 const PER_CHUNK_NS: f64 = 400.0;
@@ -193,8 +193,8 @@ struct State {
 /// the walk of that many chunks more. It errs on the dear side for a program that frees and
 /// allocates alike (its free lists stay short): such a program gets fewer snapshots, never a
 /// dearer one. The first rule alone let costs run away on a heap that
-/// fragments as it goes: perl emptying a hash took 12 snapshots costing 372 ms of its 2.3 s,
-/// 16 %, each far dearer than the one before it.
+/// fragments as it goes: perl emptying a hash spent many times the budget on snapshots, each
+/// far dearer than the one before it (bench/README.md).
 #[derive(Default)]
 struct Pacing {
     /// The last request whose answer was accounted.

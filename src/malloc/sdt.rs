@@ -532,7 +532,7 @@ mod tests {
         let plan = plan_for(&[(libc.clone(), "libc")]);
         let text = plan.text_before(Err("not root".into()));
         if plan.objects[0].found == 0 {
-            // Debian 12 (KERNEL-NOTES): no probes.
+            // Debian 12 (docs/kernel-notes.md): no probes.
             assert!(plan.sites.is_empty());
             assert!(text.contains("without systemtap probes"), "{text}");
             assert!(text.contains("nothing to attach"), "{text}");

@@ -52,8 +52,8 @@ const STILL_HELD: f64 = 0.97;
 const SAVINGS_WALL_NS: f64 = 10e9;
 /// … and starts with this much (the start-up allowance).
 const START_WALL_NS: f64 = 1e9;
-/// First guess of a map's cost per resident page (smaps ~80 ns, pagemap and page flags the
-/// rest, KERNEL-NOTES); refined after each map.
+/// First guess of a map's cost per resident page (smaps, then pagemap and page flags:
+/// docs/kernel-notes.md); refined after each map.
 const GUESS_NS_PER_PAGE: f64 = 200.0;
 /// A process costs about as much as this many resident pages more (opening and parsing
 /// smaps, walking mappings).

@@ -6,8 +6,8 @@
 //! no allocation per type), and only as far as it is asked: a lookup by name and kind (of
 //! several types at once) stops at the last one found, comparing the kind before the name. The
 //! types ste needs are among the kernel's first 12,000 of 127,000, so a lookup costs about a
-//! tenth of a full walk (1.4 ms here: each type's length depends on its kind, so the walk is
-//! serial).
+//! tenth of a full walk (each type's length depends on its kind, so the walk is serial;
+//! bench/README.md).
 //! It answers only what ste needs: a type's id by name and kind (several at once), a member's
 //! byte offset by path (descending through anonymous structs and unions, as C does), the size
 //! of a type, and the members of a struct and the variables of a data section (map

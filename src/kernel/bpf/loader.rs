@@ -361,8 +361,8 @@ impl Loaded {
 
     /// Tracepoint programs to load and attach, each with its tracepoint's id for a `tp_btf`
     /// one ([`tracepoint_ids`]; a `raw_tp` one is attached by name, its id is not read). A
-    /// load costs ~0.3 ms here, and a `tp_btf` one ~0.15 ms more: the kernel's linear search
-    /// of its own BTF for the tracepoint's function (`bpf_check_attach_target`).
+    /// `tp_btf` load costs more than a `raw_tp` one: the kernel's linear search of its own BTF
+    /// for the tracepoint's function (`bpf_check_attach_target`; bench/README.md).
     pub fn tracepoints(&mut self, programs: &[(&str, u32)]) -> Result<Tracepoints, Error> {
         let work = programs
             .iter()

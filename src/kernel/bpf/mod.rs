@@ -2,10 +2,10 @@
 //! programs relocated, loaded and attached, and its maps and ring buffer read.
 //!
 //! Why by hand: aya (the pure-Rust loader ste used) parses the kernel's whole BTF
-//! (/sys/kernel/btf/vmlinux, 5.5 MB: 21 ms here) in `EbpfLoader::new` with no way to skip it,
-//! and a second time to attach `tp_btf` programs, then probes features and relocates CO-RE:
-//! 80 ms of start-up and 20 MiB of memory for an object that needs a dozen numbers from the
-//! BTF. libbpf-rs would need a C toolchain, libelf and zlib to build, which a plain `cargo
+//! (/sys/kernel/btf/vmlinux, 5.5 MB) in `EbpfLoader::new` with no way to skip it, and a second
+//! time to attach `tp_btf` programs, then probes features and relocates CO-RE: tens of
+//! milliseconds of start-up and tens of MiB of memory (bench/README.md) for an object that
+//! needs a dozen numbers from the BTF. libbpf-rs would need a C toolchain, libelf and zlib to build, which a plain `cargo
 //! build` must not. What ste needs is small: the bpf(2) commands for maps, BTF, programs and
 //! attachments (`sys`), a one-pass BTF reader (`btf`), a reader of its one object (`object`,
 //! on the `object` crate), the loader (`loader`), typed map access (`maps`) and the ring-buffer
