@@ -4,10 +4,10 @@
 //! Owns the set of live processes to read (trackers tell it about forks, execs and ends), the
 //! budget arithmetic and the sampling thread. It emits `Sample` events and never formats.
 //!
-//! Two tiers, because an exact read's cost grows with memory (KERNEL-NOTES: a rollup read
-//! costs ~60 µs plus ~80 ns per resident page, ~19 ms for a 1 GiB process), so a budget spent
+//! Two tiers, because an exact read's cost grows with memory (docs/kernel-notes.md: a rollup read
+//! costs a fixed part plus a part per resident page, ~20 ms for a 1 GiB process), so a budget spent
 //! on exact reads alone sees a growing process rarely and misses its peak:
-//! - **Exact rounds** read `smaps_rollup` of every live process (and `statm` right after, the
+//! - **Exact rounds** read `smaps_rollup` of every live process (and `statm` before and after, the
 //!   anchor of the carry). They are paced by a token bucket: CPU accrues at `budget` × wall, a
 //!   round spends what it measurably cost (thread CPU clock), and runs when the bucket holds
 //!   its expected cost. Rounds are also asked for at fork/exec/exit and run when the bucket
