@@ -495,7 +495,9 @@ impl Sampler {
             // The exit stop is the last chance to see this memory, so the round may go up to
             // one round into debt; the debt delays the next periodic round, so the budget still
             // holds over time.
-            if others + rss_bytes <= st.max_pss
+            // Against the highest exact round, not the ticks' maximum: the exit round is what
+            // makes a peak exact (and what observers look at).
+            if others + rss_bytes <= st.max_round_pss
                 || (!fixed && st.tokens_ns < -expected_round_ns(&st))
             {
                 return None;
