@@ -97,6 +97,7 @@ const FIXED_TICK_BUDGET: f64 = 0.01;
 /// process started, exec'd or ended.
 const ANCHOR_WHEN_BOUND: f64 = 0.005;
 const ANCHOR_MAX_AGE_NS: u64 = 2_000_000_000;
+const GROWING_BYTES: u64 = 1 << 20;
 /// The longest ticks back off to while no counter moves: growth that starts after a quiet
 /// spell is seen within this long.
 const TICK_IDLE_MAX_NS: u64 = 10_000_000;
@@ -173,6 +174,8 @@ struct State {
     /// tick: the next round is expected to cost in proportion.
     round_rss_bytes: u64,
     tick_rss_bytes: u64,
+    /// The last tick saw the resident total grow by more than GROWING_BYTES.
+    tick_growing: bool,
     max_round_cpu_ns: u64,
     last_round_ns: Option<u64>,
     first_round_ns: Option<u64>,
@@ -235,6 +238,7 @@ impl Sampler {
                 round_cost_ns: 0.0,
                 round_rss_bytes: 0,
                 tick_rss_bytes: 0,
+                tick_growing: false,
                 max_round_cpu_ns: 0,
                 last_round_ns: None,
                 first_round_ns: None,
@@ -492,13 +496,19 @@ impl Sampler {
             let now = self.sink.now_ns();
             self.refill(&mut st, now);
             let fixed = matches!(self.pace, Pace::Fixed(_));
-            // The exit stop is the last chance to see this memory, so the round may go up to
-            // one round into debt; the debt delays the next periodic round, so the budget still
-            // holds over time.
+            // The exit stop is the last chance to see this memory. With observers (the map at
+            // the peak, malloc's snapshots), the round may go up to one round into debt; the
+            // debt delays the next periodic round. Without them, the ticks already carry the
+            // figure, and the round is taken only when the budget holds it.
             // Against the highest exact round, not the ticks' maximum: the exit round is what
             // makes a peak exact (and what observers look at).
-            if others + rss_bytes <= st.max_round_pss
-                || (!fixed && st.tokens_ns < -expected_round_ns(&st))
+            let observed = !self.observers.read().expect("observers lock").is_empty();
+            let floor = if observed {
+                -expected_round_ns(&st)
+            } else {
+                expected_round_ns(&st)
+            };
+            if others + rss_bytes <= st.max_round_pss || (!fixed && st.tokens_ns < floor)
             {
                 return None;
             }
@@ -589,8 +599,11 @@ impl Sampler {
             // ANCHOR_WHEN_BOUND of it) and the last anchor is young: exact rounds walk every
             // page and hold up the ticks while they do.
             let since_round = st.last_round_ns.map_or(u64::MAX, |t| now.saturating_sub(t));
+            // The age rule waits while memory grows: a round then walks the most pages and
+            // holds up the ticks that follow the growth, and growth is what the carry counts
+            // exactly (new anonymous pages).
             let tight = st.tick_bound_bytes as f64 <= ANCHOR_WHEN_BOUND * st.tick_pss_bytes as f64
-                && since_round < ANCHOR_MAX_AGE_NS;
+                && (since_round < ANCHOR_MAX_AGE_NS || st.tick_growing);
             if matches!(self.pace, Pace::Budget(_))
                 && !st.nudged
                 && (!st.changed_since_round || tight)
@@ -824,6 +837,7 @@ impl Sampler {
         self.emit_peaks(t, peaks);
         st.tokens_ns -= cost as f64;
         st.tick_cost_ns = cost as f64;
+        st.tick_growing = sample.rss_bytes > st.tick_rss_bytes.saturating_add(GROWING_BYTES);
         st.tick_rss_bytes = sample.rss_bytes;
         st.cpu_ns += cost;
         st.tick_cpu_ns += cost;

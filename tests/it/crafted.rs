@@ -112,6 +112,8 @@ fn report(args: &[&std::ffi::OsStr], limit: Duration) -> (i32, Vec<u8>, Vec<u8>)
             Ok(())
         });
     }
+    // Reaped below by waitpid (WNOHANG, to time it out), or by kill + wait.
+    #[allow(clippy::zombie_processes)]
     let mut child = cmd
         .arg("report")
         .args(args)
