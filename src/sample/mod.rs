@@ -508,8 +508,12 @@ impl Sampler {
             } else {
                 expected_round_ns(&st)
             };
-            if others + rss_bytes <= st.max_round_pss || (!fixed && st.tokens_ns < floor)
-            {
+            if others + rss_bytes <= st.max_round_pss || (!fixed && st.tokens_ns < floor) {
+                let could_raise = others + rss_bytes > st.max_pss;
+                drop(st);
+                if could_raise {
+                    self.exit_tick(tgid);
+                }
                 return None;
             }
         }
@@ -519,6 +523,84 @@ impl Sampler {
         }
         self.end_round(round);
         None
+    }
+
+    /// A tick of one process stopped in its exit, its memory still attached: its counters,
+    /// carried from its anchor (a few µs, where an exact round would walk every page). Emits
+    /// a carried sample when the sum with it is a new maximum.
+    fn exit_tick(&self, tgid: i32) {
+        let mut reader = self.reader.lock().expect("reader lock");
+        let page = reader.page;
+        let image = {
+            let st = self.state.lock().expect("sampler lock");
+            match st.live.get(&tgid) {
+                Some(c) if !c.unreadable && !c.before_exec => (c.image, c.exec_seen),
+                _ => return,
+            }
+        };
+        let Reader {
+            procfs, carried, ..
+        } = &mut *reader;
+        let c = carried.entry(tgid).or_insert_with(|| Carried::new(image.0));
+        if c.image != image.0 {
+            *c = Carried::new(image.0);
+        }
+        if c.statm.is_none() {
+            c.statm = procfs.open_statm(tgid).ok();
+        }
+        let Some(Ok(Some((resident, shared)))) = c.statm.as_ref().map(StatmFile::read) else {
+            return;
+        };
+        let now = Counters { resident, shared };
+        let anchor = *c.anchor.get_or_insert_with(|| {
+            if image.1 {
+                Anchor::default()
+            } else {
+                Anchor::from_counters(now)
+            }
+        });
+        let e = carry::carry(&anchor, now, page);
+        c.saw(resident * page, e);
+        c.last = Some(now);
+        drop(reader);
+        let t = self.sink.now_ns();
+        let mut st = self.state.lock().expect("sampler lock");
+        if let Some(l) = st.live.get_mut(&tgid) {
+            l.pss = e.pss_bytes;
+        }
+        let readable: Vec<&Cached> = st
+            .live
+            .values()
+            .filter(|c| !c.before_exec && !c.unreadable)
+            .collect();
+        let total: u64 = readable.iter().map(|c| c.pss).sum();
+        if total <= st.max_pss {
+            return;
+        }
+        let sample = Sample {
+            t_ns: t,
+            pss_bytes: total,
+            rss_bytes: 0,
+            processes: readable.len() as u32,
+            unreadable: st.live.values().filter(|c| c.unreadable).count() as u32,
+            per_process: None,
+            kind: SampleKind::Carried,
+            // The others' as of the last tick (this process's counted twice: a bound).
+            bound_bytes: Some(
+                e.bound_bytes.saturating_add(
+                    Some(st.tick_bound_bytes)
+                        .filter(|&b| b != u64::MAX)
+                        .unwrap_or(0),
+                ),
+            ),
+        };
+        st.max_pss = total;
+        let pending = st.pending.take();
+        drop(st);
+        if let Some(p) = pending {
+            self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
+        }
+        self.sink.emit_at(t, Event::Sample { sample });
     }
 
     /// Stops the thread and reports how sampling went.
