@@ -282,6 +282,55 @@ matrix!(unknown_values_are_null_not_zero, |mode: Mode| {
     }
 });
 
+/// CPU spent before ste was exec'd is not the run's: the process that execs ste burned 400 ms
+/// itself and reaped a child that burned 400 ms (as `cargo run` does, and `sh -c 'build;
+/// exec ste cmd'`). The command burns 100 ms: its times and ste's own are the run's alone.
+#[test]
+fn cpu_spent_before_ste_started_is_not_the_runs() {
+    const BEFORE_MS: u64 = 400;
+    let json = scratch("before.json");
+    let o = command_as(Who::Root, &example("fixture"))
+        .current_dir(&bins().dir)
+        .args(["spin-then-exec", &BEFORE_MS.to_string()])
+        .arg(&bins().ste)
+        .arg("--json")
+        .arg(&json)
+        .args(["--", &fixture(), "spin", "100"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let run: ste::model::Run = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let ms = |ns: Option<u64>| ns.expect("known") as f64 / 1e6;
+    let command = ms(run.totals.user_ns) + ms(run.totals.sys_ns);
+    assert!(
+        (95.0..BEFORE_MS as f64 / 2.0).contains(&command),
+        "the command burned 100 ms of CPU, ste says {command} ms\n{stderr}"
+    );
+    let own = ms(run.overhead.cpu_ns);
+    assert!(
+        own < BEFORE_MS as f64 / 2.0,
+        "ste's own CPU {own} ms holds what ran before it\n{stderr}"
+    );
+    let walltime = stderr
+        .lines()
+        .find(|l| l.starts_with("Walltime: "))
+        .unwrap();
+    let field = |name: &str| -> f64 {
+        let rest = walltime.split(name).nth(1).unwrap();
+        rest[..rest.find("ms").unwrap()]
+            .replace(',', "")
+            .parse()
+            .unwrap()
+    };
+    let text = field("user-space: ") + field("kernel-space: ");
+    assert!(
+        (text - command).abs() <= 2.0,
+        "{walltime}: {command} ms in the JSON"
+    );
+}
+
 #[test]
 fn bad_flags_are_stes_own_failure() {
     let o = std::process::Command::new(&bins().ste)
