@@ -565,6 +565,10 @@ impl Output {
     }
 
     fn summary(&mut self, run: &Run, opts: &RunOptions) -> Result<()> {
+        if let (Output::File(..), Some(line)) = (&self, text::launch_failure_line(run)) {
+            // The error is for the user at the terminal, wherever the report goes.
+            eprintln!("{line}");
+        }
         let mut buf = Vec::new();
         text::render_summary(run, &mut buf, opts.style).expect("writing to memory");
         crate::report::accounting::render_views(run, &mut buf, opts.style, opts.views)

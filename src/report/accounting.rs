@@ -406,6 +406,10 @@ pub fn render_views(run: &Run, w: &mut dyn Write, style: Style, views: Views) ->
 }
 
 fn views_of(run: &Run, w: &mut dyn Write, style: Style, views: Views) -> io::Result<()> {
+    if run.exit.launch_error.is_some() {
+        // Nothing ran: the one line of `text::launch_failure_line` is the report.
+        return Ok(());
+    }
     if views.tree {
         tree(run, w, style)?;
     }

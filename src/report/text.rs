@@ -65,9 +65,19 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     render_summary(run, w, style)
 }
 
-/// The summary printed when the run is over.
+/// The summary printed when the run is over. A command that could not start gets one line,
+/// as `env` and `time` print (its Run, in `--json` or a record, says so in `exit`).
 pub fn render_summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
-    terminal::through(w, style.color, |w| summary(run, w, style))
+    terminal::through(w, style.color, |w| match launch_failure_line(run) {
+        Some(line) => writeln!(w, "{line}"),
+        None => summary(run, w, style),
+    })
+}
+
+/// `ste: NAME: command not found` when the command could not start: the whole text report.
+pub fn launch_failure_line(run: &Run) -> Option<String> {
+    let err = run.exit.launch_error.as_ref()?;
+    Some(format!("ste: {}", Escaped::str(&err.message)))
 }
 
 fn summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
@@ -142,13 +152,6 @@ fn summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
 
 fn exit_text(run: &Run) -> String {
     let e = &run.exit;
-    if let Some(err) = &e.launch_error {
-        return format!(
-            "could not start: {} (ste exits {})",
-            err.message,
-            e.ste_status()
-        );
-    }
     match (e.code, e.signal) {
         (Some(code), _) => code.to_string(),
         (None, Some(sig)) => format!(
@@ -560,6 +563,23 @@ mod tests {
         assert!(
             text.contains("Lost events: argv of 1 exec unreadable"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_command_that_could_not_start_gets_one_line() {
+        let mut run = fill_run();
+        run.processes[0].execs.clear();
+        run.exit = Exit {
+            launch_error: Some(crate::model::LaunchError {
+                kind: crate::model::LaunchErrorKind::NotFound,
+                message: "nonexistent-cmd: command not found".into(),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            render_to_string(&run),
+            "ste: nonexistent-cmd: command not found\n"
         );
     }
 }

@@ -201,22 +201,33 @@ matrix!(exit_codes_and_signals, |mode: Mode| {
 });
 
 matrix!(missing_and_non_executable_commands, |mode: Mode| {
+    // One line and the status, as env(1) and time(1) print; the JSON asked for says so.
     let o = ste(mode, &[], &["ste-no-such-command-xyz"]);
     assert_eq!(o.status(), 127, "{}", o.stderr());
-    assert!(
-        o.stderr()
-            .contains("ste-no-such-command-xyz: command not found"),
-        "{}",
-        o.stderr()
+    assert_eq!(
+        o.stderr(),
+        "ste: ste-no-such-command-xyz: command not found\n"
     );
     assert!(o.run().exit.launch_error.is_some());
+    let report = scratch("not-found.txt");
+    let o = ste(
+        mode,
+        &["--tree", "-o", report.to_str().unwrap()],
+        &["ste-no-such-command-xyz"],
+    );
+    assert_eq!(o.status(), 127, "{}", o.stderr());
+    let line = "ste: ste-no-such-command-xyz: command not found\n";
+    assert_eq!(o.stderr(), line);
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), line);
 
     let plain = scratch("not-executable");
     std::fs::write(&plain, "#!/bin/sh\nexit 0\n").unwrap();
     set_mode(&plain, 0o644);
     let o = ste(mode, &[], &[plain.to_str().unwrap()]);
     assert_eq!(o.status(), 126, "{}", o.stderr());
+    assert!(o.stderr().starts_with("ste: "), "{}", o.stderr());
     assert!(o.stderr().contains("cannot execute"), "{}", o.stderr());
+    assert_eq!(o.stderr().lines().count(), 1, "{}", o.stderr());
 });
 
 matrix!(nothing_on_stdout_and_stdin_passes_through, |mode: Mode| {
