@@ -115,12 +115,25 @@ pub struct RunArgs {
     pub accounting: AccountingArgs,
 
     #[command(flatten)]
+    pub view: ViewArgs,
+
+    #[command(flatten)]
     pub syscalls: SyscallArgs,
 }
 
-#[derive(Args, Debug, Clone)]
-#[command(next_help_heading = "Accounting")]
-pub struct AccountingArgs {
+/// What the text report shows: `ste` and `ste report` take the same, so a record renders the
+/// text the live run printed.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Text report")]
+pub struct ViewArgs {
+    /// Leave out the EXEC lines (the summary stays).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Every figure with where it comes from and how exact it is.
+    #[arg(short, long)]
+    pub verbose: bool,
+
     /// Print the process ledger as a tree: pid, argv, lifetime, CPU, peak RSS, I/O, exit status.
     #[arg(long)]
     pub tree: bool,
@@ -128,7 +141,11 @@ pub struct AccountingArgs {
     /// Print the N costliest processes, by CPU and by peak RSS.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
+}
 
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Accounting")]
+pub struct AccountingArgs {
     /// Switch kernel.task_delayacct on for the run (root), so block-I/O and swap/reclaim waits
     /// are measured; the previous setting is restored afterwards.
     #[arg(long)]
@@ -265,6 +282,9 @@ pub struct ReportArgs {
     /// Lay the text report out for this many columns (default: as the recorded run did).
     #[arg(long, value_name = "COLUMNS", value_parser = clap::value_parser!(u16).range(40..))]
     pub width: Option<u16>,
+
+    #[command(flatten)]
+    pub view: ViewArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -560,8 +580,8 @@ mod tests {
     #[test]
     fn accounting_and_monitor_flags() {
         let cli = Cli::try_parse_from(["ste", "--tree", "--top", "5", "--delays", "make"]).unwrap();
-        assert!(cli.run.accounting.tree && cli.run.accounting.delays);
-        assert_eq!(cli.run.accounting.top, Some(5));
+        assert!(cli.run.view.tree && cli.run.accounting.delays);
+        assert_eq!(cli.run.view.top, Some(5));
         let cli = Cli::try_parse_from([
             "ste",
             "monitor",

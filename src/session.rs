@@ -439,7 +439,9 @@ fn apply(
     opts: &RunOptions,
     acc: &mut account::Session,
 ) -> bool {
-    if let Applied::Exec(p, x) = rec.apply(e) {
+    if let Applied::Exec(p, x) = rec.apply(e)
+        && !opts.text.quiet
+    {
         out.live_line(&text::exec_line(p, x, opts.style));
     }
     for event in acc.newly_matched(rec) {
@@ -570,9 +572,7 @@ impl Output {
             eprintln!("{line}");
         }
         let mut buf = Vec::new();
-        text::render_summary(run, &mut buf, opts.style).expect("writing to memory");
-        crate::report::accounting::render_views(run, &mut buf, opts.style, opts.views)
-            .expect("writing to memory");
+        text::render_end(run, &mut buf, opts.style, opts.text).expect("writing to memory");
         match self {
             Output::Stderr => {
                 let _ = std::io::stderr().write_all(&buf);

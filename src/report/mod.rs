@@ -58,8 +58,19 @@ impl Format {
 
 /// Renders `run` in `format`; `style` lays out the text report.
 pub fn render(run: &Run, format: Format, style: text::Style, w: &mut dyn Write) -> io::Result<()> {
+    render_with(run, format, style, text::Options::default(), w)
+}
+
+/// As [`render`], the text report showing what `options` ask for (`ste report -q --tree`).
+pub fn render_with(
+    run: &Run,
+    format: Format,
+    style: text::Style,
+    options: text::Options,
+    w: &mut dyn Write,
+) -> io::Result<()> {
     match format {
-        Format::Text => text::render(run, w, style),
+        Format::Text => text::render_with(run, w, style, options),
         Format::Json => json::render(run, w),
         Format::Html => html::render(run, w),
         Format::Perfetto => perfetto::render(run, w),

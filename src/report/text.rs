@@ -59,10 +59,34 @@ fn execs(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     Ok(())
 }
 
+/// What the text report shows beyond the default, as asked on the command line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `-q`: no `EXEC:` lines.
+    pub quiet: bool,
+    /// `-v`: every figure with its full provenance.
+    pub verbose: bool,
+    /// The views after the summary (`--tree`, `--top`).
+    pub views: crate::report::accounting::Views,
+}
+
 /// The whole report as `ste report` prints it: the exec lines, then the summary.
 pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
-    render_execs(run, w, style)?;
-    render_summary(run, w, style)
+    render_with(run, w, style, Options::default())
+}
+
+/// The whole report with `options`: what the live run printed with the same options.
+pub fn render_with(run: &Run, w: &mut dyn Write, style: Style, options: Options) -> io::Result<()> {
+    if !options.quiet && run.exit.launch_error.is_none() {
+        render_execs(run, w, style)?;
+    }
+    render_end(run, w, style, options)
+}
+
+/// What the live run prints once it is over: the summary, then the views asked for.
+pub fn render_end(run: &Run, w: &mut dyn Write, style: Style, options: Options) -> io::Result<()> {
+    render_summary(run, w, style)?;
+    crate::report::accounting::render_views(run, w, style, options.views)
 }
 
 /// The summary printed when the run is over. A command that could not start gets one line,

@@ -82,6 +82,47 @@ matrix!(
     }
 );
 
+/// `ste report` takes the live run's text options and prints what the live run printed with
+/// them, from a record and from a `--json` run; `-q` leaves out the EXEC lines only.
+#[test]
+fn the_report_takes_the_text_options_of_a_run() {
+    let mode = Mode {
+        tracker: Tracker::Ebpf,
+        who: Who::Root,
+    };
+    let script = format!(
+        "{f} forks 3; for i in 1 2 3 4; do /bin/true; done; {f} spin 20",
+        f = fixture()
+    );
+    let command = ["/bin/sh", "-c", &script];
+    for options in [&["--tree", "--top", "3"][..], &["-q", "--tree"], &["-v"]] {
+        let r = record(mode, options, &command);
+        let live = r.outcome.stderr();
+        assert_eq!(r.outcome.status(), 0, "{live}");
+        let replayed = text(&report(&r.record, options).stdout);
+        assert_eq!(replayed, live, "ste report {options:?} of a record");
+        let json = scratch("options.json");
+        std::fs::write(&json, &r.json).unwrap();
+        let replayed = text(&report(&json, options).stdout);
+        assert_eq!(replayed, live, "ste report {options:?} of a --json run");
+        if options.contains(&"--tree") {
+            assert!(live.contains("Process tree (ledger):"), "{live}");
+        }
+        if options.contains(&"--top") {
+            assert!(live.contains("Top 3 by CPU:"), "{live}");
+        }
+        if options.contains(&"-q") {
+            assert!(!live.contains("EXEC: "), "{live}");
+            assert!(
+                live.starts_with("Num threads = 10\nNum process = 10\n"),
+                "{live}"
+            );
+        } else {
+            assert_eq!(r.outcome.exec_lines().len(), 7, "{live}");
+        }
+    }
+}
+
 #[test]
 fn the_record_keeps_the_text_layout_and_report_can_change_it() {
     let mode = Mode {
