@@ -134,6 +134,11 @@ pub struct ViewArgs {
     #[arg(short, long)]
     pub verbose: bool,
 
+    /// Per program (argv[0]'s base name): processes, CPU (user, system), share of the tree's
+    /// CPU, wall span, largest peak RSS; sorted by CPU.
+    #[arg(long)]
+    pub by_program: bool,
+
     /// Print the process ledger as a tree: pid, argv, lifetime, CPU, peak RSS, I/O, exit status.
     #[arg(long)]
     pub tree: bool,

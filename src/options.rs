@@ -163,6 +163,7 @@ fn text_options(v: &ViewArgs) -> crate::report::text::Options {
     crate::report::text::Options {
         quiet: v.quiet,
         verbose: v.verbose,
+        by_program: v.by_program,
         views: crate::report::accounting::Views {
             tree: v.tree,
             top: v.top,

@@ -13,6 +13,7 @@ pub mod malloc_sdt;
 pub mod maps;
 pub mod names;
 pub mod perfetto;
+pub mod programs;
 pub mod syscalls;
 pub mod terminal;
 pub mod text;

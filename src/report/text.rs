@@ -8,7 +8,7 @@
 //! record reaches the terminal), and the strings it quotes are escaped where it takes them.
 
 use crate::model::{Escaped, Exec, Process, Run, SampleKind, join_escaped, signal_name};
-use crate::report::{chart, names, syscalls, terminal};
+use crate::report::{chart, names, programs, syscalls, terminal};
 use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
 use std::io::{self, Write};
 
@@ -64,8 +64,10 @@ fn execs(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
 pub struct Options {
     /// `-q`: no `EXEC:` lines.
     pub quiet: bool,
-    /// `-v`: every figure with its full provenance.
+    /// `-v`: every figure with its full provenance, and every program.
     pub verbose: bool,
+    /// `--by-program`: every program (the default shows the top ones on large runs).
+    pub by_program: bool,
     /// The views after the summary (`--tree`, `--top`).
     pub views: crate::report::accounting::Views,
 }
@@ -86,6 +88,16 @@ pub fn render_with(run: &Run, w: &mut dyn Write, style: Style, options: Options)
 /// What the live run prints once it is over: the summary, then the views asked for.
 pub fn render_end(run: &Run, w: &mut dyn Write, style: Style, options: Options) -> io::Result<()> {
     render_summary(run, w, style)?;
+    if run.exit.launch_error.is_none() {
+        let limit = if options.by_program || options.verbose {
+            Some(None)
+        } else {
+            programs::shown_by_default(run).then_some(Some(programs::SHOWN_BY_DEFAULT))
+        };
+        if let Some(limit) = limit {
+            terminal::through(w, style.color, |w| programs::render(run, w, limit))?;
+        }
+    }
     crate::report::accounting::render_views(run, w, style, options.views)
 }
 
