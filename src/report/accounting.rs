@@ -20,6 +20,31 @@ pub struct Views {
     pub top: Option<usize>,
 }
 
+/// The default report's accounting lines: the critical path, descendants that outlived the
+/// command, losses, and one line naming what was not measured (`-v` says why and how).
+pub fn render_short(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
+    let Some(a) = &run.accounting else {
+        return Ok(());
+    };
+    critical_path_line(run, a, w, style)?;
+    lingering_line(run, a, w)?;
+    accounting_lost_line(a, w)?;
+    if !a.unavailable.is_empty() {
+        // The figure's name without its gloss: `taskstats (per-process delays, …)` → `taskstats`.
+        let names: Vec<&str> = a
+            .unavailable
+            .iter()
+            .map(|u| u.figure.split(" (").next().unwrap_or(&u.figure))
+            .collect();
+        writeln!(
+            w,
+            "Not measured: {} (-v says why, and what would measure them)",
+            names.join("; ")
+        )?;
+    }
+    Ok(())
+}
+
 /// Accounting lines of the summary (nothing for a run without accounting).
 pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     let Some(a) = &run.accounting else {
@@ -33,7 +58,7 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
         if let Some(c) = e.cpu_ns {
             let split = match (e.cpu_user_ns, e.cpu_sys_ns) {
                 (Some(u), Some(s)) => format!(
-                    " (user {}, system {}: split by the kernel's tick samples, as getrusage does)",
+                    " (user {}, system {}: split by the kernel's tick samples, as getrusage does; the Walltime line's split is getrusage's, of the reaped processes)",
                     ms(u),
                     ms(s)
                 ),
@@ -42,7 +67,10 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
             parts.push(format!("CPU {}{split}", ms(c)));
         }
         if let Some(p) = e.pids_peak {
-            parts.push(format!("at most {p} tasks at once"));
+            parts.push(format!(
+                "at most {p} task{} at once",
+                if p == 1 { "" } else { "s" }
+            ));
         }
         if !parts.is_empty() {
             writeln!(
@@ -57,6 +85,14 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     time_line(a, w)?;
     critical_path_line(run, a, w, style)?;
     lingering_line(run, a, w)?;
+    accounting_lost_line(a, w)?;
+    for u in &a.unavailable {
+        writeln!(w, "Unavailable: {}: {}", u.figure, u.why)?;
+    }
+    Ok(())
+}
+
+fn accounting_lost_line(a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
     if a.taskstats_overruns > 0 {
         writeln!(
             w,
@@ -65,10 +101,19 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
             if a.taskstats_overruns == 1 { "" } else { "s" }
         )?;
     }
-    for u in &a.unavailable {
-        writeln!(w, "Unavailable: {}: {}", u.figure, u.why)?;
-    }
     Ok(())
+}
+
+/// Whether every process of the tree was alive at one moment: only then is a sum of their
+/// peaks a bound the tree could have reached (a build's 1,700 compilers never lived together).
+fn all_lived_together(run: &Run) -> bool {
+    let latest_start = run.processes.iter().map(|p| p.start_ns).max();
+    let earliest_end = run
+        .processes
+        .iter()
+        .map(|p| p.end_ns.unwrap_or(u64::MAX))
+        .min();
+    matches!((latest_start, earliest_end), (Some(s), Some(e)) if s < e)
 }
 
 fn ms(ns: u64) -> String {
@@ -125,7 +170,11 @@ fn memory_lines(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> 
             label(l)
         )?;
     }
-    if let Some(s) = &m.summed_process_peaks {
+    if let Some(s) = m
+        .summed_process_peaks
+        .as_ref()
+        .filter(|_| all_lived_together(run))
+    {
         writeln!(
             w,
             "Memory, process peaks summed: {} bytes over {} process{} (an upper bound: they need not have peaked together) {}",
@@ -135,18 +184,7 @@ fn memory_lines(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> 
             label(s)
         )?;
     }
-    if let Some(p) = &m.pss_max {
-        let interval = m
-            .pss_interval_ns
-            .map(|i| format!(", effective interval {}", duration_human(i)))
-            .unwrap_or_default();
-        writeln!(
-            w,
-            "Memory, PSS curve maximum: {} bytes [{}, sampled{interval}]",
-            group_thousands(p.bytes),
-            p.from
-        )?;
-    }
+    // The PSS curve's maximum is Max PSS, printed above with how exact it is.
     Ok(())
 }
 
@@ -227,12 +265,15 @@ fn time_line(a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
     )
 }
 
+/// The critical path as its few longest links (a build's path of 851 processes is a list no
+/// one reads): each link's own time on the path and its share of the wall time.
 fn critical_path_line(
     run: &Run,
     a: &Accounting,
     w: &mut dyn Write,
-    style: Style,
+    _style: Style,
 ) -> io::Result<()> {
+    const SHOWN: usize = 3;
     if a.critical_path.len() < 2 {
         return Ok(());
     }
@@ -241,36 +282,46 @@ fn critical_path_line(
         .iter()
         .map(|p| ((p.pid, p.start_ns), p))
         .collect();
-    let links: Vec<String> = a
-        .critical_path
+    let mut links: Vec<_> = a.critical_path.iter().collect();
+    links.sort_by_key(|l| std::cmp::Reverse(l.self_ns));
+    let wall = run.totals.wall_ns;
+    let shown: Vec<String> = links
         .iter()
-        .map(|l| {
+        .take(SHOWN)
+        .enumerate()
+        .map(|(k, l)| {
             let name = by_pid
                 .get(&(l.pid, l.start_ns))
                 .map(|p| program(p))
                 .unwrap_or_default();
-            let life = l
-                .end_ns
-                .unwrap_or(run.totals.wall_ns)
-                .saturating_sub(l.start_ns);
+            let share = if wall == 0 {
+                String::new()
+            } else if k == 0 {
+                format!(
+                    " ({} of the wall time)",
+                    percent(l.self_ns as f64 / wall as f64)
+                )
+            } else {
+                format!(" ({})", percent(l.self_ns as f64 / wall as f64))
+            };
             format!(
-                "{} ({name}) {} (self {})",
+                "{name} (pid {}) {}{share}",
                 l.pid,
-                duration_human(life),
                 duration_human(l.self_ns)
             )
         })
         .collect();
-    let mut line = format!("Critical path: {}", links.join(" → "));
-    if line.chars().count() > style.width.max(40) * 3 {
-        line = format!(
-            "Critical path: {} → … ({} more) → {}",
-            links[0],
-            links.len() - 2,
-            links[links.len() - 1]
-        );
-    }
-    writeln!(w, "{line}")
+    let longest = if links.len() > SHOWN {
+        format!("the {SHOWN} longest links")
+    } else {
+        "its links".to_string()
+    };
+    writeln!(
+        w,
+        "Critical path: {} processes; {longest}: {}",
+        a.critical_path.len(),
+        shown.join(", ")
+    )
 }
 
 fn lingering_line(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
@@ -630,7 +681,7 @@ mod tests {
         );
         assert!(
             text.contains(
-                "Critical path: 10 (make) 510ms (self 11ms) → 11 (cc) 499ms (self 499ms)"
+                "Critical path: 2 processes; its links: cc (pid 11) 499ms (98% of the wall time), make (pid 10) 11ms (2.16%)"
             ),
             "{text}"
         );

@@ -119,6 +119,59 @@ mod tests {
         insta::assert_snapshot!(rendered_accounting(Format::Text));
     }
 
+    fn with(run: &Run, options: text::Options) -> String {
+        let mut out = Vec::new();
+        render_with(run, Format::Text, PLAIN, options, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    const QUIET: text::Options = text::Options {
+        quiet: true,
+        verbose: false,
+        by_program: false,
+        views: accounting::Views {
+            tree: false,
+            top: None,
+        },
+    };
+    const VERBOSE: text::Options = text::Options {
+        verbose: true,
+        quiet: false,
+        ..QUIET
+    };
+
+    #[test]
+    fn text_snapshot_quiet() {
+        insta::assert_snapshot!(with(&testing::build_accounting(), QUIET));
+    }
+
+    #[test]
+    fn text_snapshot_verbose() {
+        insta::assert_snapshot!(with(&testing::build(), VERBOSE));
+    }
+
+    #[test]
+    fn text_snapshot_verbose_accounting() {
+        insta::assert_snapshot!(with(&testing::build_accounting(), VERBOSE));
+    }
+
+    /// The default report after the chart: a handful of short lines.
+    #[test]
+    fn the_default_report_is_short_after_the_chart() {
+        for run in [testing::build(), testing::build_accounting()] {
+            let text = rendered_with(&run);
+            let after = text.split_once("Exit status: ").unwrap().1;
+            assert!(after.lines().count() <= 8, "{after}");
+            assert!(after.lines().all(|l| l.chars().count() <= 200), "{after}");
+            // Each figure once: the largest process's peak is on one line only.
+            assert_eq!(text.matches("pid 102 cc1").count(), 1, "{text}");
+        }
+    }
+
+    fn rendered_with(run: &Run) -> String {
+        with(run, text::Options::default())
+    }
+
     #[test]
     fn json_snapshot_accounting() {
         insta::assert_snapshot!(rendered_accounting(Format::Json));

@@ -80,7 +80,7 @@ matrix!(group_peak_and_exact_process_peaks, |mode: Mode| {
                 o.stderr()
             );
             assert!(
-                o.stderr().contains("Memory, group peak: "),
+                o.stderr().contains("\nMemory: group peak ") && o.stderr().contains(" (exact), "),
                 "{}",
                 o.stderr()
             );
@@ -175,7 +175,22 @@ fn unprivileged_runs_say_which_exact_figures_are_missing() {
             tracker,
             who: Who::Nobody,
         };
+        // The default report names what is missing on one line; -v says why.
         let o = ste(mode, &[], &[&fixture(), "fill", "10"]);
+        assert_eq!(o.status(), 0, "{}", o.stderr());
+        let err = o.stderr();
+        let missing = err
+            .lines()
+            .find(|l| l.starts_with("Not measured: "))
+            .unwrap_or_else(|| panic!("no Not measured line\n{err}"));
+        for figure in [
+            "taskstats",
+            "group memory peak, group CPU, pids.peak",
+            "block-I/O",
+        ] {
+            assert!(missing.contains(figure), "{missing}");
+        }
+        let o = ste(mode, &["-v"], &[&fixture(), "fill", "10"]);
         assert_eq!(o.status(), 0, "{}", o.stderr());
         let err = o.stderr();
         assert!(
@@ -693,7 +708,11 @@ fn a_delegated_cgroup_v2_subtree_gives_nobody_the_groups_cpu_and_its_members() {
     let d = Delegated::new();
     for tracker in [Tracker::Ptrace, Tracker::Netlink] {
         // CPU: 400 ms burnt by the command, all of it in the group.
-        let o = d.ste(tracker, &[], &[&super::harness::fixture(), "spin", "400"]);
+        let o = d.ste(
+            tracker,
+            &["-v"],
+            &[&super::harness::fixture(), "spin", "400"],
+        );
         assert_eq!(o.status(), 0, "{}", o.stderr());
         let err = o.stderr();
         let acc = o.run().accounting.as_ref().unwrap();

@@ -45,7 +45,8 @@ fn the_sampler_keeps_to_its_budget_or_its_period() {
     let work = [fixture(), "fill".into(), "512".into(), "2000".into()];
     let work: Vec<&str> = work.iter().map(String::as_str).collect();
 
-    let o = ste(mode, &["--sample-budget", "0.5"], &work);
+    // -v: the sampler's line, with its budget, is in the verbose report.
+    let o = ste(mode, &["-v", "--sample-budget", "0.5"], &work);
     assert_eq!(o.status(), 0, "{}", o.stderr());
     let run = o.run();
     let s = &run.sampler;
@@ -722,7 +723,8 @@ fn as_root_ste_keeps_only_the_capabilities_it_needs_once_the_command_runs() {
         let script = "for t in /proc/$PPID/task/*; do echo $(cat $t/comm) $(grep CapEff $t/status | cut -f2); done; exec sleep 0.3";
         let mut c = command_as(Who::Root, &bins().ste);
         c.current_dir(&bins().dir)
-            .args(["--tracker", tracker, "--json"])
+            // -v: the note on the capabilities kept is in the verbose report only.
+            .args(["--tracker", tracker, "-v", "--json"])
             .arg(&json)
             .args(["--", "sh", "-c", script])
             .env("SUDO_UID", "65534")

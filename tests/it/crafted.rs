@@ -50,11 +50,11 @@ matrix!(escape_laden_program_name, |mode: Mode| {
     let err = o.stderr();
     let exec = o.exec_lines();
     assert!(exec.iter().any(|l| l.contains(SHOWN)), "{exec:?}");
-    let peak = err.lines().find(|l| l.starts_with("Peak RSS:")).unwrap();
+    let peak = err.lines().find(|l| l.starts_with("Memory: ")).unwrap();
     if o.run().totals.peak_rss_bytes.is_some() {
         assert!(peak.contains(SHOWN), "{peak}");
     }
-    // The EXEC line and a memory line (Peak RSS, or the largest process peak).
+    // The EXEC line and the memory line (the largest process peak).
     assert!(err.matches(SHOWN).count() >= 2, "{err}");
 });
 
