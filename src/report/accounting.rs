@@ -394,6 +394,32 @@ fn argv_text(p: &Process) -> String {
     }
 }
 
+/// `s` in `width` columns, cut in the middle: an argv's program and its last words (the
+/// output file) say more than its middle.
+fn cut_middle(s: &str, width: usize) -> String {
+    let n = s.chars().count();
+    if n <= width {
+        return s.to_string();
+    }
+    let head = width.saturating_sub(1).div_ceil(2);
+    let tail = width.saturating_sub(1) - head;
+    let mut out: String = s.chars().take(head).collect();
+    out.push('…');
+    out.extend(s.chars().skip(n - tail));
+    out
+}
+
+/// The argv with its first word's directory left out: `cc1 -quiet a.c`.
+fn short_argv(p: &Process) -> Option<String> {
+    let argv = p.execs.last()?.argv.as_ref()?;
+    let (first, rest) = argv.split_first()?;
+    let mut words = vec![crate::model::Arg::from(
+        crate::report::names::basename(first).as_str(),
+    )];
+    words.extend(rest.iter().cloned());
+    Some(join_escaped(&words))
+}
+
 fn cut(s: &str, width: usize) -> String {
     if s.chars().count() <= width {
         return s.to_string();
@@ -435,6 +461,9 @@ fn row(run: &Run, p: &Process) -> Row {
     }
 }
 
+/// Tree levels drawn with lines; deeper ones show their depth as a number.
+const DRAWN_LEVELS: usize = 3;
+
 const HEADER: &str = "    PID  LIFETIME       CPU  PEAK RSS       I/O  EXIT  COMMAND";
 
 fn row_line(p: &Process, r: &Row, prefix: &str, width: usize) -> String {
@@ -447,8 +476,17 @@ fn row_line(p: &Process, r: &Row, prefix: &str, width: usize) -> String {
         cut(&r.io, 8),
         cut(&r.exit, 7)
     );
-    let room = width.saturating_sub(head.chars().count()).max(12);
-    format!("{head}{}", cut(&format!("{prefix}{}", argv_text(p)), room))
+    let room = width
+        .saturating_sub(head.chars().count() + prefix.chars().count())
+        .max(12);
+    let mut argv = argv_text(p);
+    if argv.chars().count() > room
+        && let Some(short) = short_argv(p)
+    {
+        // No room for the whole: the program's base name, then its words.
+        argv = short;
+    }
+    format!("{head}{prefix}{}", cut_middle(&argv, room))
 }
 
 /// `--tree` and `--top N`, after the summary.
@@ -485,27 +523,36 @@ fn tree(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     writeln!(w, "Process tree (ledger):")?;
     writeln!(w, "{HEADER}")?;
     // Depth-first, iteratively: a deep tree must not exhaust the stack.
-    let mut stack: Vec<(usize, String, bool, bool)> = roots
+    let mut stack: Vec<(usize, String, bool, usize)> = roots
         .iter()
         .rev()
         .enumerate()
-        .map(|(k, &i)| (i, String::new(), k == 0, true))
+        .map(|(k, &i)| (i, String::new(), k == 0, 0))
         .collect();
-    while let Some((i, indent, last, top_level)) = stack.pop() {
+    while let Some((i, indent, last, depth)) = stack.pop() {
         let p = &procs[i];
-        let prefix = if top_level {
-            String::new()
-        } else {
-            format!("{indent}{}", if last { "└─ " } else { "├─ " })
+        let branch = if last { "└─ " } else { "├─ " };
+        let prefix = match depth {
+            0 => String::new(),
+            // Past a few levels the lines would leave the argv no room at 80 columns: the
+            // depth is a number instead.
+            d if d > DRAWN_LEVELS => format!("{d} {branch}"),
+            _ => format!("{indent}{branch}"),
         };
         writeln!(w, "{}", row_line(p, &row(run, p), &prefix, style.width))?;
-        let child_indent = if top_level {
-            String::new()
-        } else {
-            format!("{indent}{}", if last { "   " } else { "│  " })
+        let child_indent = match depth {
+            0 => String::new(),
+            // Not drawn deeper: the indent stops growing (a tree 10,000 deep stays small).
+            d if d >= DRAWN_LEVELS => indent,
+            _ => format!("{indent}{}", if last { "   " } else { "│  " }),
         };
         for (k, &c) in children[i].iter().enumerate().rev() {
-            stack.push((c, child_indent.clone(), k + 1 == children[i].len(), false));
+            stack.push((
+                c,
+                child_indent.clone(),
+                k + 1 == children[i].len(),
+                depth + 1,
+            ));
         }
     }
     Ok(())
@@ -652,6 +699,47 @@ mod tests {
             PID  LIFETIME       CPU  PEAK RSS       I/O  EXIT  COMMAND
              11     499ms     400ms    30 MiB     4 KiB     1  cc a.c
         ");
+    }
+
+    /// A build 12 deep stays readable at 80 columns: lines drawn for a few levels, then the
+    /// depth as a number, and the argv cut in its middle (its program and output file kept).
+    #[test]
+    fn a_deep_tree_fits_80_columns() {
+        let mut procs = Vec::new();
+        for d in 0..12 {
+            let mut p = crate::report::testing::process(
+                100 + d,
+                (d > 0).then_some(99 + d),
+                d as u64,
+                Some(100),
+            );
+            let argv = format!(
+                "/usr/lib/gcc/x86_64-linux-gnu/12/cc1 -quiet -imultiarch x86_64-linux-gnu src/file{d}.c -o /tmp/cc{d}.s"
+            );
+            let words: Vec<&str> = argv.split(' ').collect();
+            p.execs.push(crate::report::testing::exec(d as u64, &words));
+            procs.push(p);
+        }
+        let run = crate::report::testing::run_of(procs);
+        let mut out = Vec::new();
+        tree(
+            &run,
+            &mut out,
+            Style {
+                width: 80,
+                color: false,
+            },
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for line in text.lines() {
+            assert!(line.chars().count() <= 80, "{line}");
+        }
+        let deepest = text.lines().last().unwrap();
+        assert!(deepest.contains("11 └─ cc1 -quie"), "{text}");
+        assert!(deepest.ends_with("/cc11.s"), "{text}");
+        assert!(deepest.contains('…'), "{text}");
+        insta::assert_snapshot!(text);
     }
 
     #[test]
