@@ -134,6 +134,36 @@ pub fn by_program(run: &Run) -> Vec<Program> {
     programs
 }
 
+/// The default report's line on a large run: `By program: cc1 ×40 1.2s (71%), as ×40 …`,
+/// the top [`SHOWN_BY_DEFAULT`] by CPU (`--by-program` prints the table).
+pub fn summary_line(run: &Run) -> Option<String> {
+    if !shown_by_default(run) {
+        return None;
+    }
+    let programs = by_program(run);
+    let shown: Vec<String> = programs
+        .iter()
+        .take(SHOWN_BY_DEFAULT)
+        .map(|g| {
+            let cpu = g
+                .cpu_ns
+                .map_or_else(|| "CPU n/a".to_string(), duration_human);
+            let share = g
+                .cpu_share
+                .map(|s| format!(" ({})", percent(s)))
+                .unwrap_or_default();
+            format!("{} ×{} {cpu}{share}", g.program, group_thousands(g.runs))
+        })
+        .collect();
+    let more = programs.len().saturating_sub(SHOWN_BY_DEFAULT);
+    let rest = if more > 0 {
+        format!("; {more} more (--by-program)")
+    } else {
+        String::new()
+    };
+    Some(format!("By program (CPU): {}{rest}", shown.join(", ")))
+}
+
 /// Whether the default report shows the top programs: on runs of more than
 /// [`SHOWN_ABOVE_PROCESSES`] processes.
 pub fn shown_by_default(run: &Run) -> bool {

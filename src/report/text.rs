@@ -89,13 +89,8 @@ pub fn render_with(run: &Run, w: &mut dyn Write, style: Style, options: Options)
 pub fn render_end(run: &Run, w: &mut dyn Write, style: Style, options: Options) -> io::Result<()> {
     render_summary_with(run, w, style, options.verbose)?;
     if run.exit.launch_error.is_none() {
-        let limit = if options.by_program || options.verbose {
-            Some(None)
-        } else {
-            programs::shown_by_default(run).then_some(Some(programs::SHOWN_BY_DEFAULT))
-        };
-        if let Some(limit) = limit {
-            terminal::through(w, style.color, |w| programs::render(run, w, limit))?;
+        if options.by_program || options.verbose {
+            terminal::through(w, style.color, |w| programs::render(run, w, None))?;
         }
     }
     crate::report::accounting::render_views(run, w, style, options.views)
@@ -220,7 +215,11 @@ fn default_lines(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     if t.still_running > 0 {
         writeln!(w, "Still running: {}", still_running_text(run))?;
     }
-    crate::report::accounting::render_short(run, w, style)
+    crate::report::accounting::render_short(run, w, style)?;
+    if let Some(line) = programs::summary_line(run) {
+        writeln!(w, "{line}")?;
+    }
+    Ok(())
 }
 
 /// Today's full lines: every figure with where it comes from and how exact it is.
