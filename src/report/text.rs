@@ -88,10 +88,8 @@ pub fn render_with(run: &Run, w: &mut dyn Write, style: Style, options: Options)
 /// What the live run prints once it is over: the summary, then the views asked for.
 pub fn render_end(run: &Run, w: &mut dyn Write, style: Style, options: Options) -> io::Result<()> {
     render_summary_with(run, w, style, options.verbose)?;
-    if run.exit.launch_error.is_none() {
-        if options.by_program || options.verbose {
-            terminal::through(w, style.color, |w| programs::render(run, w, None))?;
-        }
+    if run.exit.launch_error.is_none() && (options.by_program || options.verbose) {
+        terminal::through(w, style.color, |w| programs::render(run, w, None))?;
     }
     crate::report::accounting::render_views(run, w, style, options.views)
 }
