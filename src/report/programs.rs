@@ -6,7 +6,7 @@
 //! the peaks `model::process_peak` chooses, and invents nothing: a program none of whose
 //! processes has a figure shows `n/a`, and the processes without one are counted.
 
-use crate::model::{Run, process_peak};
+use crate::model::{Escaped, Run, process_peak};
 use crate::report::names::{self, Tree};
 use crate::units::{bytes_human, duration_human, group_thousands, percent};
 use serde::Serialize;
@@ -152,7 +152,11 @@ pub fn summary_line(run: &Run) -> Option<String> {
                 .cpu_share
                 .map(|s| format!(" ({})", percent(s)))
                 .unwrap_or_default();
-            format!("{} ×{} {cpu}{share}", g.program, group_thousands(g.runs))
+            format!(
+                "{} ×{} {cpu}{share}",
+                shown_name(g),
+                group_thousands(g.runs)
+            )
         })
         .collect();
     let more = programs.len().saturating_sub(SHOWN_BY_DEFAULT);
@@ -162,6 +166,11 @@ pub fn summary_line(run: &Run) -> Option<String> {
         String::new()
     };
     Some(format!("By program (CPU): {}{rest}", shown.join(", ")))
+}
+
+/// The program's name for the terminal, escaped: it is the program's own choice.
+fn shown_name(g: &Program) -> String {
+    Escaped::str(&g.program).to_string()
 }
 
 /// Whether the default report shows the top programs: on runs of more than
@@ -187,8 +196,9 @@ pub fn render(run: &Run, w: &mut dyn Write, limit: Option<usize>) -> io::Result<
     writeln!(w, "{HEADER}")?;
     let na = |v: Option<u64>, f: fn(u64) -> String| v.map_or_else(|| "n/a".to_string(), f);
     for g in &programs[..shown] {
-        let mut name: String = g.program.chars().take(14).collect();
-        if g.program.chars().count() > 14 {
+        let full = shown_name(g);
+        let mut name: String = full.chars().take(14).collect();
+        if full.chars().count() > 14 {
             name.pop();
             name.push('…');
         }

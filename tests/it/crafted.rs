@@ -41,7 +41,7 @@ matrix!(escape_laden_program_name, |mode: Mode| {
     let bin = hostile_sleep();
     let o = ste(
         mode,
-        &["--tree", "--top", "3"],
+        &["--tree", "--top", "3", "--by-program"],
         &[bin.to_str().unwrap(), "0.1"],
     );
     assert_eq!(o.status(), 0, "{}", o.stderr());
@@ -56,6 +56,8 @@ matrix!(escape_laden_program_name, |mode: Mode| {
     }
     // The EXEC line and the memory line (the largest process peak).
     assert!(err.matches(SHOWN).count() >= 2, "{err}");
+    // The by-program table names it escaped too (cut to its column).
+    assert!(err.contains(&format!("\n  {}…", &SHOWN[..13])), "{err}");
 });
 
 fn gzip(data: &[u8]) -> Vec<u8> {
