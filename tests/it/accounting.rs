@@ -113,7 +113,8 @@ matrix!(
         // The sources count it as the process's own (taskstats' task time, the run-queue wait
         // while ste's set-up had the CPUs): the ledger leaves it out, and says how much. The
         // command lives ~20 ms, so that leaving out too much shows against its life.
-        let o = ste(mode, &[], &["/bin/sleep", "0.02"]);
+        // -v: the Time line says what it left out.
+        let o = ste(mode, &["-v"], &["/bin/sleep", "0.02"]);
         assert_eq!(o.status(), 0, "{}", o.stderr());
         let run = o.run();
         let root = &run.processes[0];
@@ -216,7 +217,12 @@ fn page_cache_is_file_not_anon() {
         tracker: Tracker::Ptrace,
         who: Who::Root,
     };
-    let o = ste(mode, &[], &[&fixture(), "readfile", path.to_str().unwrap()]);
+    // -v: the group peak's line splits it into anon and page cache.
+    let o = ste(
+        mode,
+        &["-v"],
+        &[&fixture(), "readfile", path.to_str().unwrap()],
+    );
     let _ = std::fs::remove_file(&path);
     assert_eq!(o.status(), 0, "{}", o.stderr());
     assert!(o.stdout().contains(&format!("read {}", 64 * MIB)));
@@ -348,7 +354,7 @@ fn delays_are_switched_on_for_the_run_and_restored() {
     };
     let o = ste(
         mode,
-        &["--delays"],
+        &["--delays", "-v"],
         &[&fixture(), "readfile", path.to_str().unwrap()],
     );
     let _ = std::fs::remove_file(&path);
