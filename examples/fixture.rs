@@ -18,6 +18,8 @@
 //!   daemon MS                  leave a detached grandchild (setsid) sleeping MS; exit at once
 //!   sleep MS                   sleep MS
 //!   spin MS                    burn MS of CPU
+//!   spin-then-exec MS PROG ARG.. a child burns MS of CPU and is waited for, then this process
+//!                              burns MS of CPU itself, then execs PROG (CPU before the exec)
 //!   echo-stdin                 copy stdin to stdout (for pass-through tests)
 //!   signals                    print each SIGINT/SIGTERM/SIGHUP it receives, exit on SIGTERM
 //!   leader-first CODE          the main thread ends first (pthread_exit); another thread
@@ -70,6 +72,7 @@ fn main() {
         Some("daemon") => daemon(arg(1)),
         Some("sleep") => std::thread::sleep(Duration::from_millis(arg(1))),
         Some("spin") => spin(Duration::from_millis(arg(1))),
+        Some("spin-then-exec") => spin_then_exec(Duration::from_millis(arg(1)), &args[2..]),
         Some("echo-stdin") => {
             let mut buf = Vec::new();
             std::io::stdin().read_to_end(&mut buf).unwrap();
@@ -208,6 +211,28 @@ fn daemon(ms: u64) {
         }
         pid => wait(pid),
     }
+}
+
+/// A child burns `d` of CPU (reaped: it lands in this process's `RUSAGE_CHILDREN`), then this
+/// process burns `d` (its `RUSAGE_SELF`), then execs `command`: both counters survive the exec.
+fn spin_then_exec(d: Duration, command: &[String]) {
+    use std::os::unix::process::CommandExt;
+    let Some((program, rest)) = command.split_first() else {
+        usage()
+    };
+    // SAFETY: fork in a single-threaded program; the child spins and exits.
+    match unsafe { libc::fork() } {
+        0 => {
+            spin(d);
+            // SAFETY: ending the child without running the parent's exit handlers.
+            unsafe { libc::_exit(0) }
+        }
+        pid if pid > 0 => wait(pid),
+        _ => panic!("fork failed"),
+    }
+    spin(d);
+    let e = std::process::Command::new(program).args(rest).exec();
+    panic!("cannot exec {program}: {e}");
 }
 
 /// Burns `d` of this thread's CPU time (not wall time).

@@ -115,12 +115,30 @@ pub struct RunArgs {
     pub accounting: AccountingArgs,
 
     #[command(flatten)]
+    pub view: ViewArgs,
+
+    #[command(flatten)]
     pub syscalls: SyscallArgs,
 }
 
-#[derive(Args, Debug, Clone)]
-#[command(next_help_heading = "Accounting")]
-pub struct AccountingArgs {
+/// What the text report shows: `ste` and `ste report` take the same, so a record renders the
+/// text the live run printed.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Text report")]
+pub struct ViewArgs {
+    /// Leave out the EXEC lines (the summary stays).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Every figure with where it comes from and how exact it is.
+    #[arg(short, long)]
+    pub verbose: bool,
+
+    /// Per program (argv[0]'s base name): processes, CPU (user, system), share of the tree's
+    /// CPU, wall span, largest peak RSS; sorted by CPU.
+    #[arg(long)]
+    pub by_program: bool,
+
     /// Print the process ledger as a tree: pid, argv, lifetime, CPU, peak RSS, I/O, exit status.
     #[arg(long)]
     pub tree: bool,
@@ -128,7 +146,11 @@ pub struct AccountingArgs {
     /// Print the N costliest processes, by CPU and by peak RSS.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
+}
 
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Accounting")]
+pub struct AccountingArgs {
     /// Switch kernel.task_delayacct on for the run (root), so block-I/O and swap/reclaim waits
     /// are measured; the previous setting is restored afterwards.
     #[arg(long)]
@@ -156,16 +178,16 @@ pub struct AccountingArgs {
 /// `ste monitor`: the seed's tsmon.
 #[derive(Args, Debug, Clone)]
 pub struct MonitorArgs {
-    /// Stop after DURATION (e.g. 10s, 1m). Default: until Ctrl-C.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    /// Stop after DURATION (e.g. 10 seconds, 10s, 1m). Default: until Ctrl-C.
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
     pub duration: Option<std::time::Duration>,
 
     /// Only processes whose high-water RSS reached SIZE (e.g. 100M, 1G, 4096).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size)]
     pub min_rss: Option<u64>,
 
     /// Only processes that used at least DURATION of CPU (e.g. 10ms).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
     pub min_cpu: Option<std::time::Duration>,
 
     /// Only processes whose command name contains TEXT.
@@ -190,33 +212,6 @@ pub struct MonitorArgs {
 pub enum MonitorSource {
     Taskstats,
     Connector,
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
-        Some((i, _)) => {
-            let unit = t[i..].to_ascii_lowercase();
-            let m: u64 = match unit.trim_end_matches("ib").trim_end_matches('b') {
-                "" => 1,
-                "k" => 1 << 10,
-                "m" => 1 << 20,
-                "g" => 1 << 30,
-                "t" => 1 << 40,
-                _ => return Err(format!("{s:?}: unknown unit (examples: 4096, 100M, 1G)")),
-            };
-            (&t[..i], m)
-        }
-        None => (t, 1),
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (examples: 4096, 100M, 1G)"))?;
-    if v < 0.0 {
-        return Err("must not be negative".into());
-    }
-    Ok((v * mult as f64) as u64)
 }
 
 #[derive(Args, Debug, Clone)]
@@ -292,6 +287,9 @@ pub struct ReportArgs {
     /// Lay the text report out for this many columns (default: as the recorded run did).
     #[arg(long, value_name = "COLUMNS", value_parser = clap::value_parser!(u16).range(40..))]
     pub width: Option<u16>,
+
+    #[command(flatten)]
+    pub view: ViewArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -325,9 +323,9 @@ pub struct TrackingArgs {
     #[arg(long, value_enum, value_name = "TRACKER")]
     pub tracker: Option<TrackerKind>,
 
-    /// After the command exits, wait at most DURATION for its remaining descendants (e.g. 500ms,
-    /// 2s). Default: wait for all of them; Ctrl-C stops waiting.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    /// After the command exits, wait at most DURATION for its remaining descendants (e.g. 2 for
+    /// seconds, 500ms). Default: wait for all of them; Ctrl-C stops waiting.
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
     pub linger: Option<std::time::Duration>,
 }
 
@@ -338,8 +336,8 @@ pub struct MemoryArgs {
     #[arg(long, value_name = "PERCENT", default_value = "1", value_parser = parse_percent)]
     pub sample_budget: f64,
 
-    /// Sample PSS at this fixed period instead, whatever it costs (e.g. 10ms).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "sample_budget")]
+    /// Sample PSS at this fixed period instead, whatever it costs (e.g. 0.01 for seconds, 10ms).
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, conflicts_with = "sample_budget")]
     pub interval: Option<std::time::Duration>,
 }
 
@@ -423,14 +421,6 @@ pub struct SyscallArgs {
     /// slow (every call stops the process twice).
     #[arg(long, requires = "syscalls")]
     pub allow_ptrace: bool,
-}
-
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 500ms, 2s, 1m)"))?;
-    if d.is_zero() {
-        return Err("must be greater than zero".into());
-    }
-    Ok(d)
 }
 
 fn parse_percent(s: &str) -> Result<f64, String> {
@@ -595,8 +585,8 @@ mod tests {
     #[test]
     fn accounting_and_monitor_flags() {
         let cli = Cli::try_parse_from(["ste", "--tree", "--top", "5", "--delays", "make"]).unwrap();
-        assert!(cli.run.accounting.tree && cli.run.accounting.delays);
-        assert_eq!(cli.run.accounting.top, Some(5));
+        assert!(cli.run.view.tree && cli.run.accounting.delays);
+        assert_eq!(cli.run.view.top, Some(5));
         let cli = Cli::try_parse_from([
             "ste",
             "monitor",
@@ -615,9 +605,13 @@ mod tests {
         assert_eq!(m.min_rss, Some(100 << 20));
         assert_eq!(m.duration, Some(std::time::Duration::from_secs(2)));
         assert!(m.json);
-        assert_eq!(parse_size("1.5G").unwrap(), 3 << 29);
-        assert_eq!(parse_size("4096").unwrap(), 4096);
-        assert!(parse_size("3 parsecs").is_err());
+        for bare in [["--duration", "3"], ["--min-cpu", "0.5"]] {
+            let cli = Cli::try_parse_from(["ste", "monitor", bare[0], bare[1]]).unwrap();
+            assert!(
+                matches!(cli.subcommand, Some(Subcommand::Monitor(_))),
+                "{bare:?}"
+            );
+        }
     }
 
     #[test]

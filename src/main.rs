@@ -10,6 +10,8 @@ use ste::options::{MapsOptions, ReportOptions, RunOptions};
 static NOTE_CLOSED_STANDARD_FDS: extern "C" fn() = ste::launch::note_closed_standard_fds;
 
 fn main() -> ExitCode {
+    // Before anything else: the CPU counters ste reports are differences from here.
+    ste::session::note_start();
     let cli = match Cli::parse_args(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {

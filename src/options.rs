@@ -1,7 +1,7 @@
 //! Checked settings for a run, resolved from what was typed (`cli`) and the environment
 //! (terminal width, `NO_COLOR`). Everything downstream takes these, never clap types.
 
-use crate::cli::{ColorChoice, MapsArgs, RecordArgs, ReportArgs, ReportFormat, RunArgs};
+use crate::cli::{ColorChoice, MapsArgs, RecordArgs, ReportArgs, ReportFormat, RunArgs, ViewArgs};
 use crate::maps::peak::PeakOptions;
 use crate::report::Format;
 use crate::report::text::Style;
@@ -34,7 +34,8 @@ pub struct RunOptions {
     /// `--syscalls`: what to count, and whether ptrace syscall stops may stand in for BPF.
     pub syscalls: Option<SyscallRequest>,
     pub accounting: crate::account::Options,
-    pub views: crate::report::accounting::Views,
+    /// What the text report shows (`-q`, `-v`, `--tree`, `--top`).
+    pub text: crate::report::text::Options,
     /// `--maps-at-peak`: map the largest processes at the tree's memory peak.
     pub maps_at_peak: Option<PeakOptions>,
     /// `--malloc`: count malloc calls with the LD_PRELOAD shim.
@@ -77,7 +78,7 @@ impl MapsOptions {
                     cgroup: true,
                     ..Default::default()
                 },
-                views: Default::default(),
+                text: Default::default(),
                 maps_at_peak: Some(PeakOptions {
                     budget: a.budget,
                     ranges: !a.summary,
@@ -121,10 +122,7 @@ impl RunOptions {
                 delays: acc.delays,
                 kill_lingering: acc.kill_lingering,
             },
-            views: crate::report::accounting::Views {
-                tree: acc.tree,
-                top: acc.top,
-            },
+            text: text_options(&a.view),
             command: a.command,
             style: style(a.output.output.is_none(), a.output.color),
             output: a.output.output,
@@ -160,6 +158,19 @@ impl RunOptions {
     }
 }
 
+/// `-q`, `-v`, `--tree`, `--top`: the same for a run and for `ste report`.
+fn text_options(v: &ViewArgs) -> crate::report::text::Options {
+    crate::report::text::Options {
+        quiet: v.quiet,
+        verbose: v.verbose,
+        by_program: v.by_program,
+        views: crate::report::accounting::Views {
+            tree: v.tree,
+            top: v.top,
+        },
+    }
+}
+
 fn color(choice: ColorChoice, to_terminal: bool) -> bool {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     match choice {
@@ -180,6 +191,8 @@ pub struct ReportOptions {
     pub color: Option<bool>,
     /// Width of the text report; `None`: as recorded.
     pub width: Option<usize>,
+    /// What the text report shows, as a run takes it.
+    pub text: crate::report::text::Options,
 }
 
 impl ReportOptions {
@@ -198,6 +211,7 @@ impl ReportOptions {
             output: a.output,
             color: a.color.map(|c| color(c, to_terminal)),
             width: a.width.map(usize::from),
+            text: text_options(&a.view),
         }
     }
 }

@@ -40,7 +40,7 @@ pub fn run(opts: &ReportOptions) -> Result<i32> {
             let file = crate::output::create(path)
                 .with_context(|| format!("cannot create {}", path.display()))?;
             let mut w = BufWriter::new(file);
-            report::render(&run, opts.format, style, &mut w)
+            report::render_with(&run, opts.format, style, opts.text, &mut w)
                 .and_then(|()| w.flush())
                 .with_context(|| format!("writing {}", path.display()))
         }
@@ -53,7 +53,9 @@ pub fn run(opts: &ReportOptions) -> Result<i32> {
                 );
             }
             let mut w = BufWriter::new(stdout.lock());
-            match report::render(&run, opts.format, style, &mut w).and_then(|()| w.flush()) {
+            match report::render_with(&run, opts.format, style, opts.text, &mut w)
+                .and_then(|()| w.flush())
+            {
                 // `ste report run.ste | head`: the reader has seen enough.
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
                 other => other.context("writing to stdout"),

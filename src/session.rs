@@ -40,6 +40,7 @@ struct Waiting {
 
 /// Runs the command and returns the status ste should exit with.
 pub fn run(opts: &RunOptions) -> Result<i32> {
+    note_start();
     crate::phases::start();
     let status = run_inner(opts);
     crate::phases::print();
@@ -238,14 +239,14 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
             },
         });
     }
-    let (children, me) = (rusage(libc::RUSAGE_CHILDREN), rusage(libc::RUSAGE_SELF));
+    let own = OwnUsage::since_start();
     rec.apply(&Stamped {
         t_ns: end_ns,
         event: Event::End {
-            user_ns: children.0,
-            sys_ns: children.1,
-            ste_cpu_ns: me.0 + me.1,
-            ste_max_rss_bytes: me.2,
+            user_ns: own.children.0,
+            sys_ns: own.children.1,
+            ste_cpu_ns: own.me.0 + own.me.1,
+            ste_max_rss_bytes: own.max_rss_bytes,
             stopped_waiting,
         },
     });
@@ -287,7 +288,7 @@ fn limit_session(sink: &Sink, accounting: &account::Session, sampler: Role) {
 }
 
 fn declare_sources(sink: &Sink) {
-    let rusage = "getrusage(RUSAGE_CHILDREN) of ste, a subreaper: every reaped process of the tree, orphans included";
+    let rusage = "getrusage(RUSAGE_CHILDREN) of ste, a subreaper, less its value when ste started: every reaped process of the tree, orphans included";
     sink.emit(Event::Source {
         figure: "user_ns".into(),
         source: Source::exact(rusage),
@@ -438,7 +439,9 @@ fn apply(
     opts: &RunOptions,
     acc: &mut account::Session,
 ) -> bool {
-    if let Applied::Exec(p, x) = rec.apply(e) {
+    if let Applied::Exec(p, x) = rec.apply(e)
+        && !opts.text.quiet
+    {
         out.live_line(&text::exec_line(p, x, opts.style));
     }
     for event in acc.newly_matched(rec) {
@@ -462,14 +465,64 @@ fn task(
     }
 }
 
-/// (user ns, system ns, max RSS bytes) of `who`.
-fn rusage(who: libc::c_int) -> (u64, u64, u64) {
+/// `getrusage` of ste and of its reaped children when ste started (see [`note_start`]).
+static AT_START: std::sync::OnceLock<[(u64, u64); 2]> = std::sync::OnceLock::new();
+
+/// Notes ste's CPU counters as they are before the run, as early as the binary can (its
+/// `main` calls this first). Both counters survive `execve`: `RUSAGE_SELF` holds what the
+/// process did before it exec'd ste, `RUSAGE_CHILDREN` what its reaped children did (`cargo
+/// run` builds, then execs ste), and neither is the run's. Later calls change nothing.
+pub fn note_start() {
+    AT_START.get_or_init(|| [rusage(libc::RUSAGE_CHILDREN), rusage(libc::RUSAGE_SELF)]);
+}
+
+/// What the run itself cost: counters differenced from [`note_start`]'s values.
+struct OwnUsage {
+    /// (user ns, system ns) of the reaped tree.
+    children: (u64, u64),
+    /// (user ns, system ns) of ste itself.
+    me: (u64, u64),
+    /// ste's high-water RSS: `VmHWM` of its own memory map, which exec made new (`ru_maxrss`
+    /// carries the pre-exec image's peak over, so it is the fallback only).
+    max_rss_bytes: u64,
+}
+
+impl OwnUsage {
+    fn since_start() -> Self {
+        let [children0, me0] = *AT_START.get_or_init(|| [(0, 0), (0, 0)]);
+        let since = |now: (u64, u64), then: (u64, u64)| {
+            (now.0.saturating_sub(then.0), now.1.saturating_sub(then.1))
+        };
+        let max_rss_bytes = crate::kernel::proc::ProcFs::default()
+            .status(std::process::id() as i32)
+            .ok()
+            .and_then(|s| s.vm_hwm_bytes)
+            .unwrap_or_else(max_rss_self);
+        OwnUsage {
+            children: since(rusage(libc::RUSAGE_CHILDREN), children0),
+            me: since(rusage(libc::RUSAGE_SELF), me0),
+            max_rss_bytes,
+        }
+    }
+}
+
+fn getrusage(who: libc::c_int) -> libc::rusage {
     // SAFETY: a zeroed rusage is a valid output buffer.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage writes into `ru`.
     unsafe { libc::getrusage(who, &mut ru) };
+    ru
+}
+
+/// (user ns, system ns) of `who`.
+fn rusage(who: libc::c_int) -> (u64, u64) {
+    let ru = getrusage(who);
     let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1_000;
-    (ns(ru.ru_utime), ns(ru.ru_stime), ru.ru_maxrss as u64 * 1024)
+    (ns(ru.ru_utime), ns(ru.ru_stime))
+}
+
+fn max_rss_self() -> u64 {
+    getrusage(libc::RUSAGE_SELF).ru_maxrss as u64 * 1024
 }
 
 /// Where the report goes: stderr (errors ignored: a closed stderr must not stop the run) or a
@@ -514,10 +567,12 @@ impl Output {
     }
 
     fn summary(&mut self, run: &Run, opts: &RunOptions) -> Result<()> {
+        if let (Output::File(..), Some(line)) = (&self, text::launch_failure_line(run)) {
+            // The error is for the user at the terminal, wherever the report goes.
+            eprintln!("{line}");
+        }
         let mut buf = Vec::new();
-        text::render_summary(run, &mut buf, opts.style).expect("writing to memory");
-        crate::report::accounting::render_views(run, &mut buf, opts.style, opts.views)
-            .expect("writing to memory");
+        text::render_end(run, &mut buf, opts.style, opts.text).expect("writing to memory");
         match self {
             Output::Stderr => {
                 let _ = std::io::stderr().write_all(&buf);

@@ -1,7 +1,10 @@
-//! Human formatting of the integer units ste stores (nanoseconds, bytes).
+//! Human formatting of the integer units ste stores (nanoseconds, bytes), and the parsing of
+//! the durations and sizes ste's options take.
 //!
 //! Storage is always integer `_ns` / `_bytes`; this module is the only place that turns them into
 //! text, so every report prints the same figure the same way. It knows nothing about the model.
+//! Durations take a bare number as seconds (as `timeout 3` and `sleep 3` do) or humantime's
+//! units; sizes take bare bytes or K/M/G/T, with or without `iB`/`B` (all binary).
 
 /// `1073762304` → `"1,073,762,304"`: the seed's grouping for exact byte counts.
 pub fn group_thousands(n: u64) -> String {
@@ -91,6 +94,51 @@ fn trim_zeros(s: &str) -> String {
     }
 }
 
+/// `3` (seconds), `0.01`, `500ms`, `2s`, `1m`: a positive duration.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    const EXAMPLES: &str = "examples: 3 (seconds), 0.5, 500ms, 2s, 1m";
+    let d = match s.trim().parse::<f64>() {
+        Ok(secs) => std::time::Duration::try_from_secs_f64(secs)
+            .map_err(|_| format!("{s:?} is not a duration ({EXAMPLES})"))?,
+        Err(_) => humantime::parse_duration(s).map_err(|e| format!("{e} ({EXAMPLES})"))?,
+    };
+    if d.is_zero() {
+        return Err("must be greater than zero".into());
+    }
+    Ok(d)
+}
+
+/// `4096` (bytes), `100K`, `1.5G`, `64MiB`, `2GB`: a size in bytes (binary units).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    const EXAMPLES: &str = "examples: 4096, 100K, 64MiB, 1.5G";
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => {
+            let unit = t[i..].to_ascii_lowercase();
+            let m: u64 = match unit.trim_end_matches("ib").trim_end_matches('b') {
+                "" => 1,
+                "k" => 1 << 10,
+                "m" => 1 << 20,
+                "g" => 1 << 30,
+                "t" => 1 << 40,
+                _ => return Err(format!("{s:?}: unknown unit ({EXAMPLES})")),
+            };
+            (&t[..i], m)
+        }
+        None => (t, 1),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite())
+        .ok_or_else(|| format!("{s:?} is not a size ({EXAMPLES})"))?;
+    if v < 0.0 {
+        return Err("must not be negative".into());
+    }
+    Ok((v * mult as f64) as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +171,30 @@ mod tests {
         assert_eq!(duration_human(125_000_000_000), "2m05s");
         assert_eq!(duration_human(3_720_000_000_000), "1h02m");
         assert_eq!(percent(0.0043), "0.43%");
+    }
+
+    #[test]
+    fn durations_take_bare_seconds_or_units() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("0.01"), Ok(Duration::from_millis(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("inf").is_err());
+        assert!(parse_duration("soon").unwrap_err().contains("3 (seconds)"));
+    }
+
+    #[test]
+    fn sizes_take_bare_bytes_or_binary_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("100K"), Ok(100 << 10));
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("2GB"), Ok(2 << 30));
+        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+        assert!(parse_size("3 parsecs").is_err());
+        assert!(parse_size("-1K").is_err());
+        assert!(parse_size("NaN").is_err());
     }
 }

@@ -20,6 +20,31 @@ pub struct Views {
     pub top: Option<usize>,
 }
 
+/// The default report's accounting lines: the critical path, descendants that outlived the
+/// command, losses, and one line naming what was not measured (`-v` says why and how).
+pub fn render_short(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
+    let Some(a) = &run.accounting else {
+        return Ok(());
+    };
+    critical_path_line(run, a, w, style)?;
+    lingering_line(run, a, w)?;
+    accounting_lost_line(a, w)?;
+    if !a.unavailable.is_empty() {
+        // The figure's name without its gloss: `taskstats (per-process delays, …)` → `taskstats`.
+        let names: Vec<&str> = a
+            .unavailable
+            .iter()
+            .map(|u| u.figure.split(" (").next().unwrap_or(&u.figure))
+            .collect();
+        writeln!(
+            w,
+            "Not measured: {} (-v says why, and what would measure them)",
+            names.join("; ")
+        )?;
+    }
+    Ok(())
+}
+
 /// Accounting lines of the summary (nothing for a run without accounting).
 pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     let Some(a) = &run.accounting else {
@@ -33,7 +58,7 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
         if let Some(c) = e.cpu_ns {
             let split = match (e.cpu_user_ns, e.cpu_sys_ns) {
                 (Some(u), Some(s)) => format!(
-                    " (user {}, system {}: split by the kernel's tick samples, as getrusage does)",
+                    " (user {}, system {}: split by the kernel's tick samples, as getrusage does; the Walltime line's split is getrusage's, of the reaped processes)",
                     ms(u),
                     ms(s)
                 ),
@@ -42,7 +67,10 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
             parts.push(format!("CPU {}{split}", ms(c)));
         }
         if let Some(p) = e.pids_peak {
-            parts.push(format!("at most {p} tasks at once"));
+            parts.push(format!(
+                "at most {p} task{} at once",
+                if p == 1 { "" } else { "s" }
+            ));
         }
         if !parts.is_empty() {
             writeln!(
@@ -57,6 +85,14 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     time_line(a, w)?;
     critical_path_line(run, a, w, style)?;
     lingering_line(run, a, w)?;
+    accounting_lost_line(a, w)?;
+    for u in &a.unavailable {
+        writeln!(w, "Unavailable: {}: {}", u.figure, u.why)?;
+    }
+    Ok(())
+}
+
+fn accounting_lost_line(a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
     if a.taskstats_overruns > 0 {
         writeln!(
             w,
@@ -65,10 +101,19 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
             if a.taskstats_overruns == 1 { "" } else { "s" }
         )?;
     }
-    for u in &a.unavailable {
-        writeln!(w, "Unavailable: {}: {}", u.figure, u.why)?;
-    }
     Ok(())
+}
+
+/// Whether every process of the tree was alive at one moment: only then is a sum of their
+/// peaks a bound the tree could have reached (a build's 1,700 compilers never lived together).
+fn all_lived_together(run: &Run) -> bool {
+    let latest_start = run.processes.iter().map(|p| p.start_ns).max();
+    let earliest_end = run
+        .processes
+        .iter()
+        .map(|p| p.end_ns.unwrap_or(u64::MAX))
+        .min();
+    matches!((latest_start, earliest_end), (Some(s), Some(e)) if s < e)
 }
 
 fn ms(ns: u64) -> String {
@@ -125,7 +170,11 @@ fn memory_lines(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> 
             label(l)
         )?;
     }
-    if let Some(s) = &m.summed_process_peaks {
+    if let Some(s) = m
+        .summed_process_peaks
+        .as_ref()
+        .filter(|_| all_lived_together(run))
+    {
         writeln!(
             w,
             "Memory, process peaks summed: {} bytes over {} process{} (an upper bound: they need not have peaked together) {}",
@@ -135,18 +184,7 @@ fn memory_lines(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> 
             label(s)
         )?;
     }
-    if let Some(p) = &m.pss_max {
-        let interval = m
-            .pss_interval_ns
-            .map(|i| format!(", effective interval {}", duration_human(i)))
-            .unwrap_or_default();
-        writeln!(
-            w,
-            "Memory, PSS curve maximum: {} bytes [{}, sampled{interval}]",
-            group_thousands(p.bytes),
-            p.from
-        )?;
-    }
+    // The PSS curve's maximum is Max PSS, printed above with how exact it is.
     Ok(())
 }
 
@@ -227,12 +265,15 @@ fn time_line(a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
     )
 }
 
+/// The critical path as its few longest links (a build's path of 851 processes is a list no
+/// one reads): each link's own time on the path and its share of the wall time.
 fn critical_path_line(
     run: &Run,
     a: &Accounting,
     w: &mut dyn Write,
-    style: Style,
+    _style: Style,
 ) -> io::Result<()> {
+    const SHOWN: usize = 3;
     if a.critical_path.len() < 2 {
         return Ok(());
     }
@@ -241,36 +282,46 @@ fn critical_path_line(
         .iter()
         .map(|p| ((p.pid, p.start_ns), p))
         .collect();
-    let links: Vec<String> = a
-        .critical_path
+    let mut links: Vec<_> = a.critical_path.iter().collect();
+    links.sort_by_key(|l| std::cmp::Reverse(l.self_ns));
+    let wall = run.totals.wall_ns;
+    let shown: Vec<String> = links
         .iter()
-        .map(|l| {
+        .take(SHOWN)
+        .enumerate()
+        .map(|(k, l)| {
             let name = by_pid
                 .get(&(l.pid, l.start_ns))
                 .map(|p| program(p))
                 .unwrap_or_default();
-            let life = l
-                .end_ns
-                .unwrap_or(run.totals.wall_ns)
-                .saturating_sub(l.start_ns);
+            let share = if wall == 0 {
+                String::new()
+            } else if k == 0 {
+                format!(
+                    " ({} of the wall time)",
+                    percent(l.self_ns as f64 / wall as f64)
+                )
+            } else {
+                format!(" ({})", percent(l.self_ns as f64 / wall as f64))
+            };
             format!(
-                "{} ({name}) {} (self {})",
+                "{name} (pid {}) {}{share}",
                 l.pid,
-                duration_human(life),
                 duration_human(l.self_ns)
             )
         })
         .collect();
-    let mut line = format!("Critical path: {}", links.join(" → "));
-    if line.chars().count() > style.width.max(40) * 3 {
-        line = format!(
-            "Critical path: {} → … ({} more) → {}",
-            links[0],
-            links.len() - 2,
-            links[links.len() - 1]
-        );
-    }
-    writeln!(w, "{line}")
+    let longest = if links.len() > SHOWN {
+        format!("the {SHOWN} longest links")
+    } else {
+        "its links".to_string()
+    };
+    writeln!(
+        w,
+        "Critical path: {} processes; {longest}: {}",
+        a.critical_path.len(),
+        shown.join(", ")
+    )
 }
 
 fn lingering_line(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
@@ -343,6 +394,32 @@ fn argv_text(p: &Process) -> String {
     }
 }
 
+/// `s` in `width` columns, cut in the middle: an argv's program and its last words (the
+/// output file) say more than its middle.
+fn cut_middle(s: &str, width: usize) -> String {
+    let n = s.chars().count();
+    if n <= width {
+        return s.to_string();
+    }
+    let head = width.saturating_sub(1).div_ceil(2);
+    let tail = width.saturating_sub(1) - head;
+    let mut out: String = s.chars().take(head).collect();
+    out.push('…');
+    out.extend(s.chars().skip(n - tail));
+    out
+}
+
+/// The argv with its first word's directory left out: `cc1 -quiet a.c`.
+fn short_argv(p: &Process) -> Option<String> {
+    let argv = p.execs.last()?.argv.as_ref()?;
+    let (first, rest) = argv.split_first()?;
+    let mut words = vec![crate::model::Arg::from(
+        crate::report::names::basename(first).as_str(),
+    )];
+    words.extend(rest.iter().cloned());
+    Some(join_escaped(&words))
+}
+
 fn cut(s: &str, width: usize) -> String {
     if s.chars().count() <= width {
         return s.to_string();
@@ -384,6 +461,9 @@ fn row(run: &Run, p: &Process) -> Row {
     }
 }
 
+/// Tree levels drawn with lines; deeper ones show their depth as a number.
+const DRAWN_LEVELS: usize = 3;
+
 const HEADER: &str = "    PID  LIFETIME       CPU  PEAK RSS       I/O  EXIT  COMMAND";
 
 fn row_line(p: &Process, r: &Row, prefix: &str, width: usize) -> String {
@@ -396,8 +476,17 @@ fn row_line(p: &Process, r: &Row, prefix: &str, width: usize) -> String {
         cut(&r.io, 8),
         cut(&r.exit, 7)
     );
-    let room = width.saturating_sub(head.chars().count()).max(12);
-    format!("{head}{}", cut(&format!("{prefix}{}", argv_text(p)), room))
+    let room = width
+        .saturating_sub(head.chars().count() + prefix.chars().count())
+        .max(12);
+    let mut argv = argv_text(p);
+    if argv.chars().count() > room
+        && let Some(short) = short_argv(p)
+    {
+        // No room for the whole: the program's base name, then its words.
+        argv = short;
+    }
+    format!("{head}{prefix}{}", cut_middle(&argv, room))
 }
 
 /// `--tree` and `--top N`, after the summary.
@@ -406,6 +495,10 @@ pub fn render_views(run: &Run, w: &mut dyn Write, style: Style, views: Views) ->
 }
 
 fn views_of(run: &Run, w: &mut dyn Write, style: Style, views: Views) -> io::Result<()> {
+    if run.exit.launch_error.is_some() {
+        // Nothing ran: the one line of `text::launch_failure_line` is the report.
+        return Ok(());
+    }
     if views.tree {
         tree(run, w, style)?;
     }
@@ -430,27 +523,36 @@ fn tree(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     writeln!(w, "Process tree (ledger):")?;
     writeln!(w, "{HEADER}")?;
     // Depth-first, iteratively: a deep tree must not exhaust the stack.
-    let mut stack: Vec<(usize, String, bool, bool)> = roots
+    let mut stack: Vec<(usize, String, bool, usize)> = roots
         .iter()
         .rev()
         .enumerate()
-        .map(|(k, &i)| (i, String::new(), k == 0, true))
+        .map(|(k, &i)| (i, String::new(), k == 0, 0))
         .collect();
-    while let Some((i, indent, last, top_level)) = stack.pop() {
+    while let Some((i, indent, last, depth)) = stack.pop() {
         let p = &procs[i];
-        let prefix = if top_level {
-            String::new()
-        } else {
-            format!("{indent}{}", if last { "└─ " } else { "├─ " })
+        let branch = if last { "└─ " } else { "├─ " };
+        let prefix = match depth {
+            0 => String::new(),
+            // Past a few levels the lines would leave the argv no room at 80 columns: the
+            // depth is a number instead.
+            d if d > DRAWN_LEVELS => format!("{d} {branch}"),
+            _ => format!("{indent}{branch}"),
         };
         writeln!(w, "{}", row_line(p, &row(run, p), &prefix, style.width))?;
-        let child_indent = if top_level {
-            String::new()
-        } else {
-            format!("{indent}{}", if last { "   " } else { "│  " })
+        let child_indent = match depth {
+            0 => String::new(),
+            // Not drawn deeper: the indent stops growing (a tree 10,000 deep stays small).
+            d if d >= DRAWN_LEVELS => indent,
+            _ => format!("{indent}{}", if last { "   " } else { "│  " }),
         };
         for (k, &c) in children[i].iter().enumerate().rev() {
-            stack.push((c, child_indent.clone(), k + 1 == children[i].len(), false));
+            stack.push((
+                c,
+                child_indent.clone(),
+                k + 1 == children[i].len(),
+                depth + 1,
+            ));
         }
     }
     Ok(())
@@ -599,6 +701,47 @@ mod tests {
         ");
     }
 
+    /// A build 12 deep stays readable at 80 columns: lines drawn for a few levels, then the
+    /// depth as a number, and the argv cut in its middle (its program and output file kept).
+    #[test]
+    fn a_deep_tree_fits_80_columns() {
+        let mut procs = Vec::new();
+        for d in 0..12 {
+            let mut p = crate::report::testing::process(
+                100 + d,
+                (d > 0).then_some(99 + d),
+                d as u64,
+                Some(100),
+            );
+            let argv = format!(
+                "/usr/lib/gcc/x86_64-linux-gnu/12/cc1 -quiet -imultiarch x86_64-linux-gnu src/file{d}.c -o /tmp/cc{d}.s"
+            );
+            let words: Vec<&str> = argv.split(' ').collect();
+            p.execs.push(crate::report::testing::exec(d as u64, &words));
+            procs.push(p);
+        }
+        let run = crate::report::testing::run_of(procs);
+        let mut out = Vec::new();
+        tree(
+            &run,
+            &mut out,
+            Style {
+                width: 80,
+                color: false,
+            },
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for line in text.lines() {
+            assert!(line.chars().count() <= 80, "{line}");
+        }
+        let deepest = text.lines().last().unwrap();
+        assert!(deepest.contains("11 └─ cc1 -quie"), "{text}");
+        assert!(deepest.ends_with("/cc11.s"), "{text}");
+        assert!(deepest.contains('…'), "{text}");
+        insta::assert_snapshot!(text);
+    }
+
     #[test]
     fn summary_lines_label_each_memory_figure() {
         let mut out = Vec::new();
@@ -626,7 +769,7 @@ mod tests {
         );
         assert!(
             text.contains(
-                "Critical path: 10 (make) 510ms (self 11ms) → 11 (cc) 499ms (self 499ms)"
+                "Critical path: 2 processes; its links: cc (pid 11) 499ms (98% of the wall time), make (pid 10) 11ms (2.16%)"
             ),
             "{text}"
         );

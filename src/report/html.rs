@@ -62,6 +62,8 @@ pub struct View {
     /// Words the text report derives for the system calls, malloc and memory-at-peak
     /// sections, so that the page says the same.
     pub labels: Labels,
+    /// The run by program, as `--by-program` prints it and the JSON's `programs` holds it.
+    pub by_program: Vec<crate::report::programs::Program>,
 }
 
 /// What the text report says of the Run's system calls, malloc and memory at the peak that is
@@ -265,6 +267,7 @@ pub fn view(run: &Run) -> View {
         samples: columns(&sample_rows, &["per_process"]),
         readings: readings_view,
         labels: labels(run),
+        by_program: crate::report::programs::by_program(run),
     }
 }
 

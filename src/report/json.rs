@@ -1,5 +1,6 @@
 //! The Run as JSON (`--json`): the schema is the serde form of `model::Run`, versioned by
-//! `schema_version`. Unknown values are `null`.
+//! `schema_version`, followed by `programs` (the by-program view, derived from the Run as the
+//! text report derives it; reading the JSON back ignores it). Unknown values are `null`.
 //!
 //! Strings are escaped so the JSON is safe on a terminal too: serde_json escapes the C0
 //! controls, and this module DEL and the C1 ones (`U+007F`–`U+009F`, CSI among them) as
@@ -10,8 +11,19 @@ use serde_json::ser::{Formatter, PrettyFormatter};
 use std::io::{self, Write};
 
 pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
+    /// The Run's fields, then the derived ones.
+    #[derive(serde::Serialize)]
+    struct WithDerived<'a> {
+        #[serde(flatten)]
+        run: &'a Run,
+        programs: Vec<crate::report::programs::Program>,
+    }
     let mut ser = serde_json::Serializer::with_formatter(&mut *w, NoC1(PrettyFormatter::new()));
-    serde::Serialize::serialize(run, &mut ser).map_err(io::Error::other)?;
+    let out = WithDerived {
+        run,
+        programs: crate::report::programs::by_program(run),
+    };
+    serde::Serialize::serialize(&out, &mut ser).map_err(io::Error::other)?;
     writeln!(w)
 }
 

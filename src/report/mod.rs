@@ -13,6 +13,7 @@ pub mod malloc_sdt;
 pub mod maps;
 pub mod names;
 pub mod perfetto;
+pub mod programs;
 pub mod syscalls;
 pub mod terminal;
 pub mod text;
@@ -58,8 +59,19 @@ impl Format {
 
 /// Renders `run` in `format`; `style` lays out the text report.
 pub fn render(run: &Run, format: Format, style: text::Style, w: &mut dyn Write) -> io::Result<()> {
+    render_with(run, format, style, text::Options::default(), w)
+}
+
+/// As [`render`], the text report showing what `options` ask for (`ste report -q --tree`).
+pub fn render_with(
+    run: &Run,
+    format: Format,
+    style: text::Style,
+    options: text::Options,
+    w: &mut dyn Write,
+) -> io::Result<()> {
     match format {
-        Format::Text => text::render(run, w, style),
+        Format::Text => text::render_with(run, w, style, options),
         Format::Json => json::render(run, w),
         Format::Html => html::render(run, w),
         Format::Perfetto => perfetto::render(run, w),
@@ -105,6 +117,59 @@ mod tests {
     #[test]
     fn text_snapshot_accounting() {
         insta::assert_snapshot!(rendered_accounting(Format::Text));
+    }
+
+    fn with(run: &Run, options: text::Options) -> String {
+        let mut out = Vec::new();
+        render_with(run, Format::Text, PLAIN, options, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    const QUIET: text::Options = text::Options {
+        quiet: true,
+        verbose: false,
+        by_program: false,
+        views: accounting::Views {
+            tree: false,
+            top: None,
+        },
+    };
+    const VERBOSE: text::Options = text::Options {
+        verbose: true,
+        quiet: false,
+        ..QUIET
+    };
+
+    #[test]
+    fn text_snapshot_quiet() {
+        insta::assert_snapshot!(with(&testing::build_accounting(), QUIET));
+    }
+
+    #[test]
+    fn text_snapshot_verbose() {
+        insta::assert_snapshot!(with(&testing::build(), VERBOSE));
+    }
+
+    #[test]
+    fn text_snapshot_verbose_accounting() {
+        insta::assert_snapshot!(with(&testing::build_accounting(), VERBOSE));
+    }
+
+    /// The default report after the chart: a handful of short lines.
+    #[test]
+    fn the_default_report_is_short_after_the_chart() {
+        for run in [testing::build(), testing::build_accounting()] {
+            let text = rendered_with(&run);
+            let after = text.split_once("Exit status: ").unwrap().1;
+            assert!(after.lines().count() <= 8, "{after}");
+            assert!(after.lines().all(|l| l.chars().count() <= 200), "{after}");
+            // Each figure once: the largest process's peak is on one line only.
+            assert_eq!(text.matches("pid 102 cc1").count(), 1, "{text}");
+        }
+    }
+
+    fn rendered_with(run: &Run) -> String {
+        with(run, text::Options::default())
     }
 
     #[test]

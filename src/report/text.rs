@@ -8,7 +8,7 @@
 //! record reaches the terminal), and the strings it quotes are escaped where it takes them.
 
 use crate::model::{Escaped, Exec, Process, Run, SampleKind, join_escaped, signal_name};
-use crate::report::{chart, names, syscalls, terminal};
+use crate::report::{chart, names, programs, syscalls, terminal};
 use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
 use std::io::{self, Write};
 
@@ -59,18 +59,67 @@ fn execs(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     Ok(())
 }
 
+/// What the text report shows beyond the default, as asked on the command line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `-q`: no `EXEC:` lines.
+    pub quiet: bool,
+    /// `-v`: every figure with its full provenance, and every program.
+    pub verbose: bool,
+    /// `--by-program`: every program (the default shows the top ones on large runs).
+    pub by_program: bool,
+    /// The views after the summary (`--tree`, `--top`).
+    pub views: crate::report::accounting::Views,
+}
+
 /// The whole report as `ste report` prints it: the exec lines, then the summary.
 pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
-    render_execs(run, w, style)?;
-    render_summary(run, w, style)
+    render_with(run, w, style, Options::default())
 }
 
-/// The summary printed when the run is over.
+/// The whole report with `options`: what the live run printed with the same options.
+pub fn render_with(run: &Run, w: &mut dyn Write, style: Style, options: Options) -> io::Result<()> {
+    if !options.quiet && run.exit.launch_error.is_none() {
+        render_execs(run, w, style)?;
+    }
+    render_end(run, w, style, options)
+}
+
+/// What the live run prints once it is over: the summary, then the views asked for.
+pub fn render_end(run: &Run, w: &mut dyn Write, style: Style, options: Options) -> io::Result<()> {
+    render_summary_with(run, w, style, options.verbose)?;
+    if run.exit.launch_error.is_none() && (options.by_program || options.verbose) {
+        terminal::through(w, style.color, |w| programs::render(run, w, None))?;
+    }
+    crate::report::accounting::render_views(run, w, style, options.views)
+}
+
+/// The summary printed when the run is over. A command that could not start gets one line,
+/// as `env` and `time` print (its Run, in `--json` or a record, says so in `exit`).
 pub fn render_summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
-    terminal::through(w, style.color, |w| summary(run, w, style))
+    render_summary_with(run, w, style, false)
 }
 
-fn summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
+/// The summary, with every figure's provenance when `verbose` (`-v`).
+pub fn render_summary_with(
+    run: &Run,
+    w: &mut dyn Write,
+    style: Style,
+    verbose: bool,
+) -> io::Result<()> {
+    terminal::through(w, style.color, |w| match launch_failure_line(run) {
+        Some(line) => writeln!(w, "{line}"),
+        None => summary(run, w, style, verbose),
+    })
+}
+
+/// `ste: NAME: command not found` when the command could not start: the whole text report.
+pub fn launch_failure_line(run: &Run) -> Option<String> {
+    let err = run.exit.launch_error.as_ref()?;
+    Some(format!("ste: {}", Escaped::str(&err.message)))
+}
+
+fn summary(run: &Run, w: &mut dyn Write, style: Style, verbose: bool) -> io::Result<()> {
     let t = &run.totals;
     writeln!(w, "Num threads = {}", group_thousands(t.threads))?;
     writeln!(w, "Num process = {}", group_thousands(t.processes))?;
@@ -110,45 +159,156 @@ fn summary(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
         writeln!(w, "{line}")?;
     }
     writeln!(w, "Exit status: {}", exit_text(run))?;
-    writeln!(w, "Peak RSS: {}", peak_rss_text(run))?;
+    if verbose {
+        verbose_lines(run, w, style)?;
+    } else {
+        default_lines(run, w, style)?;
+    }
+    let o = &run.overhead;
+    if let Some(cpu) = o.cpu_ns {
+        // No share of the wall time: ste's set-up comes before the command's release, where
+        // the wall time starts, so a short run would show ste at "844 % of wall".
+        let rss = o
+            .max_rss_bytes
+            .map(|b| format!(", peak RSS {}", bytes_human(b)))
+            .unwrap_or_default();
+        let setup = if verbose {
+            " (its set-up before the command's release included)"
+        } else {
+            ""
+        };
+        writeln!(w, "ste itself: {} of CPU{setup}{rss}", millis(cpu))?;
+    }
+    crate::report::maps::render_at_peak(run, w)?;
+    crate::report::malloc::render(run, w)?;
+    syscalls::render(run, w)?;
+    for note in &run.notes {
+        if verbose || !is_routine(note) {
+            writeln!(w, "Note: {}", Escaped::str(note))?;
+        }
+    }
+    Ok(())
+}
+
+/// A note that says what went as planned (the capabilities ste kept as root): `-v` only.
+fn is_routine(note: &str) -> bool {
+    note.starts_with("once the command was released, ste kept only these capabilities")
+}
+
+/// The default lines after the exit status: each figure once, with a short tag; losses only
+/// when there were some; what is missing and how to get it, on one line (`-v` says why).
+fn default_lines(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
+    let t = &run.totals;
+    writeln!(w, "Memory: {}", memory_text(run))?;
+    if let Some(cpu) = cpu_line(run) {
+        writeln!(w, "CPU: {cpu}")?;
+    }
+    let lost = lost_text(run);
+    if lost != "none" {
+        writeln!(w, "Lost events: {lost}")?;
+    }
+    if let Some(unread) = unreadable_text(run) {
+        writeln!(w, "Unread: {unread}")?;
+    }
+    if t.still_running > 0 {
+        writeln!(w, "Still running: {}", still_running_text(run))?;
+    }
+    crate::report::accounting::render_short(run, w, style)?;
+    if let Some(line) = programs::summary_line(run) {
+        writeln!(w, "{line}")?;
+    }
+    Ok(())
+}
+
+/// Today's full lines: every figure with where it comes from and how exact it is.
+fn verbose_lines(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
+    let t = &run.totals;
+    // `Memory, largest process peak` says the same with the ledger's source: once.
+    let largest = run
+        .accounting
+        .as_ref()
+        .is_some_and(|a| a.memory.largest_process_peak.is_some());
+    if !largest {
+        writeln!(w, "Peak RSS: {}", peak_rss_text(run))?;
+    }
     writeln!(w, "Tracker: {}", tracker_text(run))?;
     writeln!(w, "Sampler: {}", sampler_text(run))?;
     writeln!(w, "Lost events: {}", lost_text(run))?;
     if t.still_running > 0 {
         writeln!(w, "Still running: {}", still_running_text(run))?;
     }
-    crate::report::accounting::render(run, w, style)?;
-    let o = &run.overhead;
-    if let Some(cpu) = o.cpu_ns {
-        let share = if t.wall_ns > 0 {
-            format!(" ({} of wall)", percent(cpu as f64 / t.wall_ns as f64))
-        } else {
-            String::new()
-        };
-        let rss = o
-            .max_rss_bytes
-            .map(|b| format!(", peak RSS {}", bytes_human(b)))
-            .unwrap_or_default();
-        writeln!(w, "ste itself: {} of CPU{share}{rss}", millis(cpu))?;
+    crate::report::accounting::render(run, w, style)
+}
+
+/// `group peak 1.2 MiB (exact), largest process 16 MiB, pid 7 cc1 (exact)`: the tree's
+/// memory as the kernel charged it, and its largest process. Max PSS is above.
+fn memory_text(run: &Run) -> String {
+    let tag = |exact: bool| if exact { "exact" } else { "sampled" };
+    let mut parts = Vec::new();
+    let reconciled = run.accounting.as_ref().map(|a| &a.memory);
+    if let Some(g) = reconciled.and_then(|m| m.group_peak.as_ref()) {
+        parts.push(format!(
+            "group peak {} ({})",
+            bytes_human(g.bytes),
+            tag(g.exact)
+        ));
     }
-    crate::report::maps::render_at_peak(run, w)?;
-    crate::report::malloc::render(run, w)?;
-    syscalls::render(run, w)?;
-    for note in &run.notes {
-        writeln!(w, "Note: {}", Escaped::str(note))?;
+    let name = |pid: i32| {
+        run.processes
+            .iter()
+            .find(|p| p.pid == pid)
+            .map(|p| format!(", pid {pid} {}", program(p)))
+            .unwrap_or_default()
+    };
+    match reconciled.and_then(|m| m.largest_process_peak.as_ref()) {
+        Some(l) => parts.push(format!(
+            "largest process {}{} ({})",
+            bytes_human(l.bytes),
+            l.pid.map(name).unwrap_or_default(),
+            tag(l.exact)
+        )),
+        None => {
+            let exact = run.sources.get("peak_rss_bytes").is_some_and(|s| s.exact);
+            parts.push(match run.totals.peak_rss_bytes {
+                Some(b) => format!(
+                    "largest process {}{} ({})",
+                    bytes_human(b),
+                    run.totals.peak_rss_pid.map(name).unwrap_or_default(),
+                    tag(exact)
+                ),
+                None => "largest process n/a (-v says why)".to_string(),
+            });
+        }
     }
-    Ok(())
+    parts.join(", ")
+}
+
+/// `102ms, 2.55 CPUs busy on average; 17.8ms more runnable, waiting for a CPU`: the tree's
+/// CPU (the Walltime line's, summed), and the run-queue wait when taskstats measured it.
+fn cpu_line(run: &Run) -> Option<String> {
+    let t = &run.totals;
+    let cpu = t.user_ns?.saturating_add(t.sys_ns?);
+    let busy = if t.wall_ns > 0 {
+        format!(
+            ", {:.2} CPUs busy on average",
+            cpu as f64 / t.wall_ns as f64
+        )
+    } else {
+        String::new()
+    };
+    let waited = run
+        .accounting
+        .as_ref()
+        .and_then(|a| a.time.as_ref())
+        .and_then(|tb| tb.run_queue_ns)
+        .filter(|&r| r > 0)
+        .map(|r| format!("; runnable but waiting for a CPU {}", duration_human(r)))
+        .unwrap_or_default();
+    Some(format!("{}{busy}{waited}", duration_human(cpu)))
 }
 
 fn exit_text(run: &Run) -> String {
     let e = &run.exit;
-    if let Some(err) = &e.launch_error {
-        return format!(
-            "could not start: {} (ste exits {})",
-            err.message,
-            e.ste_status()
-        );
-    }
     match (e.code, e.signal) {
         (Some(code), _) => code.to_string(),
         (None, Some(sig)) => format!(
@@ -218,11 +378,11 @@ fn max_pss_sample(run: &Run) -> Option<&crate::model::Sample> {
     run.samples.iter().find(|s| s.t_ns == t && s.pss_bytes == b)
 }
 
-/// A peak that is mostly growth ste never read: the kernel's high-water mark says the process
-/// grew after the last read, by more than 3 % of the figure, so the figure is an upper bound
-/// too loose to print as Max PSS.
+/// A peak that is all growth ste never read (the command ended before its first read): only
+/// the kernel's high-water mark bounds it, from above, so there is no figure to print. Any
+/// other exit peak has a lower bound (what ste read) and prints as an upper bound with it.
 fn beyond_reads(s: &crate::model::Sample) -> bool {
-    s.kind == SampleKind::ExitPeak && s.bound_bytes.unwrap_or(0) as f64 > 0.03 * s.pss_bytes as f64
+    s.kind == SampleKind::ExitPeak && s.bound_bytes.unwrap_or(0) >= s.pss_bytes
 }
 
 /// How exact Max PSS is, in a few words: the kind of read it came from, its bound, and the
@@ -277,18 +437,13 @@ fn max_pss_exactness(run: &Run, peak: &crate::model::Sample) -> String {
                 if exact_reads == 1 { "" } else { "s" }
             )
         }
-        SampleKind::ExitPeak if beyond_reads(peak) && bound >= peak.pss_bytes => format!(
+        SampleKind::ExitPeak if beyond_reads(peak) => format!(
             "the command ended before ste's first read (it reads a program {} after its exec): at most {} bytes, the kernel's high-water mark of its resident size",
             duration_human(s.exec_settle_ns.unwrap_or(0)),
             group_thousands(peak.pss_bytes)
         ),
-        SampleKind::ExitPeak if beyond_reads(peak) => format!(
-            "the peak came after ste's last read: between {} and {} bytes (the kernel's high-water mark at exit, growth counted as private)",
-            group_thousands(peak.pss_bytes.saturating_sub(bound)),
-            group_thousands(peak.pss_bytes)
-        ),
         SampleKind::ExitPeak => format!(
-            "an upper bound, within {} ({} bytes): the last {ticks} plus growth to the kernel's high-water mark at exit, counted as private",
+            "an upper bound, at most {} ({} bytes) above the truth: the last {ticks} plus growth to the kernel's high-water mark at exit, counted as private",
             percent(pct),
             group_thousands(bound)
         ),
@@ -337,16 +492,25 @@ fn sampler_text(run: &Run) -> String {
         }
         _ => {}
     }
+    if let Some(text) = unreadable_text(run) {
+        out += "; ";
+        out += &text;
+    }
+    out
+}
+
+/// Processes the sampler could not read, when there were some: a loss of PSS, with its size.
+fn unreadable_text(run: &Run) -> Option<String> {
     let unreadable: Vec<&crate::model::Sample> =
         run.samples.iter().filter(|x| x.unreadable > 0).collect();
-    if let Some(most) = unreadable.iter().map(|x| x.unreadable).max() {
+    unreadable.iter().map(|x| x.unreadable).max().map(|most| {
         let at_max = run
             .samples
             .iter()
             .find(|x| Some(x.t_ns) == run.totals.max_pss_t_ns)
             .is_some_and(|x| x.unreadable > 0);
-        out += &format!(
-            "; up to {most} process{} per round could not be read (permission denied: setuid or non-dumpable programs) and are left out of PSS in {} round{}{}",
+        format!(
+            "up to {most} process{} per round could not be read (permission denied: setuid or non-dumpable programs) and are left out of PSS in {} round{}{}",
             if most == 1 { "" } else { "es" },
             unreadable.len(),
             if unreadable.len() == 1 { "" } else { "s" },
@@ -355,9 +519,8 @@ fn sampler_text(run: &Run) -> String {
             } else {
                 ""
             }
-        );
-    }
-    out
+        )
+    })
 }
 
 fn lost_text(run: &Run) -> String {
@@ -510,6 +673,11 @@ mod tests {
         run
     }
 
+    const PLAIN: Style = Style {
+        width: 80,
+        color: false,
+    };
+
     fn render_to_string(run: &Run) -> String {
         let mut out = Vec::new();
         render(
@@ -542,8 +710,12 @@ mod tests {
             text.contains("user-space: n/a - kernel-space: 87ms"),
             "{text}"
         );
-        assert!(text.contains("Peak RSS: n/a"), "{text}");
+        assert!(text.contains("Memory: largest process n/a"), "{text}");
         assert!(!text.contains("Max PSS: 0"), "{text}");
+        let mut verbose = Vec::new();
+        render_summary_with(&run, &mut verbose, PLAIN, true).unwrap();
+        let verbose = String::from_utf8(verbose).unwrap();
+        assert!(verbose.contains("Peak RSS: n/a"), "{verbose}");
     }
 
     #[test]
@@ -567,6 +739,23 @@ mod tests {
         assert!(
             text.contains("Lost events: argv of 1 exec unreadable"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_command_that_could_not_start_gets_one_line() {
+        let mut run = fill_run();
+        run.processes[0].execs.clear();
+        run.exit = Exit {
+            launch_error: Some(crate::model::LaunchError {
+                kind: crate::model::LaunchErrorKind::NotFound,
+                message: "nonexistent-cmd: command not found".into(),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            render_to_string(&run),
+            "ste: nonexistent-cmd: command not found\n"
         );
     }
 }

@@ -59,6 +59,16 @@ fn render_all(run: &Run, style: Style) {
     };
     report::accounting::render_views(run, &mut views, style, all).unwrap();
     assert!(terminal::is_safe(&views, style.color));
+    // -v and --by-program: every line the text report can print.
+    let mut verbose = Vec::new();
+    let options = report::text::Options {
+        verbose: true,
+        by_program: true,
+        quiet: false,
+        views: all,
+    };
+    report::render_with(run, Format::Text, style, options, &mut verbose).unwrap();
+    assert!(terminal::is_safe(&verbose, style.color));
 }
 
 /// The first line of `out` that is not safe on a terminal, for the failure message.

@@ -80,7 +80,7 @@ matrix!(group_peak_and_exact_process_peaks, |mode: Mode| {
                 o.stderr()
             );
             assert!(
-                o.stderr().contains("Memory, group peak: "),
+                o.stderr().contains("\nMemory: group peak ") && o.stderr().contains(" (exact), "),
                 "{}",
                 o.stderr()
             );
@@ -113,7 +113,8 @@ matrix!(
         // The sources count it as the process's own (taskstats' task time, the run-queue wait
         // while ste's set-up had the CPUs): the ledger leaves it out, and says how much. The
         // command lives ~20 ms, so that leaving out too much shows against its life.
-        let o = ste(mode, &[], &["/bin/sleep", "0.02"]);
+        // -v: the Time line says what it left out.
+        let o = ste(mode, &["-v"], &["/bin/sleep", "0.02"]);
         assert_eq!(o.status(), 0, "{}", o.stderr());
         let run = o.run();
         let root = &run.processes[0];
@@ -175,7 +176,22 @@ fn unprivileged_runs_say_which_exact_figures_are_missing() {
             tracker,
             who: Who::Nobody,
         };
+        // The default report names what is missing on one line; -v says why.
         let o = ste(mode, &[], &[&fixture(), "fill", "10"]);
+        assert_eq!(o.status(), 0, "{}", o.stderr());
+        let err = o.stderr();
+        let missing = err
+            .lines()
+            .find(|l| l.starts_with("Not measured: "))
+            .unwrap_or_else(|| panic!("no Not measured line\n{err}"));
+        for figure in [
+            "taskstats",
+            "group memory peak, group CPU, pids.peak",
+            "block-I/O",
+        ] {
+            assert!(missing.contains(figure), "{missing}");
+        }
+        let o = ste(mode, &["-v"], &[&fixture(), "fill", "10"]);
         assert_eq!(o.status(), 0, "{}", o.stderr());
         let err = o.stderr();
         assert!(
@@ -201,7 +217,12 @@ fn page_cache_is_file_not_anon() {
         tracker: Tracker::Ptrace,
         who: Who::Root,
     };
-    let o = ste(mode, &[], &[&fixture(), "readfile", path.to_str().unwrap()]);
+    // -v: the group peak's line splits it into anon and page cache.
+    let o = ste(
+        mode,
+        &["-v"],
+        &[&fixture(), "readfile", path.to_str().unwrap()],
+    );
     let _ = std::fs::remove_file(&path);
     assert_eq!(o.status(), 0, "{}", o.stderr());
     assert!(o.stdout().contains(&format!("read {}", 64 * MIB)));
@@ -333,7 +354,7 @@ fn delays_are_switched_on_for_the_run_and_restored() {
     };
     let o = ste(
         mode,
-        &["--delays"],
+        &["--delays", "-v"],
         &[&fixture(), "readfile", path.to_str().unwrap()],
     );
     let _ = std::fs::remove_file(&path);
@@ -423,6 +444,80 @@ fn tree_and_top_views() {
     );
     assert!(err.contains("Top 2 by CPU:") && err.contains("Top 2 by peak RSS:"));
     assert!(err.contains("Critical path: "), "{err}");
+}
+
+// `--by-program` on a known mix: two runs of the fixture burning 200 and 100 ms, three of
+// `/bin/true`, under a shell. The JSON's `programs` and the text say the same; on a run of
+// more than 20 processes the default report shows the top programs.
+matrix!(the_run_by_program, |mode: Mode| {
+    let f = crate::harness::fixture();
+    let script = format!("{f} spin 200; {f} spin 100; /bin/true; /bin/true; /bin/true");
+    let o = ste(mode, &["--by-program"], &["/bin/sh", "-c", &script]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let err = o.stderr();
+    let run = o.run();
+    let programs = run_programs(&o);
+    let by = |name: &str| {
+        programs
+            .iter()
+            .find(|p| p["program"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {programs:?}"))
+    };
+    assert_eq!(by("sh")["runs"], 1);
+    let unread = run.overhead.lost.argv_unread;
+    if unread == 0 {
+        assert_eq!(by("fixture")["runs"], 2);
+        assert_eq!(by("true")["runs"], 3);
+        assert_eq!(programs.len(), 3, "{programs:?}");
+    } else {
+        // netlink: a process gone before its argv was read is of no known program.
+        assert_eq!(by("(argv unread)")["runs"], unread);
+    }
+    let runs: u64 = programs.iter().map(|p| p["runs"].as_u64().unwrap()).sum();
+    assert_eq!(runs, 6, "{programs:?}");
+    let row = err
+        .lines()
+        .find(|l| l.starts_with("  sh "))
+        .unwrap_or_else(|| panic!("no sh row\n{err}"));
+    let has_ledger = run.processes.iter().all(|p| p.ledger.is_some());
+    if has_ledger {
+        // The spins' 300 ms, exact from the ledger, first and most of the tree's CPU.
+        assert_eq!(programs[0]["program"], "fixture", "{programs:?}");
+        let cpu = by("fixture")["cpu_ns"].as_u64().unwrap() as f64 / 1e6;
+        assert!((300.0..400.0).contains(&cpu), "{cpu} ms\n{err}");
+        assert!(by("fixture")["cpu_share"].as_f64().unwrap() > 0.5);
+        assert!(!row.contains("n/a"), "{row}");
+    } else {
+        assert!(row.contains("n/a"), "{row}");
+    }
+    // Not shown without the option on a run of 6 processes; shown on one of 26.
+    let o = ste(mode, &[], &["/bin/sh", "-c", &script]);
+    assert!(!o.stderr().contains("By program"), "{}", o.stderr());
+    let many = "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25; do /bin/true; done";
+    let o = ste(mode, &[], &["/bin/sh", "-c", many]);
+    let line = o
+        .stderr()
+        .lines()
+        .find(|l| l.starts_with("By program (CPU): "))
+        .unwrap_or_else(|| panic!("no By program line\n{}", o.stderr()))
+        .to_string();
+    if o.run().overhead.lost.argv_unread == 0 {
+        assert!(line.contains("true ×25 "), "{line}");
+        assert!(line.contains("sh ×1 "), "{line}");
+    }
+});
+
+/// The JSON's `programs`, which the model's Run does not keep.
+fn run_programs(o: &Outcome) -> Vec<serde_json::Value> {
+    let json = scratch("programs.json");
+    std::fs::write(&json, serde_json::to_vec(o.run()).unwrap()).unwrap();
+    let out = std::process::Command::new(&bins().ste)
+        .args(["report", "--format", "json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["programs"].as_array().unwrap().clone()
 }
 
 /// Runs `ste monitor ARGS` as `who` while the fixture runs `fixture_args` (and `others`);
@@ -617,7 +712,11 @@ fn a_delegated_cgroup_v2_subtree_gives_nobody_the_groups_cpu_and_its_members() {
     let d = Delegated::new();
     for tracker in [Tracker::Ptrace, Tracker::Netlink] {
         // CPU: 400 ms burnt by the command, all of it in the group.
-        let o = d.ste(tracker, &[], &[&super::harness::fixture(), "spin", "400"]);
+        let o = d.ste(
+            tracker,
+            &["-v"],
+            &[&super::harness::fixture(), "spin", "400"],
+        );
         assert_eq!(o.status(), 0, "{}", o.stderr());
         let err = o.stderr();
         let acc = o.run().accounting.as_ref().unwrap();

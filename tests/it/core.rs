@@ -45,7 +45,8 @@ fn the_sampler_keeps_to_its_budget_or_its_period() {
     let work = [fixture(), "fill".into(), "512".into(), "2000".into()];
     let work: Vec<&str> = work.iter().map(String::as_str).collect();
 
-    let o = ste(mode, &["--sample-budget", "0.5"], &work);
+    // -v: the sampler's line, with its budget, is in the verbose report.
+    let o = ste(mode, &["-v", "--sample-budget", "0.5"], &work);
     assert_eq!(o.status(), 0, "{}", o.stderr());
     let run = o.run();
     let s = &run.sampler;
@@ -208,22 +209,33 @@ matrix!(exit_codes_and_signals, |mode: Mode| {
 });
 
 matrix!(missing_and_non_executable_commands, |mode: Mode| {
+    // One line and the status, as env(1) and time(1) print; the JSON asked for says so.
     let o = ste(mode, &[], &["ste-no-such-command-xyz"]);
     assert_eq!(o.status(), 127, "{}", o.stderr());
-    assert!(
-        o.stderr()
-            .contains("ste-no-such-command-xyz: command not found"),
-        "{}",
-        o.stderr()
+    assert_eq!(
+        o.stderr(),
+        "ste: ste-no-such-command-xyz: command not found\n"
     );
     assert!(o.run().exit.launch_error.is_some());
+    let report = scratch("not-found.txt");
+    let o = ste(
+        mode,
+        &["--tree", "-o", report.to_str().unwrap()],
+        &["ste-no-such-command-xyz"],
+    );
+    assert_eq!(o.status(), 127, "{}", o.stderr());
+    let line = "ste: ste-no-such-command-xyz: command not found\n";
+    assert_eq!(o.stderr(), line);
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), line);
 
     let plain = scratch("not-executable");
     std::fs::write(&plain, "#!/bin/sh\nexit 0\n").unwrap();
     set_mode(&plain, 0o644);
     let o = ste(mode, &[], &[plain.to_str().unwrap()]);
     assert_eq!(o.status(), 126, "{}", o.stderr());
+    assert!(o.stderr().starts_with("ste: "), "{}", o.stderr());
     assert!(o.stderr().contains("cannot execute"), "{}", o.stderr());
+    assert_eq!(o.stderr().lines().count(), 1, "{}", o.stderr());
 });
 
 matrix!(nothing_on_stdout_and_stdin_passes_through, |mode: Mode| {
@@ -288,6 +300,55 @@ matrix!(unknown_values_are_null_not_zero, |mode: Mode| {
         assert!(argv[0].as_str().unwrap().ends_with("fixture"));
     }
 });
+
+/// CPU spent before ste was exec'd is not the run's: the process that execs ste burned 400 ms
+/// itself and reaped a child that burned 400 ms (as `cargo run` does, and `sh -c 'build;
+/// exec ste cmd'`). The command burns 100 ms: its times and ste's own are the run's alone.
+#[test]
+fn cpu_spent_before_ste_started_is_not_the_runs() {
+    const BEFORE_MS: u64 = 400;
+    let json = scratch("before.json");
+    let o = command_as(Who::Root, &example("fixture"))
+        .current_dir(&bins().dir)
+        .args(["spin-then-exec", &BEFORE_MS.to_string()])
+        .arg(&bins().ste)
+        .arg("--json")
+        .arg(&json)
+        .args(["--", &fixture(), "spin", "100"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let run: ste::model::Run = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let ms = |ns: Option<u64>| ns.expect("known") as f64 / 1e6;
+    let command = ms(run.totals.user_ns) + ms(run.totals.sys_ns);
+    assert!(
+        (95.0..BEFORE_MS as f64 / 2.0).contains(&command),
+        "the command burned 100 ms of CPU, ste says {command} ms\n{stderr}"
+    );
+    let own = ms(run.overhead.cpu_ns);
+    assert!(
+        own < BEFORE_MS as f64 / 2.0,
+        "ste's own CPU {own} ms holds what ran before it\n{stderr}"
+    );
+    let walltime = stderr
+        .lines()
+        .find(|l| l.starts_with("Walltime: "))
+        .unwrap();
+    let field = |name: &str| -> f64 {
+        let rest = walltime.split(name).nth(1).unwrap();
+        rest[..rest.find("ms").unwrap()]
+            .replace(',', "")
+            .parse()
+            .unwrap()
+    };
+    let text = field("user-space: ") + field("kernel-space: ");
+    assert!(
+        (text - command).abs() <= 2.0,
+        "{walltime}: {command} ms in the JSON"
+    );
+}
 
 #[test]
 fn bad_flags_are_stes_own_failure() {
@@ -669,7 +730,8 @@ fn as_root_ste_keeps_only_the_capabilities_it_needs_once_the_command_runs() {
         let script = "for t in /proc/$PPID/task/*; do echo $(cat $t/comm) $(grep CapEff $t/status | cut -f2); done; exec sleep 0.3";
         let mut c = command_as(Who::Root, &bins().ste);
         c.current_dir(&bins().dir)
-            .args(["--tracker", tracker, "--json"])
+            // -v: the note on the capabilities kept is in the verbose report only.
+            .args(["--tracker", tracker, "-v", "--json"])
             .arg(&json)
             .args(["--", "sh", "-c", script])
             .env("SUDO_UID", "65534")

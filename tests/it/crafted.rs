@@ -41,7 +41,7 @@ matrix!(escape_laden_program_name, |mode: Mode| {
     let bin = hostile_sleep();
     let o = ste(
         mode,
-        &["--tree", "--top", "3"],
+        &["--tree", "--top", "3", "--by-program"],
         &[bin.to_str().unwrap(), "0.1"],
     );
     assert_eq!(o.status(), 0, "{}", o.stderr());
@@ -50,12 +50,14 @@ matrix!(escape_laden_program_name, |mode: Mode| {
     let err = o.stderr();
     let exec = o.exec_lines();
     assert!(exec.iter().any(|l| l.contains(SHOWN)), "{exec:?}");
-    let peak = err.lines().find(|l| l.starts_with("Peak RSS:")).unwrap();
+    let peak = err.lines().find(|l| l.starts_with("Memory: ")).unwrap();
     if o.run().totals.peak_rss_bytes.is_some() {
         assert!(peak.contains(SHOWN), "{peak}");
     }
-    // The EXEC line and a memory line (Peak RSS, or the largest process peak).
+    // The EXEC line and the memory line (the largest process peak).
     assert!(err.matches(SHOWN).count() >= 2, "{err}");
+    // The by-program table names it escaped too (cut to its column).
+    assert!(err.contains(&format!("\n  {}…", &SHOWN[..13])), "{err}");
 });
 
 fn gzip(data: &[u8]) -> Vec<u8> {

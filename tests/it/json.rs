@@ -27,6 +27,21 @@ struct Run {
     memory_at_peak: Option<MemoryAtPeak>,
     malloc: Option<MallocRun>,
     syscalls: Option<Syscalls>,
+    programs: Vec<Program>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Program {
+    program: String,
+    runs: u64,
+    cpu_ns: Option<u64>,
+    user_ns: Option<u64>,
+    sys_ns: Option<u64>,
+    cpu_unknown: u64,
+    span_ns: u64,
+    largest_peak_bytes: Option<u64>,
+    cpu_share: Option<f64>,
 }
 
 #[derive(Deserialize, Serialize)]

@@ -82,6 +82,112 @@ matrix!(
     }
 );
 
+/// `ste report` takes the live run's text options and prints what the live run printed with
+/// them, from a record and from a `--json` run; `-q` leaves out the EXEC lines only.
+#[test]
+fn the_report_takes_the_text_options_of_a_run() {
+    let mode = Mode {
+        tracker: Tracker::Ebpf,
+        who: Who::Root,
+    };
+    let script = format!(
+        "{f} forks 3; for i in 1 2 3 4; do /bin/true; done; {f} spin 20",
+        f = fixture()
+    );
+    let command = ["/bin/sh", "-c", &script];
+    for options in [&["--tree", "--top", "3"][..], &["-q", "--tree"], &["-v"]] {
+        let r = record(mode, options, &command);
+        let live = r.outcome.stderr();
+        assert_eq!(r.outcome.status(), 0, "{live}");
+        let replayed = text(&report(&r.record, options).stdout);
+        assert_eq!(replayed, live, "ste report {options:?} of a record");
+        let json = scratch("options.json");
+        std::fs::write(&json, &r.json).unwrap();
+        let replayed = text(&report(&json, options).stdout);
+        assert_eq!(replayed, live, "ste report {options:?} of a --json run");
+        if options.contains(&"--tree") {
+            assert!(live.contains("Process tree (ledger):"), "{live}");
+        }
+        if options.contains(&"--top") {
+            assert!(live.contains("Top 3 by CPU:"), "{live}");
+        }
+        if options.contains(&"-q") {
+            assert!(!live.contains("EXEC: "), "{live}");
+            assert!(
+                live.starts_with("Num threads = 10\nNum process = 10\n"),
+                "{live}"
+            );
+        } else {
+            assert_eq!(r.outcome.exec_lines().len(), 7, "{live}");
+        }
+    }
+}
+
+/// The default report of a 40-file `make -j2` reads at a glance: at most 8 lines between the
+/// chart and the end, the top programs on one of them.
+#[test]
+fn the_default_report_of_a_small_build_is_short() {
+    let missing: Vec<&str> = ["make", "cc"]
+        .into_iter()
+        .filter(|t| {
+            !Command::new("sh")
+                .args(["-c", &format!("command -v {t}")])
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .collect();
+    if !missing.is_empty() {
+        eprintln!("skipped: {missing:?} not installed (the test builds 40 C files)");
+        return;
+    }
+    let dir = scratch("build");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut objs = Vec::new();
+    for i in 0..40 {
+        std::fs::write(
+            dir.join(format!("f{i}.c")),
+            format!("int f{i}(void) {{ return {i}; }}\n"),
+        )
+        .unwrap();
+        objs.push(format!("f{i}.o"));
+    }
+    std::fs::write(dir.join("main.c"), "int main(void) { return 0; }\n").unwrap();
+    std::fs::write(
+        dir.join("Makefile"),
+        format!(
+            "prog: main.o {}\n\tcc -o $@ $^\n%.o: %.c\n\tcc -c -o $@ $<\n",
+            objs.join(" ")
+        ),
+    )
+    .unwrap();
+    let mode = Mode {
+        tracker: Tracker::Ebpf,
+        who: Who::Root,
+    };
+    let o = ste(mode, &[], &["make", "-j2", "-C", dir.to_str().unwrap()]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    assert!(o.run().totals.processes > 80, "{}", o.stderr());
+    let err = o.stderr();
+    let lines: Vec<&str> = err.lines().collect();
+    // The chart ends with its axis and the axis's labels.
+    let axis = lines
+        .iter()
+        .rposition(|l| l.contains('└'))
+        .expect("a chart");
+    let after = &lines[axis + 2..];
+    assert!(
+        after.len() <= 8,
+        "{} lines after the chart:\n{}",
+        after.len(),
+        after.join("\n")
+    );
+    assert!(after[0].starts_with("Exit status: 0"), "{err}");
+    assert!(
+        after.iter().any(|l| l.starts_with("By program (CPU): ")),
+        "{err}"
+    );
+}
+
 #[test]
 fn the_record_keeps_the_text_layout_and_report_can_change_it() {
     let mode = Mode {
