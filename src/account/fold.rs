@@ -188,7 +188,7 @@ fn memory(run: &Run, a: &Accounting) -> crate::model::MemoryReconciled {
         froms.sort_unstable();
         froms.dedup();
         m.summed_process_peaks = Some(MemoryFigure {
-            bytes: peaks.iter().map(|x| x.1).sum(),
+            bytes: crate::units::sum(peaks.iter().map(|x| x.1)),
             exact: peaks.iter().all(|x| x.3),
             from: froms.join(" + "),
             pid: None,
