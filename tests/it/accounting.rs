@@ -464,14 +464,15 @@ matrix!(the_run_by_program, |mode: Mode| {
             .unwrap_or_else(|| panic!("no {name} in {programs:?}"))
     };
     assert_eq!(by("sh")["runs"], 1);
-    let unread = run.overhead.lost.argv_unread;
+    // netlink: an argv gone before it was read, or read after the process may have exec'd
+    // again, is of no known program.
+    let unread = run.overhead.lost.argv_unread + run.overhead.lost.argv_doubtful;
     if unread == 0 {
         assert_eq!(by("fixture")["runs"], 2);
         assert_eq!(by("true")["runs"], 3);
         assert_eq!(programs.len(), 3, "{programs:?}");
     } else {
-        // netlink: a process gone before its argv was read is of no known program.
-        assert_eq!(by("(argv unread)")["runs"], unread);
+        assert_eq!(by("(argv unread)")["runs"], unread, "{programs:?}");
     }
     let runs: u64 = programs.iter().map(|p| p["runs"].as_u64().unwrap()).sum();
     assert_eq!(runs, 6, "{programs:?}");
@@ -481,11 +482,21 @@ matrix!(the_run_by_program, |mode: Mode| {
         .unwrap_or_else(|| panic!("no sh row\n{err}"));
     let has_ledger = run.processes.iter().all(|p| p.ledger.is_some());
     if has_ledger {
-        // The spins' 300 ms, exact from the ledger, first and most of the tree's CPU.
-        assert_eq!(programs[0]["program"], "fixture", "{programs:?}");
-        let cpu = by("fixture")["cpu_ns"].as_u64().unwrap() as f64 / 1e6;
+        // The spins' 300 ms, exact from the ledger, first and most of the tree's CPU (under
+        // netlink their argv may be unproven: a spinning program never sleeps in a system
+        // call, so it is shown as `[?]` and grouped as unread).
+        let spins = if unread == 0 {
+            "fixture"
+        } else {
+            programs[0]["program"].as_str().unwrap()
+        };
+        assert!(
+            ["fixture", "(argv unread)"].contains(&spins),
+            "{programs:?}"
+        );
+        let cpu = by(spins)["cpu_ns"].as_u64().unwrap() as f64 / 1e6;
         assert!((300.0..400.0).contains(&cpu), "{cpu} ms\n{err}");
-        assert!(by("fixture")["cpu_share"].as_f64().unwrap() > 0.5);
+        assert!(by(spins)["cpu_share"].as_f64().unwrap() > 0.5);
         assert!(!row.contains("n/a"), "{row}");
     } else {
         assert!(row.contains("n/a"), "{row}");
@@ -501,7 +512,8 @@ matrix!(the_run_by_program, |mode: Mode| {
         .find(|l| l.starts_with("By program (CPU): "))
         .unwrap_or_else(|| panic!("no By program line\n{}", o.stderr()))
         .to_string();
-    if o.run().overhead.lost.argv_unread == 0 {
+    let lost = &o.run().overhead.lost;
+    if lost.argv_unread + lost.argv_doubtful == 0 {
         assert!(line.contains("true ×25 "), "{line}");
         assert!(line.contains("sh ×1 "), "{line}");
     }
