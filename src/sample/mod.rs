@@ -98,6 +98,9 @@ const FIXED_TICK_BUDGET: f64 = 0.01;
 const ANCHOR_WHEN_BOUND: f64 = 0.005;
 const ANCHOR_MAX_AGE_NS: u64 = 2_000_000_000;
 const GROWING_BYTES: u64 = 1 << 20;
+/// Without observers, an exit stop takes an exact round only up to this much resident memory
+/// (~1 ms of reading at most), so the one read of a short program is exact.
+const SMALL_EXIT_ROUND_BYTES: u64 = 64 << 20;
 /// The longest ticks back off to while no counter moves: growth that starts after a quiet
 /// spell is seen within this long.
 const TICK_IDLE_MAX_NS: u64 = 10_000_000;
@@ -498,17 +501,21 @@ impl Sampler {
             let fixed = matches!(self.pace, Pace::Fixed(_));
             // The exit stop is the last chance to see this memory. With observers (the map at
             // the peak, malloc's snapshots), the round may go up to one round into debt; the
-            // debt delays the next periodic round. Without them, the ticks already carry the
-            // figure, and the round is taken only when the budget holds it.
+            // debt delays the next periodic round.
             // Against the highest exact round, not the ticks' maximum: the exit round is what
             // makes a peak exact (and what observers look at).
+            // Without observers an exit takes a round only when the budget holds and the memory
+            // is small (a short program: its one exact read); else a tick of the exiting
+            // process, whose counters carry its growth to the exit at a few µs, where a round
+            // would walk every page (tens of ms for a GiB, which a short run's budget cannot
+            // pay).
             let observed = !self.observers.read().expect("observers lock").is_empty();
-            let floor = if observed {
-                -expected_round_ns(&st)
+            let affordable = if observed {
+                st.tokens_ns >= -expected_round_ns(&st)
             } else {
-                expected_round_ns(&st)
+                st.tokens_ns >= 0.0 && others + rss_bytes <= SMALL_EXIT_ROUND_BYTES
             };
-            if others + rss_bytes <= st.max_round_pss || (!fixed && st.tokens_ns < floor) {
+            if others + rss_bytes <= st.max_round_pss || (!fixed && !affordable) {
                 let could_raise = others + rss_bytes > st.max_pss;
                 drop(st);
                 if could_raise {
