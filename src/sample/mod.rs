@@ -693,9 +693,12 @@ impl Sampler {
             // exactly (new anonymous pages).
             let tight = st.tick_bound_bytes as f64 <= ANCHOR_WHEN_BOUND * st.tick_pss_bytes as f64
                 && (since_round < ANCHOR_MAX_AGE_NS || st.tick_growing);
+            // Observers (`--maps-at-peak`, `--malloc`) look at memory in rounds only: with them
+            // rounds keep their budget's pace.
             if matches!(self.pace, Pace::Budget(_))
                 && !st.nudged
                 && (!st.changed_since_round || tight)
+                && self.observers.read().expect("observers lock").is_empty()
             {
                 round_wait = round_wait.max(st.next_tick_ns.saturating_sub(now) + 1);
             }
