@@ -27,25 +27,7 @@ bench/paired.py --runs "$LOOP_RUNS" --warmup 3 --json "$OUT/sampler-forkloop.jso
 
 SRC=$(mktemp -d)
 trap 'rm -rf "$SRC"' EXIT
-for i in $(seq 1 40); do
-  cat > "$SRC/f$i.c" <<C
-#include <stdio.h>
-#include <string.h>
-static int table[4096];
-int f$i(int n) { for (int k = 0; k < 4096; k++) table[k] = k * n + $i; return table[n % 4096]; }
-int g$i(const char *s) { char buf[256]; snprintf(buf, sizeof buf, "%s-%d", s, f$i($i)); return (int)strlen(buf); }
-C
-done
-printf 'int main(void){return 0;}\n' > "$SRC/main.c"
-cat > "$SRC/Makefile" <<'M'
-OBJS := $(patsubst %.c,%.o,$(wildcard *.c))
-prog: $(OBJS)
-	$(CC) -o $@ $^
-%.o: %.c
-	$(CC) -O2 -c -o $@ $<
-clean:
-	rm -f *.o prog
-M
+bench/small_project.sh "$SRC"
 bench/paired.py --runs "$RUNS" --warmup 1 --json "$OUT/sampler-build.json" \
   --title "sampler on a build (make -j2, 40 files)" --prepare "make -s -C $SRC clean" \
   "bare=make -s -j2 -C $SRC" \

@@ -198,7 +198,7 @@ struct State {
     tick_cpu_ns: u64,
     /// The last tick's sum and bound.
     tick_pss_bytes: u64,
-    tick_bound_bytes: u64,
+    tick_bound_bytes: Option<u64>,
     /// A tick saw a counter move since the last exact round (see [`Sampler::run`]).
     changed_since_round: bool,
     /// How far ticks have backed off while nothing moves.
@@ -219,8 +219,6 @@ pub struct Sampler {
     /// Also read each process's `VmHWM` every round, for trackers that cannot read it when the
     /// process exits.
     read_peaks: std::sync::atomic::AtomicBool,
-    /// The last tick raised the maximum.
-    tick_high: std::sync::atomic::AtomicBool,
     /// The sampling thread, joined by [`Sampler::stop`].
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     observers: RwLock<Vec<Arc<dyn RoundObserver>>>,
@@ -258,7 +256,7 @@ impl Sampler {
                 tick_cpu_ns: 0,
                 changed_since_round: true,
                 tick_pss_bytes: 0,
-                tick_bound_bytes: u64::MAX,
+                tick_bound_bytes: None,
                 tick_backoff_ns: 0,
                 pending: None,
                 last_emit_ns: 0,
@@ -270,7 +268,6 @@ impl Sampler {
                 page: page_size(),
             }),
             read_peaks: std::sync::atomic::AtomicBool::new(false),
-            tick_high: std::sync::atomic::AtomicBool::new(false),
             thread: Mutex::new(None),
             observers: RwLock::new(Vec::new()),
         })
@@ -425,7 +422,7 @@ impl Sampler {
     /// Emits a sample at `t_ns` (the exit) when the sum with it is a new maximum; its bound
     /// says how much of it is that unseen growth.
     pub fn exit_peak(&self, tgid: i32, t_ns: u64, hwm_bytes: u64) {
-        let (est, seen) = {
+        let (est, seen, last_resident) = {
             let reader = self.reader.lock().expect("reader lock");
             let st = self.state.lock().expect("sampler lock");
             let Some(live) = st.live.get(&tgid) else {
@@ -436,8 +433,12 @@ impl Sampler {
             }
             // A process never read since its exec: all of its memory is unseen.
             match reader.carried.get(&tgid) {
-                Some(c) if c.image == live.image => (c.at_seen, c.seen_resident_bytes),
-                _ => (Estimate::default(), 0),
+                Some(c) if c.image == live.image => (
+                    c.at_seen,
+                    c.seen_resident_bytes,
+                    c.last_resident_bytes(reader.page),
+                ),
+                _ => (Estimate::default(), 0, 0),
             }
         };
         let beyond = carry::beyond_last_read(est, seen, hwm_bytes);
@@ -462,6 +463,8 @@ impl Sampler {
             .values()
             .filter(|c| !c.before_exec && !c.unreadable)
             .count() as u32;
+        // The others' as of the last tick, with this process at its high-water mark.
+        let rss_bytes = (st.tick_rss_bytes + hwm_bytes).saturating_sub(last_resident);
         let pending = st.pending.take();
         drop(st);
         if let Some(p) = pending {
@@ -470,7 +473,7 @@ impl Sampler {
         let sample = Sample {
             t_ns,
             pss_bytes: total,
-            rss_bytes: 0,
+            rss_bytes,
             processes,
             unreadable,
             per_process: None,
@@ -548,27 +551,12 @@ impl Sampler {
         let Reader {
             procfs, carried, ..
         } = &mut *reader;
-        let c = carried.entry(tgid).or_insert_with(|| Carried::new(image.0));
-        if c.image != image.0 {
-            *c = Carried::new(image.0);
-        }
-        if c.statm.is_none() {
-            c.statm = procfs.open_statm(tgid).ok();
-        }
-        let Some(Ok(Some((resident, shared)))) = c.statm.as_ref().map(StatmFile::read) else {
+        let c = Carried::of(carried, procfs, tgid, image.0);
+        let Some(now) = c.counters() else {
             return;
         };
-        let now = Counters { resident, shared };
-        let anchor = *c.anchor.get_or_insert_with(|| {
-            if image.1 {
-                Anchor::default()
-            } else {
-                Anchor::from_counters(now)
-            }
-        });
-        let e = carry::carry(&anchor, now, page);
-        c.saw(resident * page, e);
-        c.last = Some(now);
+        let last_resident = c.last_resident_bytes(page);
+        let (e, _) = c.tick(now, image.1, page);
         drop(reader);
         let t = self.sink.now_ns();
         let mut st = self.state.lock().expect("sampler lock");
@@ -587,18 +575,16 @@ impl Sampler {
         let sample = Sample {
             t_ns: t,
             pss_bytes: total,
-            rss_bytes: 0,
+            // The others' as of the last tick, with this process's size now.
+            rss_bytes: (st.tick_rss_bytes + now.resident * page).saturating_sub(last_resident),
             processes: readable.len() as u32,
             unreadable: st.live.values().filter(|c| c.unreadable).count() as u32,
             per_process: None,
             kind: SampleKind::Carried,
             // The others' as of the last tick (this process's counted twice: a bound).
             bound_bytes: Some(
-                e.bound_bytes.saturating_add(
-                    Some(st.tick_bound_bytes)
-                        .filter(|&b| b != u64::MAX)
-                        .unwrap_or(0),
-                ),
+                e.bound_bytes
+                    .saturating_add(st.tick_bound_bytes.unwrap_or(0)),
             ),
         };
         st.max_pss = total;
@@ -691,7 +677,9 @@ impl Sampler {
             // The age rule waits while memory grows: a round then walks the most pages and
             // holds up the ticks that follow the growth, and growth is what the carry counts
             // exactly (new anonymous pages).
-            let tight = st.tick_bound_bytes as f64 <= ANCHOR_WHEN_BOUND * st.tick_pss_bytes as f64
+            let tight = st
+                .tick_bound_bytes
+                .is_some_and(|b| b as f64 <= ANCHOR_WHEN_BOUND * st.tick_pss_bytes as f64)
                 && (since_round < ANCHOR_MAX_AGE_NS || st.tick_growing);
             // Observers (`--maps-at-peak`, `--malloc`) look at memory in rounds only: with them
             // rounds keep their budget's pace.
@@ -710,18 +698,15 @@ impl Sampler {
                 }
                 drop(st);
                 let between = thread_cpu_ns().saturating_sub(mark);
-                let moved = if exact {
+                let (moved, new_high) = if exact {
                     self.round(None);
-                    true
+                    (true, false)
                 } else {
                     self.tick()
                 };
                 // Observers (`--maps-at-peak`, `--malloc`) look at memory in exact rounds: a
                 // tick that found a new high asks for one, which runs when the budget allows.
-                let asks = !exact
-                    && self
-                        .tick_high
-                        .swap(false, std::sync::atomic::Ordering::Relaxed);
+                let asks = new_high;
                 st = self.state.lock().expect("sampler lock");
                 st.tokens_ns -= between as f64;
                 st.cpu_ns += between;
@@ -827,8 +812,9 @@ impl Sampler {
     }
 
     /// One tick: read the counters of every live process and carry their PSS. Returns whether
-    /// any counter moved, or the set of processes changed, since the last tick.
-    fn tick(&self) -> bool {
+    /// any counter moved, or the set of processes changed, since the last tick, and whether
+    /// the sum is a new maximum.
+    fn tick(&self) -> (bool, bool) {
         let mut reader = self.reader.lock().expect("reader lock");
         let cpu0 = thread_cpu_ns();
         let (procs, unreadable): (Vec<(i32, Cached)>, u32) = {
@@ -867,29 +853,13 @@ impl Sampler {
         let read_peaks = self.read_peaks.load(std::sync::atomic::Ordering::Relaxed);
         let mut peaks = Vec::new();
         for &(pid, cached) in &procs {
-            let c = carried
-                .entry(pid)
-                .or_insert_with(|| Carried::new(cached.image));
-            if c.image != cached.image {
-                *c = Carried::new(cached.image);
-            }
-            if c.statm.is_none() {
-                c.statm = procfs.open_statm(pid).ok();
-            }
-            let Some(Ok(Some((resident, shared)))) = c.statm.as_ref().map(StatmFile::read) else {
+            let c = Carried::of(carried, procfs, pid, cached.image);
+            let Some(now) = c.counters() else {
                 continue;
             };
-            let now = Counters { resident, shared };
-            let anchor = *c.anchor.get_or_insert_with(|| {
-                if cached.exec_seen {
-                    // A new image's memory is all its own: carried from nothing.
-                    Anchor::default()
-                } else {
-                    Anchor::from_counters(now)
-                }
-            });
-            let e = carry::carry(&anchor, now, page);
-            c.saw(resident * page, e);
+            let resident = now.resident;
+            let (e, moved) = c.tick(now, cached.exec_seen, page);
+            changed |= moved;
             // A tracker that cannot read the high-water mark at exit (netlink) has it read
             // whenever a tick sees the process above the last one reported.
             if read_peaks
@@ -899,8 +869,6 @@ impl Sampler {
             {
                 peaks.push((pid, hwm));
             }
-            changed |= c.last != Some(now);
-            c.last = Some(now);
             sample.pss_bytes += e.pss_bytes;
             sample.rss_bytes += resident * page;
             sample.processes += 1;
@@ -938,15 +906,12 @@ impl Sampler {
         st.last_tick_ns = Some(t);
         st.changed_since_round |= changed;
         st.tick_pss_bytes = sample.pss_bytes;
-        st.tick_bound_bytes = sample.bound_bytes.unwrap_or(u64::MAX);
+        st.tick_bound_bytes = sample.bound_bytes;
         if sample.processes == 0 {
-            return changed;
+            return (changed, false);
         }
-        if sample.pss_bytes > st.max_pss {
-            st.max_pss = sample.pss_bytes;
-            self.tick_high
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-        }
+        let new_high = sample.pss_bytes > st.max_pss;
+        st.max_pss = st.max_pss.max(sample.pss_bytes);
         if st
             .pending
             .as_ref()
@@ -962,7 +927,7 @@ impl Sampler {
             drop(st);
             self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
         }
-        changed
+        (changed, new_high)
     }
 
     /// One round: read every live process, emit the sum.
@@ -1135,6 +1100,56 @@ impl Carried {
         }
     }
 
+    /// The carry of `pid` at its image `image`: started afresh for a new image, its `statm`
+    /// opened on first use.
+    fn of<'a>(
+        carried: &'a mut HashMap<i32, Carried>,
+        procfs: &mut ProcFs,
+        pid: i32,
+        image: u32,
+    ) -> &'a mut Carried {
+        let c = carried.entry(pid).or_insert_with(|| Carried::new(image));
+        if c.image != image {
+            *c = Carried::new(image);
+        }
+        if c.statm.is_none() {
+            c.statm = procfs.open_statm(pid).ok();
+        }
+        c
+    }
+
+    /// Its counters now; `None` when they cannot be read (gone, no memory, refused).
+    fn counters(&self) -> Option<Counters> {
+        match self.statm.as_ref().map(StatmFile::read) {
+            Some(Ok(Some((resident, shared)))) => Some(Counters { resident, shared }),
+            _ => None,
+        }
+    }
+
+    /// A tick of this process with counters `now`: its PSS carried from its anchor (started
+    /// from nothing for a new image, from these counters for a forked child that has none),
+    /// and whether the counters moved since the last tick.
+    fn tick(&mut self, now: Counters, exec_seen: bool, page: u64) -> (Estimate, bool) {
+        let anchor = *self.anchor.get_or_insert_with(|| {
+            if exec_seen {
+                // A new image's memory is all its own: carried from nothing.
+                Anchor::default()
+            } else {
+                Anchor::from_counters(now)
+            }
+        });
+        let e = carry::carry(&anchor, now, page);
+        self.saw(now.resident * page, e);
+        let moved = self.last != Some(now);
+        self.last = Some(now);
+        (e, moved)
+    }
+
+    /// Its resident bytes at the last tick (0 before any).
+    fn last_resident_bytes(&self, page: u64) -> u64 {
+        self.last.map_or(0, |c| c.resident * page)
+    }
+
     /// A read of `resident_bytes` with PSS `e`: kept when it is the largest seen, as the
     /// base of [`Sampler::exit_peak`].
     fn saw(&mut self, resident_bytes: u64, e: Estimate) {
@@ -1184,18 +1199,8 @@ impl Round<'_> {
             carried,
             page,
         } = &mut *self.reader;
-        let c = carried.entry(pid).or_insert_with(|| Carried::new(image));
-        if c.image != image {
-            *c = Carried::new(image);
-        }
-        if c.statm.is_none() {
-            c.statm = procfs.open_statm(pid).ok();
-        }
-        let counters = |c: &Carried| match c.statm.as_ref().map(StatmFile::read) {
-            Some(Ok(Some((resident, shared)))) => Some(Counters { resident, shared }),
-            _ => None,
-        };
-        let before = counters(c);
+        let c = Carried::of(carried, procfs, pid, image);
+        let before = c.counters();
         match procfs.smaps_rollup(pid) {
             Ok(Some(r)) => {
                 // The anchor of the carry: the exact read with the counters around it. When
@@ -1203,7 +1208,7 @@ impl Round<'_> {
                 // the read is a smear: the process is carried from its last anchor instead,
                 // or, with none, anchored on the counters before the walk with the pages
                 // gained meanwhile as its bound.
-                let after = counters(c);
+                let after = c.counters();
                 let (figure, exact) = match (before, after) {
                     (Some(b), Some(a)) if a == b => {
                         c.anchor = Some(Anchor {
