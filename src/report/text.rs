@@ -378,7 +378,7 @@ fn max_pss_sample(run: &Run) -> Option<&crate::model::Sample> {
     run.samples.iter().find(|s| s.t_ns == t && s.pss_bytes == b)
 }
 
-/// A peak that is all growth ste never read (the command ended before its first read): only
+/// A peak that is all growth ste never read (a process ended before ste's first read of it): only
 /// the kernel's high-water mark bounds it, from above, so there is no figure to print. Any
 /// other exit peak has a lower bound (what ste read) and prints as an upper bound with it.
 fn beyond_reads(s: &crate::model::Sample) -> bool {
@@ -438,7 +438,7 @@ fn max_pss_exactness(run: &Run, peak: &crate::model::Sample) -> String {
             )
         }
         SampleKind::ExitPeak if beyond_reads(peak) => format!(
-            "the command ended before ste's first read (it reads a program {} after its exec): at most {} bytes, the kernel's high-water mark of its resident size",
+            "a process ended before ste's first read of it (it reads a program {} after its exec): at most {} bytes, the kernel's high-water mark of its resident size",
             duration_human(s.exec_settle_ns.unwrap_or(0)),
             group_thousands(peak.pss_bytes)
         ),

@@ -48,15 +48,20 @@ pub struct Anchor {
 }
 
 impl Anchor {
-    /// A process first seen by its counters, with no exact read yet: a forked child. A fork
-    /// moves no PSS out of the tree (the pages the child shares were the parent's, and the
-    /// parent's anchor still counts them whole), so the child starts at 0 and is carried from
-    /// what it gains.
-    pub fn from_counters(counters: Counters) -> Anchor {
+    /// A process first seen by its counters, with no exact read yet: a forked child, with its
+    /// parent's counters read at the same moment when it has a known parent. A fork moves no
+    /// PSS out of the tree (the pages the child shares were the parent's, and the parent's
+    /// anchor still counts them whole), so the anonymous pages the child may share count 0,
+    /// with the bound that copy-on-write may have made them its own. It can share no more
+    /// than the parent still holds: the rest are the child's own, whole pages (a child that
+    /// filled memory before its first read).
+    pub fn of_fork(child: Counters, parent: Option<Counters>, page: u64) -> Anchor {
+        let shareable = parent.map_or(child.anon(), |p| p.anon().min(child.anon()));
+        let own = (child.anon() - shareable) * page;
         Anchor {
-            pss_bytes: 0,
-            pss_anon_bytes: 0,
-            counters,
+            pss_bytes: own,
+            pss_anon_bytes: own,
+            counters: child,
             bound_bytes: 0,
         }
     }
@@ -127,15 +132,26 @@ pub fn carry(a: &Anchor, now: Counters, page: u64) -> Estimate {
 }
 
 /// The PSS a process may have reached after its last read, given the high-water mark of its
-/// resident size the kernel kept (`hiwater_rss`, read at its exit): what it grew beyond the
-/// largest resident size ste saw is counted as private memory, an upper bound (file pages are
-/// often shared), and that growth is the bound.
-pub fn beyond_last_read(last: Estimate, seen_resident_bytes: u64, hwm_bytes: u64) -> Estimate {
-    let unseen = hwm_bytes.saturating_sub(seen_resident_bytes);
-    Estimate {
-        pss_bytes: last.pss_bytes.saturating_add(unseen),
-        bound_bytes: last.bound_bytes.saturating_add(unseen),
-    }
+/// resident size the kernel kept (`hiwater_rss`, read at its exit): an upper bound, `None`
+/// when the mark is no higher than what the reads saw. What it grew beyond the largest
+/// resident size ste saw is counted as private memory (file pages are often shared), and the
+/// read it grew from at its upper end: the truth lies between that read's lower end (the peak
+/// was at least what was read) and this figure, so the bound is that whole span.
+pub fn beyond_last_read(
+    last: Estimate,
+    seen_resident_bytes: u64,
+    hwm_bytes: u64,
+) -> Option<Estimate> {
+    let unseen = hwm_bytes
+        .checked_sub(seen_resident_bytes)
+        .filter(|&u| u > 0)?;
+    Some(Estimate {
+        pss_bytes: last
+            .pss_bytes
+            .saturating_add(last.bound_bytes)
+            .saturating_add(unseen),
+        bound_bytes: last.bound_bytes.saturating_mul(2).saturating_add(unseen),
+    })
 }
 
 #[cfg(test)]
@@ -285,10 +301,14 @@ mod tests {
 
     #[test]
     fn a_forked_child_starts_at_zero_and_counts_what_it_gains() {
-        let a = Anchor::from_counters(Counters {
-            resident: 500,
-            shared: 300,
-        });
+        let a = Anchor::of_fork(
+            Counters {
+                resident: 500,
+                shared: 300,
+            },
+            None,
+            P,
+        );
         let e = carry(
             &a,
             Counters {
@@ -300,6 +320,34 @@ mod tests {
         assert_eq!(e.pss_bytes, 1000 * P);
         // Its 200 inherited anonymous pages may be unshared by copy-on-write at any time.
         assert_eq!(e.bound_bytes, 200 * P);
+    }
+
+    #[test]
+    fn a_forked_child_cannot_share_more_than_its_parent_holds() {
+        // fillfill: the parent freed its memory before the fork; the child's first read finds
+        // 1,000 anonymous pages, the parent holds 50: at least 950 are the child's own.
+        let child = Counters {
+            resident: 1300,
+            shared: 300,
+        };
+        let parent = Counters {
+            resident: 350,
+            shared: 300,
+        };
+        let a = Anchor::of_fork(child, Some(parent), P);
+        let e = carry(&a, child, P);
+        assert_eq!(e.pss_bytes, 950 * P);
+        // The 50 it may share may be unshared by copy-on-write.
+        assert_eq!(e.bound_bytes, 50 * P);
+        // A parent holding more than the child: all of the child's may be shared.
+        let big = Counters {
+            resident: 5300,
+            shared: 300,
+        };
+        assert_eq!(
+            carry(&Anchor::of_fork(child, Some(big), P), child, P).pss_bytes,
+            0
+        );
     }
 
     #[test]
@@ -323,14 +371,16 @@ mod tests {
             bound_bytes: 3,
         };
         let e = beyond_last_read(last, 120 * P, 200 * P);
+        // At the read's upper end plus the unseen growth; down to the read's lower end.
         assert_eq!(
             e,
-            Estimate {
-                pss_bytes: 180 * P,
-                bound_bytes: 80 * P + 3
-            }
+            Some(Estimate {
+                pss_bytes: 180 * P + 3,
+                bound_bytes: 80 * P + 6
+            })
         );
         // A high-water mark the reads already saw adds nothing.
-        assert_eq!(beyond_last_read(last, 120 * P, 110 * P), last);
+        assert_eq!(beyond_last_read(last, 120 * P, 110 * P), None);
+        assert_eq!(beyond_last_read(last, 120 * P, 120 * P), None);
     }
 }

@@ -18,8 +18,9 @@
 //!   millisecond or so, and carry each process's PSS from its anchor (`carry`). A tick's cost
 //!   grows with the number of processes, not their pages; the tick interval stretches so ticks
 //!   take at most [`TICK_SHARE`] of the budget, and both tiers spend from the same bucket.
-//!   The kernel's high-water mark at exit (ebpf) covers growth after the last tick
-//!   ([`Sampler::exit_peak`]).
+//!   The kernel's high-water mark at exit (ebpf in the kernel, ptrace's `VmHWM` at its exit
+//!   stop) covers growth after the last tick, even when it was freed before the exit
+//!   ([`Sampler::exit_peak`]): an upper bound from the last read's upper end.
 //!
 //! Ticks are many; samples are kept bounded: within each emission window (never shorter than
 //! `elapsed / MAX_ROUNDS_SCALE`) the highest tick is emitted, so the maximum is never dropped.
@@ -132,6 +133,8 @@ struct Cached {
     exec_seen: bool,
     /// When it last exec'd (see [`EXEC_SETTLE_NS`]).
     exec_ns: Option<u64>,
+    /// The process that forked it, when that is in the tree.
+    parent: Option<i32>,
 }
 
 impl Cached {
@@ -345,10 +348,17 @@ impl Sampler {
         Ok(())
     }
 
-    /// A process joined the tree.
-    pub fn process_started(&self, tgid: i32) {
+    /// A process joined the tree, forked by `parent`.
+    pub fn process_started(&self, tgid: i32, parent: i32) {
         let mut st = self.state.lock().expect("sampler lock");
-        st.live.insert(tgid, Cached::default());
+        let parent = st.live.contains_key(&parent).then_some(parent);
+        st.live.insert(
+            tgid,
+            Cached {
+                parent,
+                ..Cached::default()
+            },
+        );
         self.nudge(&mut st);
     }
 
@@ -441,10 +451,9 @@ impl Sampler {
                 _ => (Estimate::default(), 0, 0),
             }
         };
-        let beyond = carry::beyond_last_read(est, seen, hwm_bytes);
-        if beyond.bound_bytes <= est.bound_bytes {
+        let Some(beyond) = carry::beyond_last_read(est, seen, hwm_bytes) else {
             return;
-        }
+        };
         let mut st = self.state.lock().expect("sampler lock");
         let others: u64 = st
             .live
@@ -541,22 +550,23 @@ impl Sampler {
     fn exit_tick(&self, tgid: i32) {
         let mut reader = self.reader.lock().expect("reader lock");
         let page = reader.page;
-        let image = {
+        let cached = {
             let st = self.state.lock().expect("sampler lock");
             match st.live.get(&tgid) {
-                Some(c) if !c.unreadable && !c.before_exec => (c.image, c.exec_seen),
+                Some(c) if !c.unreadable && !c.before_exec => *c,
                 _ => return,
             }
         };
         let Reader {
             procfs, carried, ..
         } = &mut *reader;
-        let c = Carried::of(carried, procfs, tgid, image.0);
+        let parent = Carried::parent_of_fork(carried, tgid, &cached);
+        let c = Carried::of(carried, procfs, tgid, cached.image);
         let Some(now) = c.counters() else {
             return;
         };
         let last_resident = c.last_resident_bytes(page);
-        let (e, _) = c.tick(now, image.1, page);
+        let (e, _) = c.tick(now, cached.exec_seen, parent, page);
         drop(reader);
         let t = self.sink.now_ns();
         let mut st = self.state.lock().expect("sampler lock");
@@ -853,12 +863,13 @@ impl Sampler {
         let read_peaks = self.read_peaks.load(std::sync::atomic::Ordering::Relaxed);
         let mut peaks = Vec::new();
         for &(pid, cached) in &procs {
+            let parent = Carried::parent_of_fork(carried, pid, &cached);
             let c = Carried::of(carried, procfs, pid, cached.image);
             let Some(now) = c.counters() else {
                 continue;
             };
             let resident = now.resident;
-            let (e, moved) = c.tick(now, cached.exec_seen, page);
+            let (e, moved) = c.tick(now, cached.exec_seen, parent, page);
             changed |= moved;
             // A tracker that cannot read the high-water mark at exit (netlink) has it read
             // whenever a tick sees the process above the last one reported.
@@ -1118,6 +1129,23 @@ impl Carried {
         c
     }
 
+    /// The counters of `cached`'s parent now, when `pid` is a forked child about to be
+    /// anchored from its counters (see [`Anchor::of_fork`]); `None` otherwise, or when the
+    /// parent is not being read.
+    fn parent_of_fork(
+        carried: &HashMap<i32, Carried>,
+        pid: i32,
+        cached: &Cached,
+    ) -> Option<Counters> {
+        let anchored = carried
+            .get(&pid)
+            .is_some_and(|c| c.image == cached.image && c.anchor.is_some());
+        if cached.exec_seen || anchored {
+            return None;
+        }
+        carried.get(&cached.parent?)?.counters()
+    }
+
     /// Its counters now; `None` when they cannot be read (gone, no memory, refused).
     fn counters(&self) -> Option<Counters> {
         match self.statm.as_ref().map(StatmFile::read) {
@@ -1129,13 +1157,19 @@ impl Carried {
     /// A tick of this process with counters `now`: its PSS carried from its anchor (started
     /// from nothing for a new image, from these counters for a forked child that has none),
     /// and whether the counters moved since the last tick.
-    fn tick(&mut self, now: Counters, exec_seen: bool, page: u64) -> (Estimate, bool) {
+    fn tick(
+        &mut self,
+        now: Counters,
+        exec_seen: bool,
+        parent: Option<Counters>,
+        page: u64,
+    ) -> (Estimate, bool) {
         let anchor = *self.anchor.get_or_insert_with(|| {
             if exec_seen {
                 // A new image's memory is all its own: carried from nothing.
                 Anchor::default()
             } else {
-                Anchor::from_counters(now)
+                Anchor::of_fork(now, parent, page)
             }
         });
         let e = carry::carry(&anchor, now, page);
@@ -1356,8 +1390,8 @@ mod tests {
             .spawn()
             .unwrap();
         let (e, o) = (exiting.id() as i32, other.id() as i32);
-        sampler.process_started(e);
-        sampler.process_started(o);
+        sampler.process_started(e, 0);
+        sampler.process_started(o, 0);
         // Its resident size is far above any peak so far: a round is due.
         let round = sampler
             .at_exit(e, 1 << 40)

@@ -329,7 +329,7 @@ impl Tracer {
             child_tgid,
         });
         if is_process {
-            self.sampler.process_started(child);
+            self.sampler.process_started(child, parent_tgid);
             if self.ledger {
                 self.parent.insert(child, parent_tgid);
             }
@@ -415,6 +415,14 @@ impl Tracer {
             )
         });
         let sampler = Arc::clone(&self.sampler);
+        // Memory released before the exit (a large block freed, then `exit`) is gone from the
+        // counters the exit stop reads, but not from the kernel's high-water mark: growth
+        // beyond the last tick up to it may have made the tree's peak (an upper bound).
+        if let Some((Some(hwm), _, Some(rss))) = group
+            && hwm > rss
+        {
+            sampler.exit_peak(tgid, self.sink.sink().now_ns(), hwm);
+        }
         let round = match group {
             Some((_, _, Some(rss))) => sampler.at_exit(tgid, rss),
             _ => None,

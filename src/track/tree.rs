@@ -112,7 +112,7 @@ impl Tree {
                 child_tgid: pid,
             },
         );
-        self.sampler.process_started(pid);
+        self.sampler.process_started(pid, parent_tgid);
     }
 
     /// A new thread `tid` of the known process `tgid`; ignored for processes outside the tree.

@@ -131,7 +131,7 @@ matrix!(a_program_of_a_millisecond, |mode: Mode| {
             .nth(1)
             .unwrap_or_default();
         assert!(
-            reason.starts_with("  no read: ") || reason.starts_with("  the command ended before"),
+            reason.starts_with("  no read: ") || reason.starts_with("  a process ended before"),
             "n/a without its reason: {text}"
         );
     } else {
@@ -177,4 +177,64 @@ fn samples_stay_bounded_and_say_how_they_were_read() {
     assert!(run.samples.windows(2).all(|w| w[0].t_ns <= w[1].t_ns));
     // Ticks backed off in the hold: well under one per millisecond.
     assert!(run.sampler.ticks < 1500, "{:?}", run.sampler);
+}
+
+/// A peak freed before the exit (the seed's fillfill: the child frees its 2N and exits) with
+/// ticks far apart (a twentieth of the default budget): the trackers that see the exit
+/// (ebpf's high-water mark in the kernel, ptrace's `VmHWM` at the exit stop) bound the
+/// growth after the last tick from above, and the truth lies within the stated bound.
+fn freed_before_exit(mode: Mode) {
+    let o = ste(
+        mode,
+        &["--sample-budget", "0.05"],
+        &[&fixture(), "fillfill", "128"],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    let truth = 256 * MIB;
+    let pss = run.totals.max_pss_bytes.expect("Max PSS measured");
+    let peak = run
+        .samples
+        .iter()
+        .find(|s| Some(s.t_ns) == run.totals.max_pss_t_ns && s.pss_bytes == pss)
+        .expect("the peak's sample");
+    let bound = peak.bound_bytes.unwrap_or(0);
+    // The child's own 256 MiB alone is the truth's floor; its libraries add a little.
+    assert!(
+        pss + bound >= truth && pss.saturating_sub(bound) <= truth + 4 * MIB,
+        "Max PSS {pss} ± {bound} does not hold {truth}\n{}",
+        o.stderr()
+    );
+    if peak.kind == SampleKind::ExitPeak {
+        assert!(pss >= truth, "an upper bound below the truth: {pss}");
+        assert!(
+            o.stderr().contains("  an upper bound, at most "),
+            "{}",
+            o.stderr()
+        );
+    }
+}
+
+#[test]
+fn freed_before_exit_ebpf_root() {
+    freed_before_exit(Mode {
+        tracker: Tracker::Ebpf,
+        who: Who::Root,
+    });
+}
+
+#[test]
+fn freed_before_exit_ptrace_root() {
+    freed_before_exit(Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Root,
+    });
+}
+
+#[test]
+fn freed_before_exit_ptrace_nobody() {
+    freed_before_exit(Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Nobody,
+    });
 }
