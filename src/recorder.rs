@@ -412,6 +412,21 @@ impl Recorder {
         if let Some(sc) = &mut run.syscalls {
             self.images.finish(sc);
         }
+        // A command that never started leaves only the copy of ste forked to exec it, which
+        // shares ste's memory until the exec: its peaks are ste's, not the command's.
+        if run.exit.launch_error.is_some()
+            && let Some(p) = self.root.map(|i| &mut run.processes[i])
+            && p.execs.is_empty()
+        {
+            p.peak_rss_bytes = None;
+            if let Some(t) = p.ledger.as_mut().and_then(|l| l.taskstats.as_mut()) {
+                t.peak_rss_bytes = None;
+                t.peak_vm_bytes = None;
+            }
+            run.notes.push(
+                "the command never started: the process ste forked to exec it had only ste's memory, so no memory figure is given for it".into(),
+            );
+        }
         let totals = &mut run.totals;
         totals.wall_ns = self.end_ns.unwrap_or_else(|| {
             run.processes

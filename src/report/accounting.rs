@@ -106,7 +106,7 @@ fn accounting_lost_line(a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
 
 /// Whether every process of the tree was alive at one moment: only then is a sum of their
 /// peaks a bound the tree could have reached (a build's 1,700 compilers never lived together).
-fn all_lived_together(run: &Run) -> bool {
+pub(crate) fn all_lived_together(run: &Run) -> bool {
     let latest_start = run.processes.iter().map(|p| p.start_ns).max();
     let earliest_end = run
         .processes
@@ -177,11 +177,11 @@ fn memory_lines(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> 
     {
         writeln!(
             w,
-            "Memory, process peaks summed: {} bytes over {} process{} (an upper bound: they need not have peaked together) {}",
+            "Memory, process peaks summed: {} bytes over {} process{} [{}, an upper bound: they need not have peaked together]",
             group_thousands(s.bytes),
             s.processes.unwrap_or(0),
             if s.processes == Some(1) { "" } else { "es" },
-            label(s)
+            s.from
         )?;
     }
     // The PSS curve's maximum is Max PSS, printed above with how exact it is.

@@ -97,6 +97,12 @@ pub struct Labels {
     /// Per process of `memory_at_peak.snapshot`: where its page-level figures came from.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub peak_pages_from: Vec<String>,
+    /// The text's line under `Max PSS:`: how exact it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_pss_exactness: Option<String>,
+    /// Whether the text shows the process peaks summed: only when every process lived at the
+    /// same time, else the sum adds peaks that never coexisted and means nothing.
+    pub summed_peaks_shown: bool,
     /// Each kind of mapping (`heap`, `thread_stack`, …) with its label, in the text's order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mapping_kinds: Vec<(MappingKind, &'static str)>,
@@ -104,7 +110,11 @@ pub struct Labels {
 
 /// The labels of a Run's system calls, malloc and memory at the peak.
 fn labels(run: &Run) -> Labels {
-    let mut l = Labels::default();
+    let mut l = Labels {
+        max_pss_exactness: report::text::max_pss_line(run),
+        summed_peaks_shown: report::accounting::all_lived_together(run),
+        ..Labels::default()
+    };
     if let Some(sc) = &run.syscalls {
         l.syscalls_method = Some(report::syscalls::method_text(sc));
         l.syscall_images = sc
@@ -541,10 +551,29 @@ mod tests {
         };
         use crate::model::{ImageCalls, Syscalls, Uncounted};
         let mut run = testing::build();
-        // Without the three parts, nothing.
+        // Without the three parts, only Max PSS's exactness (the text's line under it) and
+        // whether the text shows the summed peaks.
         assert_eq!(
             serde_json::to_value(view(&run).labels).unwrap(),
-            serde_json::json!({})
+            serde_json::json!({
+                "max_pss_exactness": crate::report::text::max_pss_line(&run),
+                "summed_peaks_shown": crate::report::accounting::all_lived_together(&run),
+            })
+        );
+        let mut text = Vec::new();
+        crate::report::text::render(
+            &run,
+            &mut text,
+            crate::report::text::Style {
+                width: 80,
+                color: false,
+            },
+        )
+        .unwrap();
+        let line = crate::report::text::max_pss_line(&run).unwrap();
+        assert!(
+            String::from_utf8(text).unwrap().contains(&line),
+            "the page's words are the text's"
         );
         let pid = run.processes[0].pid;
         run.syscalls = Some(Syscalls {

@@ -129,8 +129,8 @@ fn summary(run: &Run, w: &mut dyn Write, style: Style, verbose: bool) -> io::Res
         (Some(b), _) => writeln!(w, "Max PSS: {} bytes", group_thousands(b))?,
         (None, _) => writeln!(w, "Max PSS: n/a")?,
     }
-    if let Some(p) = peak {
-        writeln!(w, "  {}", max_pss_exactness(run, p))?;
+    if let Some(line) = max_pss_line(run) {
+        writeln!(w, "  {line}")?;
     } else if t.max_pss_bytes.is_none()
         && run.samples.is_empty()
         && let Some(settle) = run.sampler.exec_settle_ns
@@ -383,6 +383,11 @@ fn max_pss_sample(run: &Run) -> Option<&crate::model::Sample> {
 /// other exit peak has a lower bound (what ste read) and prints as an upper bound with it.
 fn beyond_reads(s: &crate::model::Sample) -> bool {
     s.kind == SampleKind::ExitPeak && s.bound_bytes.unwrap_or(0) >= s.pss_bytes
+}
+
+/// The line under `Max PSS:` saying how exact it is, when it has a sample behind it.
+pub(crate) fn max_pss_line(run: &Run) -> Option<String> {
+    max_pss_sample(run).map(|p| max_pss_exactness(run, p))
 }
 
 /// How exact Max PSS is, in a few words: the kind of read it came from, its bound, and the

@@ -216,7 +216,24 @@ matrix!(missing_and_non_executable_commands, |mode: Mode| {
         o.stderr(),
         "ste: ste-no-such-command-xyz: command not found\n"
     );
-    assert!(o.run().exit.launch_error.is_some());
+    let run = o.run();
+    assert!(run.exit.launch_error.is_some());
+    // The process forked to exec it was a copy of ste: its memory is not the command's.
+    assert_eq!(run.totals.peak_rss_bytes, None, "{:?}", run.totals);
+    assert_eq!(run.totals.max_pss_bytes, None, "{:?}", run.totals);
+    for p in &run.processes {
+        assert_eq!(p.peak_rss_bytes, None, "{p:?}");
+        let t = p.ledger.as_ref().and_then(|l| l.taskstats.as_ref());
+        assert!(
+            t.is_none_or(|t| t.peak_rss_bytes.is_none() && t.peak_vm_bytes.is_none()),
+            "{p:?}"
+        );
+    }
+    assert!(
+        run.notes.iter().any(|n| n.contains("never started")),
+        "{:?}",
+        run.notes
+    );
     let report = scratch("not-found.txt");
     let o = ste(
         mode,

@@ -800,11 +800,17 @@ fn the_accounting_section_shows_the_runs_figures() {
     let section = dom_part(&dom, "<section class=\"card\" id=\"accounting\"");
     assert!(!section.contains("data-generic"), "{section}");
 
+    // The processes' peaks summed: these processes did not all live at the same time, so the
+    // sum adds peaks that never coexisted: the page leaves it out, as the text does.
+    assert!(m.summed_process_peaks.is_some());
+    assert!(
+        !section.contains("data-figure=\"summed_process_peaks\""),
+        "{section}"
+    );
     // The memory figures: the exact bytes the JSON has, each with its exactness and source.
     for (id, fig) in [
         ("group_peak", m.group_peak.as_ref()),
         ("largest_process_peak", m.largest_process_peak.as_ref()),
-        ("summed_process_peaks", m.summed_process_peaks.as_ref()),
         ("pss_max", m.pss_max.as_ref()),
     ] {
         let fig = fig.unwrap_or_else(|| panic!("no {id} in the JSON"));

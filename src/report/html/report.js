@@ -546,6 +546,18 @@
     return `<span class="badge ${s.exact ? 'exact' : 'sampled'}" title="${esc(title)}">${s.exact ? 'exact' : 'sampled'}</span>`;
   }
 
+  // Max PSS's badge from the sample it came from: an exact round, a carried tick (within its
+  // bound) or the high-water mark at an exit (an upper bound).
+  function maxPssBadge(run) {
+    const t = run.totals;
+    const s = (run.samples || []).find((x) => x.t_ns === t.max_pss_t_ns && x.pss_bytes === t.max_pss_bytes);
+    if (!s) return sourceBadge(run, 'max_pss_bytes');
+    const src = run.sources && run.sources.max_pss_bytes;
+    const title = src ? src.from : '';
+    if (s.kind === 'exit_peak') return `<span class="badge sampled" title="${esc(title)}">upper bound</span>`;
+    return badge(s.kind === 'exact', title);
+  }
+
   function drawSummary(M, s) {
     const run = M.run, t = run.totals;
     const e = run.exit;
@@ -566,7 +578,7 @@
       ['Wall time', esc(fmtDur(t.wall_ns)), `${fmtInt(t.wall_ns)} ns`, sourceBadge(run, 'wall_ns')],
       ['User CPU', esc(fmtDur(t.user_ns)), t.user_ns != null ? `${fmtInt(t.user_ns)} ns` : '', sourceBadge(run, 'user_ns')],
       ['System CPU', esc(fmtDur(t.sys_ns)), t.sys_ns != null ? `${fmtInt(t.sys_ns)} ns` : '', sourceBadge(run, 'sys_ns')],
-      ['Max PSS', esc(fmtBytes(t.max_pss_bytes)), t.max_pss_bytes != null ? `${fmtInt(t.max_pss_bytes)} bytes at ${esc(fmtDur(t.max_pss_t_ns))}` : 'no sample', sourceBadge(run, 'max_pss_bytes')],
+      ['Max PSS', esc(fmtBytes(t.max_pss_bytes)), t.max_pss_bytes != null ? `${fmtInt(t.max_pss_bytes)} bytes at ${esc(fmtDur(t.max_pss_t_ns))}` + ((M.V.labels || {}).max_pss_exactness ? `; ${esc(M.V.labels.max_pss_exactness)}` : '') : 'no sample', maxPssBadge(run)],
       ['Peak RSS of one process', esc(fmtBytes(t.peak_rss_bytes)), peakWho, sourceBadge(run, 'peak_rss_bytes')],
       ['Processes', esc(fmtInt(t.processes)), t.still_running ? `${fmtInt(t.still_running)} still running` : '', sourceBadge(run, 'processes')],
       ['Threads', esc(fmtInt(t.threads)), '', sourceBadge(run, 'threads')],
@@ -1224,16 +1236,18 @@
       rows.push({ id: 'largest_process_peak', title: 'Largest process peak', sub: f.pid != null ? esc(processText(M, f.pid)) : '', f,
         notes: ['The high-water resident set of one process (it counts the pages it shares with others).'] });
     }
-    if (m.summed_process_peaks) {
+    // As the text report: only when every process lived at the same time (else it adds peaks
+    // that never coexisted), and as the upper bound it is, not as an exact figure.
+    if (m.summed_process_peaks && (M.V.labels || {}).summed_peaks_shown) {
       const f = m.summed_process_peaks;
-      rows.push({ id: 'summed_process_peaks', title: 'Process peaks summed', sub: `over ${fmtInt(f.processes)} processes`, f,
-        notes: ['An upper bound of the tree\'s resident set: processes that never lived at the same time are added, and shared pages count once per process.'] });
+      rows.push({ id: 'summed_process_peaks', title: 'Process peaks summed', sub: `over ${fmtInt(f.processes)} processes`, f, bound: true,
+        notes: ['An upper bound of the tree\'s resident set: they need not have peaked together, and shared pages count once per process.'] });
     }
     if (m.pss_max) {
       const f = m.pss_max;
       const at = M.run.totals.max_pss_t_ns;
-      rows.push({ id: 'pss_max', title: 'PSS curve maximum', sub: at != null ? `at ${esc(fmtDur(at))}` : '', f,
-        notes: [`The highest sum of PSS over the live tree at a sampling round${m.pss_interval_ns != null ? `; rounds came every ${esc(fmtDur(m.pss_interval_ns))} on average` : ''}: a peak between two rounds is missed.`] });
+      rows.push({ id: 'pss_max', title: 'Max PSS', sub: at != null ? `at ${esc(fmtDur(at))}` : '', f,
+        notes: [(M.V.labels || {}).max_pss_exactness ? esc(M.V.labels.max_pss_exactness) + '.' : 'The highest sum of PSS over the live tree.'] });
     }
     if (!rows.some((r) => r.f)) return false;
     const top = Math.max(...rows.map((r) => (r.f ? r.f.bytes : 0)), 1);
@@ -1245,9 +1259,10 @@
           `<div class="d">${r.notes.join(' ')}</div></div>`;
         continue;
       }
-      const segs = r.segs && r.segs.length ? r.segs : [{ cls: r.f.exact ? 'exact' : 'sampled', v: r.f.bytes, name: r.title }];
+      const segs = r.segs && r.segs.length ? r.segs : [{ cls: r.f.exact && !r.bound ? 'exact' : 'sampled', v: r.f.bytes, name: r.title }];
+      const b = r.bound ? `<span class="badge sampled" title="${esc(r.f.from)}">upper bound</span>` : badge(r.f.exact, r.f.from);
       h += `<div class="mrow" data-figure="${r.id}" data-bytes="${r.f.bytes}">` +
-        `<div class="k"><b>${esc(r.title)}</b>${badge(r.f.exact, r.f.from)}${r.sub ? `<div class="d">${r.sub}</div>` : ''}</div>` +
+        `<div class="k"><b>${esc(r.title)}</b>${b}${r.sub ? `<div class="d">${r.sub}</div>` : ''}</div>` +
         `<div class="bar" role="img" aria-label="${esc(r.title + ' ' + fmtBytes(r.f.bytes))}">` +
         segs.map((sg) => `<span class="${sg.cls}" style="width:${(100 * sg.v / top).toFixed(2)}%" title="${esc(sg.name + ' ' + fmtBytes(sg.v))}"></span>`).join('') + '</div>' +
         `<div class="v"><span class="big">${esc(fmtBytes(r.f.bytes))}</span><span class="exactv">${esc(fmtInt(r.f.bytes))} bytes</span></div>` +
