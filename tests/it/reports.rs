@@ -678,12 +678,25 @@ fn the_html_report_renders_in_chromium() {
                 "memory",
                 "cpu",
                 "timeline",
+                "programs",
                 "ledger",
                 "sampling",
                 "sources"
             ]),
             "{st}"
         );
+        // The by-program table has the rows --by-program prints (sh, fixture, true, …).
+        let by_program = ste::report::programs::by_program(run);
+        assert!(by_program.len() >= 3, "{by_program:?}");
+        assert_eq!(st["programs"], by_program.len(), "{st}");
+        let (dom, _) = browse(&html, &["--dump-dom"]);
+        for p in &by_program {
+            assert!(
+                dom.contains(&format!("data-program=\"{}\"", p.program)),
+                "no row for {}",
+                p.program
+            );
+        }
         // Every field of this Run has a view of its own: nothing is drawn generically.
         assert_eq!(st["generic"], serde_json::json!([]), "{st}");
         for part in ["memory", "time", "critical_path", "group"] {

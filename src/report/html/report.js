@@ -1411,6 +1411,23 @@
     { id: 'unavailable', keys: ['unavailable', 'taskstats_overruns', 'taskstats_incomplete'], title: 'Not measured on this run', draw: accUnavailable },
   ];
 
+  // The by-program view: the rows the text's --by-program prints, sortable.
+  function drawPrograms(M, s) {
+    const rows = M.V.by_program;
+    const cols = [
+      { key: 'program', title: 'program', get: (r) => r.program },
+      { key: 'runs', title: 'runs', num: true, get: (r) => r.runs, fmt: (v) => fmtInt(v) },
+      { key: 'cpu_ns', title: 'CPU', num: true, get: (r) => r.cpu_ns, fmt: (v, r) => (v == null ? 'n/a' : fmtDur(v)) + (r.cpu_unknown ? ` (+${fmtInt(r.cpu_unknown)} unmeasured)` : ''),
+        tip: (v, r) => (r.user_ns != null ? `user ${fmtDur(r.user_ns)}, system ${fmtDur(r.sys_ns)}` : '') },
+      { key: 'cpu_share', title: 'share', num: true, get: (r) => r.cpu_share, fmt: (v) => (v == null ? 'n/a' : fmtPct(v)) },
+      { key: 'share_bar', title: '', bar: (r) => r.cpu_share },
+      { key: 'span_ns', title: 'span', num: true, get: (r) => r.span_ns, fmt: (v) => fmtDur(v) },
+      { key: 'largest_peak_bytes', title: 'largest peak', num: true, get: (r) => r.largest_peak_bytes, fmt: (v) => (v == null ? 'n/a' : fmtBytes(v)) },
+    ];
+    sortableTable(s, cols, rows, { id: 'programs', attrs: (r) => `data-program="${esc(r.program)}"` });
+    status.programs = rows.length;
+  }
+
   function drawAccounting(M, s) {
     status.accounting = {};
     status.accounting.parts = drawParts(M, s, M.run.accounting, 'accounting', ACCOUNTING_PARTS);
@@ -1916,6 +1933,7 @@
     { id: 'memory', title: 'Memory over time', lead: 'PSS of the live tree at each sampling round, stacked by program or by process; the dot is the sampled maximum, dashed lines are exact peaks. Drag across a chart to zoom in, double-click to zoom out.', draw: drawMemory },
     { id: 'cpu', title: 'CPU over time', lead: 'CPU used by the processes alive at each round, between rounds (/proc/PID/stat, 10 ms ticks); processes that start and end between two rounds do not show here but are in the exact totals.', draw: drawCpu },
     { id: 'timeline', title: 'Processes over time', lead: 'One row per process, nested under its parent, coloured by program; ticks are execs. Hover or tap a bar for its argv and figures.', draw: drawTimeline },
+    { id: 'programs', title: 'By program', when: (M) => (M.V.by_program || []).length > 0, lead: 'The tree by program (argv[0]\'s base name of each process\'s last exec, or what it was forked running), as --by-program prints it: its processes, their CPU and share of the tree\'s, from the first start to the last end, and the largest peak of one of them.', draw: drawPrograms },
     { id: 'ledger', title: 'Process ledger', lead: 'Every process of the tree. Click a column to sort; times are from the launch.', draw: drawLedger },
     { id: 'syscalls', title: 'System calls', keys: ['syscalls'], when: (M) => M.run.syscalls != null, draw: drawSyscalls },
     { id: 'malloc', title: 'malloc', keys: ['malloc'], when: (M) => M.run.malloc != null, lead: 'Every call of the malloc families, per process image, counted by ste\'s shim (LD_PRELOAD); what each image held, its arenas and thresholds.', draw: drawMalloc },
