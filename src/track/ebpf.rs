@@ -83,6 +83,14 @@ const CNT_SDT_SIZES_FULL: u32 = 5;
 /// How often the reader checks the kernel's count of dropped records.
 const DROP_CHECK: Duration = Duration::from_millis(100);
 
+/// How long the reader sleeps between drains while records keep coming (a fork storm, a
+/// parallel build). Waking on the ring's notification costs a wake-up of this thread and of
+/// the session thread per record when records are sparser than the reader is fast (about
+/// three per process of a loop of short programs); sleeping instead lets them pile up and be
+/// read together. It bounds how late an EXEC line appears, and the ring (`RING_BYTES`) holds
+/// far more than a batch of this length even at the kernel's fork rate.
+const BATCH: Duration = Duration::from_millis(10);
+
 /// `struct total` of the BPF object.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -274,7 +282,7 @@ pub fn start(
     }
     let report = child.take_exec_report();
     let root = child.pid;
-    let reader = Reader {
+    let mut reader = Reader {
         _ebpf: ebpf,
         ring,
         counters,
@@ -289,6 +297,8 @@ pub fn start(
             judged: None,
         },
     };
+    // The session wakes once per drain, not once per record.
+    reader.state.tree.batch();
     let reader_done = Arc::clone(&done);
     std::thread::Builder::new()
         .name("ste-ebpf".into())
@@ -724,24 +734,38 @@ struct ToJudge {
 }
 
 impl Reader {
+    /// Drains the ring until the run is done. While records are sparse it wakes on the ring's
+    /// notification, so a lone exec is seen at once (the sampler reads a new program soon
+    /// after its exec); while they keep coming it sleeps [`BATCH`] between drains instead,
+    /// and the kernel, which notifies only when the reader has caught up, stops waking it.
     fn run(mut self, done: &Done) {
         let mut last_check = Instant::now();
+        let mut last_drain = Instant::now();
+        let mut batching = false;
         let end_ns = loop {
             let mut fds = [
-                libc::pollfd {
-                    fd: self.ring.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
                 libc::pollfd {
                     fd: done.wake.as_raw_fd(),
                     events: libc::POLLIN,
                     revents: 0,
                 },
+                libc::pollfd {
+                    fd: self.ring.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
             ];
-            // SAFETY: polling two valid descriptors in a local array.
-            unsafe { libc::poll(fds.as_mut_ptr(), 2, DROP_CHECK.as_millis() as i32) };
-            self.drain();
+            let (n, timeout) = if batching {
+                (1, BATCH)
+            } else {
+                (2, DROP_CHECK)
+            };
+            // SAFETY: polling one or two valid descriptors of a local array.
+            unsafe { libc::poll(fds.as_mut_ptr(), n, timeout.as_millis() as i32) };
+            let records = self.drain();
+            // Records again within two batches of the last drain: a storm, so batch.
+            batching = records > 0 && last_drain.elapsed() <= 2 * BATCH;
+            last_drain = Instant::now();
             if last_check.elapsed() >= DROP_CHECK {
                 self.check_drops();
                 last_check = Instant::now();
@@ -752,12 +776,14 @@ impl Reader {
                 self.check_drops();
                 break t;
             }
+            self.state.tree.flush();
         };
         if let Some(sdt) = &self.sdt {
             let dropped = read_counter(&self.counters, CNT_SDT_SIZES_FULL);
-            self.state.tree.sink.emit(sdt.event(dropped));
+            self.state.tree.emit(sdt.event(dropped));
         }
         self.state.tree.finish();
+        self.state.tree.flush();
         self.state.tree.sink.send(Msg::TrackerDone {
             t_ns: end_ns,
             error: None,
@@ -771,11 +797,13 @@ impl Reader {
         crate::kernel::affinity::leave_this_cpu();
     }
 
-    fn drain(&mut self) {
+    /// Handles every record in the ring; returns how many.
+    fn drain(&mut self) -> usize {
+        let mut records = 0;
         loop {
             let state = &mut self.state;
             let mut to_judge = None;
-            self.ring.drain_while(|record| {
+            records += self.ring.drain_while(|record| {
                 to_judge = state.read_long_argv(record);
                 if to_judge.is_none() {
                     state.handle(record);
@@ -788,6 +816,7 @@ impl Reader {
             let judged = self.judge_argv(j);
             self.state.judged = Some(judged);
         }
+        records
     }
 
     /// Whether a larger-than-copied argv read from /proc is the record's image's (see
@@ -1043,7 +1072,7 @@ impl State {
                     (true, _) => (None, true),
                     (false, _) => (Some(parse_cmdline(argv)).filter(|a| !a.is_empty()), false),
                 };
-                self.tree.sink.emit_at(
+                self.tree.emit_at(
                     t,
                     Event::Exec {
                         tgid,
@@ -1052,7 +1081,7 @@ impl State {
                     },
                 );
                 if doubtful {
-                    self.tree.sink.emit_at(t, argv_check::doubt());
+                    self.tree.emit_at(t, argv_check::doubt());
                 }
             }
             Record::Exit {
@@ -1082,7 +1111,7 @@ impl State {
             }
             Record::Calls { tgid, calls } => {
                 if self.tree.has_process(tgid) {
-                    self.tree.sink.emit(Event::SyscallsOf { tgid, calls });
+                    self.tree.emit(Event::SyscallsOf { tgid, calls });
                 }
             }
         }
@@ -1094,7 +1123,7 @@ impl State {
         match hiwater_pages {
             Some(pages) => {
                 let bytes = pages * self.page_size;
-                self.tree.sink.emit(Event::Accounts {
+                self.tree.emit(Event::Accounts {
                     tgid,
                     peak_rss_bytes: Some(bytes),
                     io: None,
@@ -1105,7 +1134,7 @@ impl State {
             None if self.peaks_from_exit => {
                 self.peaks_from_exit = false;
                 self.tree.sampler.read_peaks();
-                self.tree.sink.emit(Event::Note {
+                self.tree.emit(Event::Note {
                     text: "this kernel traces a process's exit after its memory is released (before Linux 6.16): peak RSS is sampled instead".into(),
                 });
             }

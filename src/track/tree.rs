@@ -69,6 +69,12 @@ impl Tree {
         self.unsent_since.get_or_insert(t);
     }
 
+    /// Emits an event stamped now: at once, or held (a batching tree).
+    pub fn emit(&mut self, event: Event) {
+        let t = self.sink.now_ns();
+        self.emit_at(t, event);
+    }
+
     /// Sends what is held.
     pub fn flush(&mut self) {
         if let Some(batch) = &mut self.batch {
