@@ -28,6 +28,8 @@
 //! has reaped every child, every record is in the ring buffer. Records that do not fit are
 //! counted in the kernel; the reader reports them as lost and rebuilds the tree from /proc.
 
+pub mod floor;
+
 use crate::event::Event;
 use crate::kernel::affinity::spawn_elsewhere;
 use crate::kernel::bpf::btf::{self, Btf};

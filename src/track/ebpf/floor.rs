@@ -1,0 +1,91 @@
+//! The floor of the ebpf tracker's cost, for `bench/` (issue: each tracker against a minimal
+//! program doing only what the kernel makes it do): the same BPF object, loaded and attached
+//! by the same loader with the same layout, the root registered the same way, and a reader
+//! that only drains the ring buffer — no decoding, no events, no sampler, no accounting. What
+//! it adds to a command is the kernel's side (the programs at fork, exec and exit, the task
+//! storage, the ring) and the reader's wake-ups; ste's cost over it is its own user space.
+//!
+//! Owns nothing ste runs: only `examples/ebpf_floor.rs` calls it. It must not touch the
+//! tracker's reader or the session.
+
+use super::{Config, load_object, register_root};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+/// What a floor run saw.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Floor {
+    /// Records drained from the ring.
+    pub records: u64,
+    /// Times the reader woke (returns from `poll` or the timer).
+    pub wakes: u64,
+    /// The command's wait status.
+    pub status: i32,
+}
+
+/// Runs `argv` followed by the BPF programs, draining the ring: woken by the kernel for each
+/// record the reader has caught up to (`timer: None`, as a prompt reader is), or every
+/// `timer` (records pile up and the kernel does not wake it). Needs root (CAP_BPF and
+/// CAP_PERFMON), as the tracker does.
+pub fn run(argv: &[String], timer: Option<Duration>) -> Result<Floor, String> {
+    let (ebpf, mut ring) = load_object(Config { syscalls: None }, false)?;
+    let tasks = ebpf.map("tasks").map_err(|e| e.to_string())?;
+    let cargs: Vec<std::ffi::CString> = argv
+        .iter()
+        .map(|a| std::ffi::CString::new(a.as_bytes()).map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let mut go = [0i32; 2];
+    // SAFETY: pipe2 fills a local array of two descriptors.
+    if unsafe { libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error().to_string());
+    }
+    // SAFETY: the child only reads the pipe and execs (async-signal-safe calls), with the
+    // argv built above.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let mut b = [0u8; 1];
+        // SAFETY: as above, in the child.
+        unsafe {
+            libc::read(go[0], b.as_mut_ptr().cast(), 1);
+            libc::execvp(ptrs[0], ptrs.as_ptr());
+            libc::_exit(127);
+        }
+    }
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error().to_string());
+    }
+    register_root(&tasks, pid).map_err(|e| e.to_string())?;
+    // SAFETY: releasing the child: one byte on our end of the pipe, then closing both ends.
+    unsafe {
+        libc::write(go[1], b"g".as_ptr().cast(), 1);
+        libc::close(go[0]);
+        libc::close(go[1]);
+    }
+    let mut floor = Floor::default();
+    loop {
+        match timer {
+            Some(t) => std::thread::sleep(t),
+            None => {
+                let mut fd = libc::pollfd {
+                    fd: ring.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: polling one valid descriptor; 100 ms so the exit is noticed.
+                unsafe { libc::poll(&mut fd, 1, 100) };
+            }
+        }
+        floor.wakes += 1;
+        floor.records += ring.drain_while(|_| true) as u64;
+        let mut status = 0;
+        // SAFETY: a non-blocking wait for our own child.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+            floor.records += ring.drain_while(|_| true) as u64;
+            floor.status = status;
+            break;
+        }
+    }
+    Ok(floor)
+}
