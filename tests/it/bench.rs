@@ -1,0 +1,179 @@
+//! `ste bench` (issue 17): two commands that differ only in the memory they touch give a Max
+//! PSS ratio of 2 with an interval that excludes 1 and a wall ratio whose interval holds 1;
+//! `--prepare` runs before every run; a failing run stops the bench and keeps the complete
+//! rounds; budgets are checked against the median. Run as the invoking user (as root in CI,
+//! where the default tracker is ebpf).
+
+use crate::harness::*;
+use serde_json::Value;
+use std::process::{Command, Output, Stdio};
+
+/// `ste ARGS...` as the invoking user, in the shared directory, stdin closed.
+pub fn ste_in_dir(args: &[&str]) -> Output {
+    Command::new(&bins().ste)
+        .current_dir(&bins().dir)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("cannot run ste")
+}
+
+/// `ste bench ARGS...`.
+fn bench(args: &[&str]) -> Output {
+    ste_in_dir(&[&["bench"], args].concat())
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The statistics of `figure` of command `i` in a `--json` export.
+fn figure<'a>(report: &'a Value, i: usize, figure: &str) -> &'a Value {
+    report["commands"][i]["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["figure"] == figure)
+        .unwrap_or_else(|| panic!("no {figure} in {report}"))
+}
+
+fn read_json(path: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn memory_alone_doubles_max_pss_and_leaves_wall_alone() {
+    let f = fixture();
+    let json = scratch("bench.json");
+    let o = bench(&[
+        "-n",
+        "5",
+        "--seed",
+        "7",
+        "--json",
+        json.to_str().unwrap(),
+        &format!("{f} fill-until 64 400"),
+        &format!("{f} fill-until 128 400"),
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(o.stdout.is_empty(), "nothing on stdout");
+    let r = read_json(&json);
+    assert_eq!(r["rounds"], 5);
+    assert_eq!(r["seed"], 7);
+    let pss = &figure(&r, 1, "max-pss")["ratio"];
+    let (median, lo, hi) = (
+        pss["median"].as_f64().unwrap(),
+        pss["ci95"][0].as_f64().unwrap(),
+        pss["ci95"][1].as_f64().unwrap(),
+    );
+    assert!(
+        (median - 2.0).abs() <= 0.06,
+        "Max PSS ratio {median}\n{err}"
+    );
+    assert!(lo > 1.0, "the interval [{lo}, {hi}] excludes 1\n{err}");
+    let wall = &figure(&r, 1, "wall")["ratio"]["ci95"];
+    let (lo, hi) = (wall[0].as_f64().unwrap(), wall[1].as_f64().unwrap());
+    assert!(lo <= 1.0 && 1.0 <= hi, "wall interval [{lo}, {hi}]\n{err}");
+    // The baseline's own figures: 64 MiB touched, one process, five values.
+    let base = figure(&r, 0, "max-pss");
+    let m = base["median"].as_f64().unwrap() / f64::from(1 << 20);
+    assert!((64.0..66.0).contains(&m), "{m} MiB");
+    assert_eq!(base["values"].as_array().unwrap().len(), 5);
+    assert_eq!(figure(&r, 0, "processes")["median"], 1.0);
+    // The text says it: the table and the verdict on Max PSS, none on wall.
+    assert!(
+        err.contains("#2 max-pss: 1.9") || err.contains("#2 max-pss: 2.0"),
+        "{err}"
+    );
+    assert!(!err.contains("#2 wall:"), "{err}");
+}
+
+#[test]
+fn prepare_runs_before_every_run_warmups_included() {
+    let f = fixture();
+    let log = scratch("prepare.log");
+    let md = scratch("bench.md");
+    let csv = scratch("bench.csv");
+    let prepare = format!("echo x >> {}", log.display());
+    let o = bench(&[
+        "-n",
+        "3",
+        "-w",
+        "1",
+        "--prepare",
+        &prepare,
+        "--markdown",
+        md.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+        &format!("{f} exit 0"),
+        &format!("{f} forks 3"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // (1 warmup + 3 rounds) × 2 commands.
+    let lines = std::fs::read_to_string(&log).unwrap().lines().count();
+    assert_eq!(lines, 8);
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(md.contains("| #2 | processes | 4 |"), "{md}");
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 2 * 9, "{csv}");
+    assert!(csv.contains(",processes,count,3,0,4,4,4,0,4,"), "{csv}");
+}
+
+#[test]
+fn a_failing_run_stops_the_bench_and_keeps_the_complete_rounds() {
+    let flag = scratch("ran-once");
+    let json = scratch("partial.json");
+    let once = format!("test -e {0} && exit 3; touch {0}", flag.display());
+    let o = bench(&[
+        "-n",
+        "4",
+        "-w",
+        "0",
+        "--shell",
+        "--json",
+        json.to_str().unwrap(),
+        "true",
+        &once,
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("stopped at round 2 of #2") && err.contains("1 complete round before it"),
+        "{err}"
+    );
+    assert_eq!(read_json(&json)["rounds"], 1);
+    // A command that cannot start: its status, one clear line.
+    let o = bench(&["-n", "1", "ste-no-such-command-17"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(127), "{err}");
+    assert!(err.contains("could not start"), "{err}");
+    // Bad input before anything runs.
+    let o = bench(&["'unclosed"]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(stderr(&o).contains("quote is not closed"), "{}", stderr(&o));
+}
+
+#[test]
+fn budgets_are_checked_against_the_median() {
+    let f = fixture();
+    let cmd = format!("{f} fill 64");
+    let o = bench(&["-n", "2", "-w", "0", "--budget", "max-pss=100MiB", &cmd]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("budget max-pss (median of #1): 6"), "{err}");
+    assert!(err.contains("limit 100 MiB: ok"), "{err}");
+    let o = bench(&["-n", "2", "-w", "0", "--budget", "max-pss=32MiB", &cmd]);
+    assert_eq!(o.status.code(), Some(120), "{}", stderr(&o));
+    assert!(stderr(&o).contains("limit 32 MiB: EXCEEDED"));
+    // A figure the bench did not measure is an error, never a pass.
+    let o = bench(&["-n", "1", "-w", "0", "--budget", "calls=10", &cmd]);
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("calls is not measured"),
+        "{}",
+        stderr(&o)
+    );
+}
