@@ -20,7 +20,9 @@
 //!   or command lacks it has no ratio.
 //! - A run that fails (the command's status is not 0, or it cannot start) stops the bench: the
 //!   rounds completed before it are reported, said to be partial, and ste exits with the
-//!   failing run's status.
+//!   failing run's status. Ctrl-C (SIGINT) and SIGTERM do the same once the current run is
+//!   over (exit 128+N): the bench catches them with a handler, which exec resets, so the child
+//!   runs get them as they would without a bench.
 //!
 //! It must not measure anything itself: wall, CPU and memory are the child runs'.
 
@@ -37,6 +39,7 @@ use std::io::{IsTerminal, Read, Seek, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
 /// Checked settings of `ste bench`.
@@ -67,8 +70,31 @@ struct Stop {
     message: String,
 }
 
+/// The signal that asked the bench to stop, or 0.
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn note_interrupt(signo: libc::c_int) {
+    INTERRUPTED.store(signo, Ordering::Relaxed);
+}
+
+/// Catches SIGINT and SIGTERM so that the bench ends with what it measured.
+fn catch_interrupts() -> Result<()> {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    let action = SigAction::new(
+        SigHandler::Handler(note_interrupt),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for signal in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores into an atomic, which is async-signal-safe.
+        unsafe { sigaction(signal, &action) }.context("cannot catch SIGINT and SIGTERM")?;
+    }
+    Ok(())
+}
+
 pub fn run(opts: &BenchOptions) -> Result<i32> {
     budget::require(&opts.budgets, false, "ste bench")?;
+    catch_interrupts()?;
     let argvs = opts
         .commands
         .iter()
@@ -113,6 +139,16 @@ pub fn run(opts: &BenchOptions) -> Result<i32> {
                     message: format!("{what} ({}): {}", opts.commands[i], s.message),
                 });
             progress.step();
+            let outcome = match INTERRUPTED.load(Ordering::Relaxed) {
+                0 => outcome,
+                signo => Err(Stop {
+                    status: 128 + signo,
+                    message: format!(
+                        "{what}: interrupted by {}",
+                        crate::model::signal_name(signo)
+                    ),
+                }),
+            };
             match outcome {
                 Ok(run) => results[i] = Some(figures.iter().map(|f| f.of(&run)).collect()),
                 Err(s) => {
@@ -507,11 +543,13 @@ impl Report {
     }
 
     fn heading(&self) -> String {
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
         let mut s = format!(
-            "ste bench: {} round{} (after {} warmup), each command once per round in a random order (seed {})\n",
+            "ste bench: {} round{} after {} warmup round{}, each command once per round in a random order (seed {})\n",
             self.rounds,
-            if self.rounds == 1 { "" } else { "s" },
+            plural(self.rounds),
             self.warmup,
+            plural(self.warmup),
             self.seed
         );
         for (i, c) in self.commands.iter().enumerate() {

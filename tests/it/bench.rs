@@ -177,3 +177,39 @@ fn budgets_are_checked_against_the_median() {
         stderr(&o)
     );
 }
+
+#[test]
+fn an_interrupt_stops_the_bench_after_the_current_run_and_keeps_the_rounds() {
+    let f = fixture();
+    let json = scratch("interrupted.json");
+    let child = Command::new(&bins().ste)
+        .current_dir(&bins().dir)
+        .args([
+            "bench",
+            "-n",
+            "50",
+            "-w",
+            "0",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .arg(format!("{f} sleep 200"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Past the first run: at least one complete round to keep.
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    // SAFETY: kill with integer arguments, to our own child that is not reaped yet.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted by SIGINT"), "{err}");
+    let rounds = read_json(&json)["rounds"].as_u64().unwrap();
+    assert!((1..50).contains(&rounds), "{rounds}");
+    assert!(
+        err.contains(&format!("of the {rounds} complete round")),
+        "{err}"
+    );
+}
