@@ -188,7 +188,10 @@ pub fn run(opts: &BenchOptions) -> Result<i32> {
                 let f = c.figures.iter().find(|f| f.figure == b.figure.name());
                 let value = match f {
                     Some(f) => f.median.ok_or_else(|| f.why.clone().unwrap_or_default()),
-                    None => Err(format!("{} is not measured by this bench", b.figure.name())),
+                    None => Err(format!(
+                        "{} is not measured by this bench (--syscalls counts calls)",
+                        b.figure.name()
+                    )),
                 };
                 budget::check(b, value, &format!("median of #{}", i + 1))
             })
@@ -588,11 +591,33 @@ impl Report {
         out
     }
 
+    /// Why figures are `n/a`: one line per command and figure some run did not measure.
+    fn unmeasured(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, c) in self.commands.iter().enumerate() {
+            for f in c.figures.iter().filter(|f| f.unmeasured > 0) {
+                out.push(format!(
+                    "#{} {}: n/a on {} of {} runs: {}",
+                    i + 1,
+                    f.figure,
+                    f.unmeasured,
+                    f.values.len(),
+                    crate::model::Escaped::str(f.why.as_deref().unwrap_or("not measured"))
+                ));
+            }
+        }
+        out
+    }
+
     /// What ste prints on stderr.
     pub fn text(&self) -> String {
         let mut s = self.heading();
         s.push('\n');
         s.push_str(&self.table().text());
+        for line in self.unmeasured() {
+            s.push_str(&line);
+            s.push('\n');
+        }
         let verdicts = self.verdicts();
         if !verdicts.is_empty() {
             s.push('\n');
@@ -676,6 +701,57 @@ fn ratio_text(r: &RatioStats) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn options(commands: &[&str]) -> BenchOptions {
+        BenchOptions {
+            commands: commands.iter().map(|c| c.to_string()).collect(),
+            runs: 3,
+            warmup: 0,
+            prepare: None,
+            shell: false,
+            show_output: false,
+            tracker: None,
+            syscalls: None,
+            seed: Some(1),
+            json: None,
+            csv: None,
+            markdown: None,
+            budgets: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn unmeasured_values_are_left_out_and_said_never_zero() {
+        let figures = [Figure::MaxPss, Figure::Processes];
+        let pss = |v: Option<u64>| v.ok_or_else(|| "no PSS read".to_string());
+        // Three rounds of two commands; the second lacks Max PSS once.
+        let rounds: Vec<Vec<Values>> = [(10, Some(20)), (10, None), (10, Some(22))]
+            .into_iter()
+            .map(|(a, b)| vec![vec![pss(Some(a)), Ok(1)], vec![pss(b), Ok(2)]])
+            .collect();
+        let opts = options(&["a", "b"]);
+        let mut rng = fastrand::Rng::with_seed(1);
+        let r = Report::new(&opts, &figures, &rounds, 1, None, &mut rng);
+        let b = &r.commands[1].figures[0];
+        assert_eq!(b.values, [Some(20), None, Some(22)]);
+        assert_eq!((b.unmeasured, b.median), (1, Some(21.0)));
+        let ratio = b.ratio.as_ref().unwrap();
+        assert_eq!((ratio.median, ratio.rounds), (2.1, 2));
+        let text = r.text();
+        assert!(
+            text.contains("#2 max-pss: n/a on 1 of 3 runs: no PSS read"),
+            "{text}"
+        );
+        assert!(text.contains("21 B (1 n/a)"), "{text}");
+        assert!(
+            text.contains("#2 processes: 2.00× #1 [2.00, 2.00]"),
+            "{text}"
+        );
+        assert!(
+            r.markdown()
+                .contains("| #2 | processes | 2 | 2 | 2 | 0.0% | 2.000 [2.000, 2.000] |")
+        );
+    }
 
     #[test]
     fn commands_split_as_a_shell_would() {
