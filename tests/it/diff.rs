@@ -42,7 +42,16 @@ fn a_program_appeared_and_one_doubled_its_cpu() {
     );
 
     let json = scratch("diff.json");
-    let o = ste_in_dir(&["diff", s(&a), s(&b), "--json", s(&json)]);
+    let md = scratch("diff.md");
+    let o = ste_in_dir(&[
+        "diff",
+        s(&a),
+        s(&b),
+        "--json",
+        s(&json),
+        "--markdown",
+        s(&md),
+    ]);
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(
         o.status.code(),
