@@ -42,15 +42,16 @@ fn read_json(path: &std::path::Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
-#[test]
-fn memory_alone_doubles_max_pss_and_leaves_wall_alone() {
+/// `ste bench -n 5 --seed SEED --json` of two commands that differ only in the memory they
+/// touch; the export and the text.
+fn memory_bench(seed: &str) -> (Value, String) {
     let f = fixture();
     let json = scratch("bench.json");
     let o = bench(&[
         "-n",
         "5",
         "--seed",
-        "7",
+        seed,
         "--json",
         json.to_str().unwrap(),
         &format!("{f} fill-until 64 400"),
@@ -59,35 +60,56 @@ fn memory_alone_doubles_max_pss_and_leaves_wall_alone() {
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(o.stdout.is_empty(), "nothing on stdout");
-    let r = read_json(&json);
+    (read_json(&json), err)
+}
+
+/// The interval of the ratio of `figure` of the second command to the first.
+fn interval(r: &Value, figure_name: &str) -> (f64, f64) {
+    let ci = &figure(r, 1, figure_name)["ratio"]["ci95"];
+    (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap())
+}
+
+#[test]
+fn memory_alone_doubles_max_pss_and_leaves_wall_alone() {
+    let (r, err) = memory_bench("7");
     assert_eq!(r["rounds"], 5);
     assert_eq!(r["seed"], 7);
-    let pss = &figure(&r, 1, "max-pss")["ratio"];
-    let (median, lo, hi) = (
-        pss["median"].as_f64().unwrap(),
-        pss["ci95"][0].as_f64().unwrap(),
-        pss["ci95"][1].as_f64().unwrap(),
-    );
+    let median = figure(&r, 1, "max-pss")["ratio"]["median"]
+        .as_f64()
+        .unwrap();
     assert!(
         (median - 2.0).abs() <= 0.06,
         "Max PSS ratio {median}\n{err}"
     );
+    let (lo, hi) = interval(&r, "max-pss");
     assert!(lo > 1.0, "the interval [{lo}, {hi}] excludes 1\n{err}");
-    let wall = &figure(&r, 1, "wall")["ratio"]["ci95"];
-    let (lo, hi) = (wall[0].as_f64().unwrap(), wall[1].as_f64().unwrap());
-    assert!(lo <= 1.0 && 1.0 <= hi, "wall interval [{lo}, {hi}]\n{err}");
+    assert!(
+        err.contains("#2 max-pss: 1.9") || err.contains("#2 max-pss: 2.0"),
+        "{err}"
+    );
     // The baseline's own figures: 64 MiB touched, one process, five values.
     let base = figure(&r, 0, "max-pss");
     let m = base["median"].as_f64().unwrap() / f64::from(1 << 20);
     assert!((64.0..66.0).contains(&m), "{m} MiB");
     assert_eq!(base["values"].as_array().unwrap().len(), 5);
     assert_eq!(figure(&r, 0, "processes")["median"], 1.0);
-    // The text says it: the table and the verdict on Max PSS, none on wall.
-    assert!(
-        err.contains("#2 max-pss: 1.9") || err.contains("#2 max-pss: 2.0"),
-        "{err}"
-    );
-    assert!(!err.contains("#2 wall:"), "{err}");
+    // Wall: the same by construction. A 95 % interval excludes a true ratio of 1 in about one
+    // bench in twenty (with 5 rounds, whenever all five ratios fall on one side), so a bench
+    // whose interval excludes 1 is repeated once with another seed: a real difference in wall
+    // time fails both, chance fails both in about one test run in 400.
+    let wall_holds_1 = |r: &Value, err: &str| {
+        let (lo, hi) = interval(r, "wall");
+        let holds = lo <= 1.0 && 1.0 <= hi;
+        assert_eq!(holds, !err.contains("#2 wall:"), "{err}");
+        holds
+    };
+    if !wall_holds_1(&r, &err) {
+        let (r2, err2) = memory_bench("8");
+        assert!(
+            wall_holds_1(&r2, &err2),
+            "the wall interval excludes 1 twice:\n{err}\n{err2}"
+        );
+    }
 }
 
 #[test]
