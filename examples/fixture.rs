@@ -6,6 +6,10 @@
 //!
 //!   fill MIB [HOLD_MS] [byte]  malloc MIB MiB and write every page (every byte with `byte`),
 //!                              like the seed's fill.c; then keep it for HOLD_MS
+//!   fill-until MIB MS          fill MIB MiB as `fill` does, hold it until 3/4 of MS after
+//!                              the start, free it, and end at MS: the wall time is MS
+//!                              whatever MIB is, the unmapping included (for benches that
+//!                              compare memory alone)
 //!   fillfill MIB               the seed's fillfill.c: fill MIB MiB byte by byte and free it,
 //!                              fork, the child fills 2×MIB MiB the same way; peak 2×MIB MiB
 //!   threads N MIB [HOLD_MS]    N threads each touch MIB MiB; all alive at once for HOLD_MS
@@ -42,6 +46,15 @@ fn main() {
             let hold = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
             fill(arg(1) << 20, bytes_mode);
             std::thread::sleep(Duration::from_millis(hold));
+        }
+        Some("fill-until") => {
+            let start = Instant::now();
+            let p = fill(arg(1) << 20, false);
+            let until = Duration::from_millis(arg(2));
+            std::thread::sleep((until * 3 / 4).saturating_sub(start.elapsed()));
+            // SAFETY: free of what fill returned, once.
+            unsafe { libc::free(p.cast()) };
+            std::thread::sleep(until.saturating_sub(start.elapsed()));
         }
         Some("fillfill") => fillfill(arg(1) << 20),
         Some("threads") => threads(
@@ -101,7 +114,7 @@ fn main() {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: fixture fill|fillfill|threads|orphan|forks|exit|signal|daemon|sleep|spin|echo-stdin|signals|stop-self ARGS"
+        "usage: fixture fill|fill-until|fillfill|threads|orphan|forks|exit|signal|daemon|sleep|spin|echo-stdin|signals|stop-self ARGS"
     );
     std::process::exit(2)
 }

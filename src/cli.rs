@@ -13,7 +13,7 @@ use std::path::PathBuf;
     version,
     about = "Run a command and show where its time and memory went: every process, thread and exec of its tree, CPU time, and PSS over time.",
     long_about = None,
-    after_help = "ste's report goes to stderr (or --output); the command's stdin, stdout, stderr, terminal, signals and exit status pass through.\nExit status: the command's; 128+N if signal N killed it; 127 command not found; 126 not executable; 125 ste's own failure.",
+    after_help = "ste's report goes to stderr (or --output); the command's stdin, stdout, stderr, terminal, signals and exit status pass through.\nExit status: the command's; 128+N if signal N killed it; 127 command not found; 126 not executable; 125 ste's own failure; 120 when the command succeeded and a --budget was exceeded.",
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
     subcommand_value_name = "SUBCOMMAND",
@@ -80,6 +80,11 @@ pub enum Subcommand {
     /// Show a process's memory page by page (`ste maps PID`), or run a command and show its
     /// largest processes' maps at the tree's memory peak (`ste maps -- COMMAND`).
     Maps(MapsArgs),
+    /// Run commands again and again, each tracked as `ste` tracks it: time AND memory
+    /// statistics per command, and ratios to the first command.
+    Bench(BenchArgs),
+    /// Compare two runs (records or `--json` runs): totals, then by program.
+    Diff(DiffArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -119,6 +124,106 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub syscalls: SyscallArgs,
+
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
+}
+
+/// `--budget NAME=LIMIT`, on a run, a bench and a diff.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Budgets")]
+pub struct BudgetArgs {
+    /// Check a figure after the report: wall, user, system, cpu, max-pss, peak-rss (largest
+    /// process peak), group-peak, processes, execs, calls (with --syscalls); e.g. wall=10m,
+    /// max-pss=2GiB, processes=5000 (a bench checks each command's median; a diff checks the
+    /// change, max-pss=+5%). Exceeded, when the command succeeded: exit status 120; a figure
+    /// not measured: an error (125). Repeatable.
+    #[arg(long = "budget", value_name = "NAME=LIMIT", value_parser = crate::compare::budget::parse)]
+    pub budgets: Vec<crate::compare::budget::Budget>,
+}
+
+/// `ste bench`.
+#[derive(Args, Debug, Clone)]
+#[command(
+    after_help = "Exit status: 0; a failing run's status (the bench stops, the complete rounds are reported); 120 when a budget is exceeded; 125 ste's own failure."
+)]
+pub struct BenchArgs {
+    /// The commands, each one string split into words as a shell would (`'make -j4'`); the
+    /// first is the baseline of the ratios.
+    #[arg(required = true, value_name = "COMMAND")]
+    pub commands: Vec<String>,
+
+    /// Measured rounds; each round runs every command once, in a fresh random order.
+    #[arg(short = 'n', long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+
+    /// Rounds run first and not measured.
+    #[arg(short = 'w', long, default_value_t = 1)]
+    pub warmup: u32,
+
+    /// Run CMD with `sh -c` before every run (warmups too), not measured (e.g. 'make clean').
+    #[arg(long, value_name = "CMD")]
+    pub prepare: Option<String>,
+
+    /// Run each COMMAND with `sh -c` instead of splitting it into words.
+    #[arg(long)]
+    pub shell: bool,
+
+    /// Let the commands' stdout and stderr through (default: /dev/null).
+    #[arg(long)]
+    pub show_output: bool,
+
+    /// The seed of the random order and of the bootstrap intervals (default: random; the seed
+    /// used is printed).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+
+    /// Write every run's figures and the statistics as JSON to PATH.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// Write the statistics as CSV to PATH (one row per command and figure).
+    #[arg(long, value_name = "PATH")]
+    pub csv: Option<PathBuf>,
+
+    /// Write the table as Markdown to PATH (for a pull request).
+    #[arg(long, value_name = "PATH")]
+    pub markdown: Option<PathBuf>,
+
+    /// How to follow each run's process tree (as for a run).
+    #[arg(long, value_enum, value_name = "TRACKER")]
+    pub tracker: Option<TrackerKind>,
+
+    /// System calls counted on every run, as for a run (adds the `calls` figure).
+    #[command(flatten)]
+    pub syscalls: SyscallArgs,
+
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
+}
+
+/// `ste diff`.
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "Exit status: 0; 120 when a budget is exceeded; 125 ste's own failure.")]
+pub struct DiffArgs {
+    /// The first run: a record (`ste record`) or a `--json` run.
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+
+    /// The second run, compared with A.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+
+    /// Write the comparison as JSON to PATH.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// Write the comparison as Markdown to PATH.
+    #[arg(long, value_name = "PATH")]
+    pub markdown: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
 }
 
 /// What the text report shows: `ste` and `ste report` take the same, so a record renders the

@@ -6,6 +6,7 @@
 
 pub mod account;
 pub mod cli;
+pub mod compare;
 pub mod event;
 pub mod export;
 pub mod kernel;

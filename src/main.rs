@@ -27,6 +27,8 @@ fn main() -> ExitCode {
         Some(Subcommand::Record(args)) => ste::session::run(&RunOptions::from_record_args(args)),
         Some(Subcommand::Report(args)) => ste::replay::run(&ReportOptions::from_args(args)),
         Some(Subcommand::Maps(args)) => ste::maps::command::run(MapsOptions::from_args(args)),
+        Some(Subcommand::Bench(args)) => ste::compare::bench::run(&ste::options::bench(args)),
+        Some(Subcommand::Diff(args)) => ste::compare::diff::run(&ste::options::diff(args)),
     };
     match result {
         Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),

@@ -40,6 +40,8 @@ pub struct RunOptions {
     pub maps_at_peak: Option<PeakOptions>,
     /// `--malloc`: count malloc calls with the LD_PRELOAD shim.
     pub malloc: bool,
+    /// `--budget`: checked after the report.
+    pub budgets: Vec<crate::compare::budget::Budget>,
 }
 
 /// `ste maps`: a process now, or a command's tree at its peak.
@@ -85,6 +87,7 @@ impl MapsOptions {
                 }),
                 malloc: false,
                 syscalls: None,
+                budgets: Vec::new(),
             })),
         }
     }
@@ -146,6 +149,7 @@ impl RunOptions {
                 ranges: false,
             }),
             malloc: a.anatomy.malloc,
+            budgets: a.budgets.budgets,
         }
     }
 
@@ -213,5 +217,38 @@ impl ReportOptions {
             width: a.width.map(usize::from),
             text: text_options(&a.view),
         }
+    }
+}
+
+/// Checked settings for `ste bench`.
+pub fn bench(a: crate::cli::BenchArgs) -> crate::compare::bench::BenchOptions {
+    crate::compare::bench::BenchOptions {
+        commands: a.commands,
+        runs: a.runs as usize,
+        warmup: a.warmup as usize,
+        prepare: a.prepare,
+        shell: a.shell,
+        show_output: a.show_output,
+        tracker: a.tracker,
+        syscalls: a.syscalls.syscalls.map(|mode| SyscallRequest {
+            mode,
+            allow_ptrace: a.syscalls.allow_ptrace,
+        }),
+        seed: a.seed,
+        json: a.json,
+        csv: a.csv,
+        markdown: a.markdown,
+        budgets: a.budgets.budgets,
+    }
+}
+
+/// Checked settings for `ste diff`.
+pub fn diff(a: crate::cli::DiffArgs) -> crate::compare::diff::DiffOptions {
+    crate::compare::diff::DiffOptions {
+        a: a.a,
+        b: a.b,
+        json: a.json,
+        markdown: a.markdown,
+        budgets: a.budgets.budgets,
     }
 }

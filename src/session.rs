@@ -48,6 +48,7 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 }
 
 fn run_inner(opts: &RunOptions) -> Result<i32> {
+    crate::compare::budget::require(&opts.budgets, false, "a run")?;
     // Open every output before the command starts: a bad path must not cost a run. Existing
     // files are emptied once all are open (the record, opened last, at once).
     let out = opts
@@ -252,7 +253,10 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     });
     let run = crate::phases::span("recorder finish", || rec.finish());
     let recorded = recording.map(|r| (r.path().to_path_buf(), r.finish()));
-    crate::phases::span("report", || out.summary(&run, opts))?;
+    // One line per budget after the report, where the report goes.
+    let budgets = crate::compare::budget::check_run(&opts.budgets, &run);
+    let lines: Vec<&str> = budgets.iter().map(|b| b.line.as_str()).collect();
+    crate::phases::span("report", || out.summary(&run, opts, &lines))?;
     exports.write(&run, opts.style)?;
     if let Some((path, Err(e))) = recorded {
         return Err(e).with_context(|| {
@@ -263,7 +267,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
             )
         });
     }
-    Ok(run.exit.ste_status())
+    crate::compare::budget::status(run.exit.ste_status(), &budgets)
 }
 
 /// Drops what the session thread no longer needs, now that every thread that needs more has
@@ -566,13 +570,18 @@ impl Output {
         }
     }
 
-    fn summary(&mut self, run: &Run, opts: &RunOptions) -> Result<()> {
+    /// The report's end, then `after` (a line each).
+    fn summary(&mut self, run: &Run, opts: &RunOptions, after: &[&str]) -> Result<()> {
         if let (Output::File(..), Some(line)) = (&self, text::launch_failure_line(run)) {
             // The error is for the user at the terminal, wherever the report goes.
             eprintln!("{line}");
         }
         let mut buf = Vec::new();
         text::render_end(run, &mut buf, opts.style, opts.text).expect("writing to memory");
+        for line in after {
+            buf.extend_from_slice(line.as_bytes());
+            buf.push(b'\n');
+        }
         match self {
             Output::Stderr => {
                 let _ = std::io::stderr().write_all(&buf);

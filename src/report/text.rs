@@ -372,7 +372,7 @@ fn tracker_text(run: &Run) -> String {
 }
 
 /// The sample Max PSS was taken from.
-fn max_pss_sample(run: &Run) -> Option<&crate::model::Sample> {
+pub(crate) fn max_pss_sample(run: &Run) -> Option<&crate::model::Sample> {
     let t = run.totals.max_pss_t_ns?;
     let b = run.totals.max_pss_bytes?;
     run.samples.iter().find(|s| s.t_ns == t && s.pss_bytes == b)
@@ -381,7 +381,7 @@ fn max_pss_sample(run: &Run) -> Option<&crate::model::Sample> {
 /// A peak that is all growth ste never read (a process ended before ste's first read of it): only
 /// the kernel's high-water mark bounds it, from above, so there is no figure to print. Any
 /// other exit peak has a lower bound (what ste read) and prints as an upper bound with it.
-fn beyond_reads(s: &crate::model::Sample) -> bool {
+pub(crate) fn beyond_reads(s: &crate::model::Sample) -> bool {
     s.kind == SampleKind::ExitPeak && s.bound_bytes.unwrap_or(0) >= s.pss_bytes
 }
 

@@ -1,9 +1,12 @@
 //! ste's integration tests: the real binary on workloads with known answers.
 
 mod accounting;
+mod bench;
 mod bpf_loader;
+mod budget;
 mod core;
 mod crafted;
+mod diff;
 mod harness;
 mod json;
 mod malloc;
