@@ -12,7 +12,7 @@
 //!   would for `>FILE`, and a new file belongs to the user. Creating as root and `fchown`ing
 //!   after was the other way; it would need every permission check redone by hand. That thread
 //!   needs `CAP_SETUID`/`CAP_SETGID`, so outputs are opened before ste drops its capabilities
-//!   (`privilege.rs`), which is also before the command starts: a refusal costs no run.
+//!   (`launch/privilege.rs`), which is also before the command starts: a refusal costs no run.
 //! - **Through which path.** The path is walked one component at a time from a directory
 //!   descriptor, each component opened with `O_PATH|O_NOFOLLOW` and checked by `fstat` of what
 //!   was opened (no check-then-use race). A symbolic link in a sticky world-writable directory

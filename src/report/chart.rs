@@ -44,7 +44,7 @@ pub fn render(
         .unwrap_or(1)
         .max(3);
     let plot_w = width
-        .min(crate::record::MAX_WIDTH)
+        .min(crate::ledger::record::MAX_WIDTH)
         .saturating_sub(label_w + 2)
         .max(10);
     let end_ns = end_ns
@@ -250,7 +250,7 @@ mod tests {
         assert!(
             lines
                 .iter()
-                .all(|l| l.chars().count() <= crate::record::MAX_WIDTH)
+                .all(|l| l.chars().count() <= crate::ledger::record::MAX_WIDTH)
         );
     }
 

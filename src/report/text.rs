@@ -607,7 +607,8 @@ mod tests {
     /// A run like the seed's `fill`: one process, a staircase to 1 GiB. Built from an empty
     /// replay so that fields added to the model later need no change here.
     pub(crate) fn fill_run() -> Run {
-        let mut run = crate::recorder::Recorder::replay(Vec::<crate::event::Stamped>::new());
+        let mut run =
+            crate::ledger::recorder::Recorder::replay(Vec::<crate::bus::event::Stamped>::new());
         run.generator = "ste test".into();
         run.command = vec![Arg::from("./fill")];
         run.tracker = "ptrace".into();

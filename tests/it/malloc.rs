@@ -677,7 +677,7 @@ fn snapshots_on_a_fragmented_heap_are_paced_and_the_one_at_exit_skipped() {
     // with 64-byte blocks it takes ~50 ms there, a tenth of building the heap.
     //
     // Both ste's requests and the exit's snapshot are predicted from the last cost plus the
-    // walk of one chunk per free since (see `Pacing` in src/malloc/mod.rs); the next test is
+    // walk of one chunk per free since (see `Pacing` in src/source/malloc/mod.rs); the next test is
     // the case where the last snapshot came before the heap fragmented.
     let fx = fixture_c();
     // Rounds every 50 ms, so some come after the heap is fragmented and before the exit.

@@ -253,11 +253,11 @@ fn a_killed_ste_leaves_a_readable_record() {
             "the record never showed the exec"
         );
         std::thread::sleep(Duration::from_millis(50));
-        let Ok(loaded) = ste::record::load(&rec) else {
+        let Ok(loaded) = ste::ledger::record::load(&rec) else {
             continue;
         };
         let found = loaded.events.iter().find_map(|e| match &e.event {
-            ste::event::Event::Exec {
+            ste::bus::event::Event::Exec {
                 tgid,
                 argv: Some(argv),
                 ..
