@@ -22,7 +22,7 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io::Write;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 /// One exited process, as printed.
@@ -210,29 +210,12 @@ pub fn line(e: &Exited) -> String {
 /// A signalfd for SIGINT/SIGTERM/SIGHUP (blocked first), to wake the receive loop.
 fn signal_fd() -> Result<OwnedFd> {
     crate::launch::signals::block();
-    // SAFETY: building a sigset and creating a signalfd from it.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in crate::launch::signals::FORWARDED {
-            libc::sigaddset(&mut set, s);
-        }
-        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error()).context("signalfd");
-        }
-        Ok(OwnedFd::from_raw_fd(fd))
-    }
+    crate::launch::signals::signal_fd().context("signalfd")
 }
 
 fn signalled(fd: &OwnedFd) -> bool {
-    let mut pfd = libc::pollfd {
-        fd: std::os::fd::AsRawFd::as_raw_fd(fd),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: polling one valid pollfd without waiting.
-    unsafe { libc::poll(&mut pfd, 1, 0) > 0 }
+    use std::os::fd::AsFd;
+    crate::kernel::calls::poll_readable(fd.as_fd(), Some(std::time::Duration::ZERO))
 }
 
 /// Runs the monitor; returns ste's exit status.
@@ -465,11 +448,7 @@ fn stat_cpu_ticks(pid: i32) -> Option<u64> {
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
-fn clock_ticks() -> u64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let v = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if v > 0 { v as u64 } else { 100 }
-}
+use crate::kernel::proc::clock_ticks_per_second as clock_ticks;
 
 #[cfg(test)]
 mod tests {

@@ -372,8 +372,8 @@ fn event_loop(
                 // A signal from the terminal reached the command with ste's process group;
                 // one sent to ste alone is passed on.
                 if !from_terminal {
-                    // SAFETY: kill with integer arguments; the root is not reaped yet.
-                    unsafe { libc::kill(root, signo) };
+                    // The root is not reaped yet, so its pid is still its own.
+                    let _ = crate::kernel::calls::kill(root, signo);
                 }
             }
             Ok(Msg::TrackerDone { t_ns, error }) => {
@@ -509,13 +509,7 @@ impl OwnUsage {
     }
 }
 
-fn getrusage(who: libc::c_int) -> libc::rusage {
-    // SAFETY: a zeroed rusage is a valid output buffer.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes into `ru`.
-    unsafe { libc::getrusage(who, &mut ru) };
-    ru
-}
+use crate::kernel::calls::rusage as getrusage;
 
 /// (user ns, system ns) of `who`.
 fn rusage(who: libc::c_int) -> (u64, u64) {

@@ -19,6 +19,18 @@ fn set() -> libc::sigset_t {
     }
 }
 
+/// A close-on-exec signalfd for the forwarded signals (the caller blocks them first).
+pub fn signal_fd() -> std::io::Result<std::os::fd::OwnedFd> {
+    let set = set();
+    // SAFETY: creating a signalfd from a valid, initialised set.
+    let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+}
+
 /// Blocks the forwarded signals in the calling thread (and every thread it starts later).
 /// Returns the mask before, which the command must get back.
 pub fn block() -> libc::sigset_t {

@@ -25,7 +25,7 @@
 //! names the limit it hit; nothing is allocated in proportion to a number the file states.
 
 use crate::bus::event::{Event, Stamped};
-use crate::report::text::Style;
+use crate::report::text::{MAX_WIDTH, Style};
 use flate2::Compression;
 use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
@@ -83,8 +83,6 @@ impl Limits {
 
 /// A century in nanoseconds: the longest run time a record or a Run may state.
 pub const MAX_T_NS: u64 = 100 * 365 * 24 * 3600 * 1_000_000_000;
-/// The widest text layout a record may state (the widest `--width` takes).
-pub const MAX_WIDTH: usize = u16::MAX as usize;
 
 /// The first line of a record.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

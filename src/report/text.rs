@@ -15,6 +15,9 @@ use std::io::{self, Write};
 /// Rows of the chart's plot area.
 pub const CHART_HEIGHT: usize = 12;
 
+/// The widest text layout: the widest `--width` takes, and the widest a record may state.
+pub const MAX_WIDTH: usize = u16::MAX as usize;
+
 /// How the text report is laid out. Stored in records, so `ste report` prints what the live
 /// run printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

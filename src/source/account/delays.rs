@@ -16,7 +16,7 @@
 
 use super::owner::{Liveness, own_name};
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 const SYSCTL: &str = "/proc/sys/kernel/task_delayacct";
@@ -67,10 +67,7 @@ impl Marks {
                 .create(dir)?;
         }
         let lock = File::open(dir)?;
-        // SAFETY: an open descriptor; the lock goes with it.
-        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        crate::kernel::calls::flock_exclusive(lock.as_fd())?;
         Ok(Marks {
             dir: dir.to_path_buf(),
             _lock: lock,
@@ -134,8 +131,7 @@ pub fn switch_on(places: &Places) -> Result<Guard, String> {
         mark: None,
     };
     // Only root can make the marks' directory (and switch the setting).
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = crate::kernel::calls::is_root();
     let marks = Marks::lock(&places.marks, root);
     let before = read(&places.sysctl).ok_or_else(|| format!("cannot read {sysctl}"))?;
     let Ok(marks) = marks else {

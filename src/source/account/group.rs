@@ -318,8 +318,8 @@ impl Group {
             return members;
         }
         for &pid in &members {
-            // SAFETY: kill with integer arguments; the pids are members of ste's own group.
-            unsafe { libc::kill(pid, signal) };
+            // The pids are members of ste's own group.
+            let _ = crate::kernel::calls::kill(pid, signal);
         }
         members
     }

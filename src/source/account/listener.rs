@@ -15,7 +15,7 @@ use crate::bus::event::Event;
 use crate::bus::sink::{Msg, Sink};
 use crate::kernel::taskstats::{Message, Received, Taskstats};
 use crate::model::{AccountEvent, GroupEnd};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -44,13 +44,7 @@ impl Listener {
         group: Option<Arc<Group>>,
         sink: Sink,
     ) -> std::io::Result<Listener> {
-        // SAFETY: creating an eventfd with flags only.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor that nothing else owns.
-        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        let wake = crate::kernel::calls::eventfd()?;
         let thread_wake = wake.try_clone()?;
         let handle = std::thread::Builder::new()
             .name("ste-accounts".into())
@@ -70,9 +64,7 @@ impl Listener {
     /// Asks the thread to drain the records already queued, take its last sample and read
     /// the group's end figures, then end; [`Listener::stop`] waits for that.
     pub fn ask_to_stop(&self) {
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: writing 8 bytes to an eventfd.
-        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+        crate::kernel::calls::eventfd_notify(self.wake.as_fd());
     }
 
     /// Stops the thread (see [`Listener::ask_to_stop`]); every message it sent is in the
@@ -204,18 +196,5 @@ fn drain(t: &mut Taskstats, sink: &Sink) {
 /// Waits up to `timeout` (`None`: for as long as it takes) for the eventfd; true once it was
 /// written.
 fn wait_for(wake: &OwnedFd, timeout: Option<Duration>) -> bool {
-    let mut pfd = libc::pollfd {
-        fd: wake.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: polling one valid pollfd.
-    let rc = unsafe {
-        libc::poll(
-            &mut pfd,
-            1,
-            timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32),
-        )
-    };
-    rc > 0 && pfd.revents & libc::POLLIN != 0
+    crate::kernel::calls::poll_readable(wake.as_fd(), timeout)
 }

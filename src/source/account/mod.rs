@@ -86,10 +86,7 @@ fn unavailable(figure: &str, why: impl Into<String>) -> Event {
     }
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
+use crate::kernel::calls::is_root;
 
 impl Session {
     /// Opens what must exist before the command is released: the cgroup (and names the files
@@ -355,9 +352,9 @@ impl Session {
             None => {
                 let pids: Vec<i32> = rec.live_processes().iter().map(|(p, _)| *p).collect();
                 for &pid in &pids {
-                    // SAFETY: kill with integer arguments. The pids are live processes of the
-                    // tree: ste is their subreaper, so none can be reused before ste reaps it.
-                    unsafe { libc::kill(pid, signal) };
+                    // The pids are live processes of the tree: ste is their subreaper, so
+                    // none can be reused before ste reaps it.
+                    let _ = crate::kernel::calls::kill(pid, signal);
                 }
                 (pids, "process list")
             }

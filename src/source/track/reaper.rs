@@ -11,7 +11,7 @@ use crate::bus::event::Event;
 use crate::bus::sink::Sink;
 use crate::launch::ExecReport;
 use crate::model::Termination;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -25,23 +25,15 @@ pub struct Done {
 
 impl Done {
     pub fn new() -> std::io::Result<Arc<Done>> {
-        // SAFETY: creating an eventfd with flags only.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
         Ok(Arc::new(Done {
             t_ns: AtomicU64::new(0),
-            // SAFETY: a fresh descriptor that nothing else owns.
-            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            wake: crate::kernel::calls::eventfd()?,
         }))
     }
 
     fn set(&self, t_ns: u64) {
         self.t_ns.store(t_ns + 1, Ordering::Release);
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: writing 8 bytes to an eventfd.
-        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+        crate::kernel::calls::eventfd_notify(self.wake.as_fd());
     }
 
     /// When the last child was reaped, once it has been.
