@@ -427,11 +427,15 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(ste_test_root),
+        ignore = "needs root: gives a file to another user"
+    )]
     fn shared_directories_refuse_what_another_user_planted() {
-        if !crate::kernel::calls::is_root() {
-            eprintln!("skipped: giving a file to another user needs root");
-            return;
-        }
+        assert!(
+            crate::kernel::calls::is_root(),
+            "giving a file to another user needs root"
+        );
         let t = tempfile::tempdir().unwrap();
         let shared = t.path().join("shared");
         std::fs::create_dir(&shared).unwrap();

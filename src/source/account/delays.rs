@@ -217,6 +217,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(ste_test_root),
+        ignore = "needs root: only root switches delay accounting (the test fakes the file, not the privilege)"
+    )]
     fn the_last_run_out_switches_back() {
         let dir = tempfile::tempdir().unwrap();
         let p = places(dir.path(), "0\n");

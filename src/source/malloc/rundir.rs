@@ -445,7 +445,10 @@ mod tests {
 
     fn base() -> (tempfile::TempDir, OwnedFd) {
         let t = tempfile::tempdir().unwrap();
-        let fd = open_base(t.path(), &[]).expect("a fresh temporary directory is usable");
+        // The directory is the test runner's own: root's (accepted as it is) or another user's,
+        // named as the run's user so the tests run without root too.
+        let me = nix::unistd::geteuid().as_raw();
+        let fd = open_base(t.path(), &[me]).expect("a fresh temporary directory is usable");
         (t, fd)
     }
 
