@@ -3,6 +3,7 @@
 //! 5 ms over the bare command, and this shows where those milliseconds go, thread by thread,
 //! since phases run side by side).
 //!
+//! A leaf: imports nothing of the crate, so any room may log a phase (the BPF loader does).
 //! Owns only its log; it measures what callers wrap in [`span`] and changes nothing else. With
 //! the variable unset a span costs one load of an initialised `OnceLock`.
 
@@ -24,7 +25,12 @@ fn log() -> Option<&'static Log> {
     LOG.get_or_init(|| {
         std::env::var_os("STE_PHASES").map(|_| Log {
             t0: Instant::now(),
-            t0_monotonic_ns: crate::bus::sink::monotonic_ns(),
+            // nix's clock, not `sink`'s: the BPF loader in `kernel/` logs its phases here, and
+            // this file importing nothing of the crate keeps kernel → phases from closing a
+            // circle back into `kernel` through `sink`.
+            t0_monotonic_ns: nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+                .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+                .expect("CLOCK_MONOTONIC exists on every Linux"),
             spans: Mutex::new(Vec::new()),
         })
     })

@@ -115,6 +115,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
             &mut child,
             &sink,
             &sampler,
+            accounting.tracker_reads_ledger(),
         )
     }) {
         Ok(started) => started,

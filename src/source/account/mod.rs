@@ -75,6 +75,9 @@ pub struct Session {
     /// `CLOCK_MONOTONIC` at the kernel's start of the command's first process, from taskstats'
     /// elapsed time (root); see [`Session::before_release`].
     root_started_ns: Option<u64>,
+    /// Whether the tracker must read the ledger's figures itself (exit stops, wait4): when
+    /// taskstats, which gives them all exactly, is not available.
+    tracker_reads_ledger: bool,
 }
 
 fn unavailable(figure: &str, why: impl Into<String>) -> Event {
@@ -104,9 +107,9 @@ impl Session {
             delays: None,
             early: Vec::new(),
             root_started_ns: None,
+            tracker_reads_ledger: false,
         };
         if opts.off {
-            crate::source::track::ptrace::set_ledger_figures(false);
             s.early
                 .push(unavailable("exact accounting", "--no-accounting"));
             return s;
@@ -153,7 +156,7 @@ impl Session {
                 "--no-taskstats",
             ));
         }
-        crate::source::track::ptrace::set_ledger_figures(s.taskstats.is_none());
+        s.tracker_reads_ledger = s.taskstats.is_none();
         let places = delays::Places::default();
         if is_root()
             && let Some(text) = delays::sweep(&places)
@@ -192,6 +195,12 @@ impl Session {
 
     /// The files the child writes `0` to, to join the cgroup before its exec (none without a
     /// cgroup): give them to `launch::Child::join`.
+    /// Whether the tracker should read the ledger's figures at exit stops and from wait4
+    /// (the setting the session hands to `track::start`).
+    pub fn tracker_reads_ledger(&self) -> bool {
+        self.tracker_reads_ledger
+    }
+
     pub fn join_files(&self) -> Vec<CString> {
         self.join.clone()
     }

@@ -139,6 +139,8 @@ struct Ctx<'a> {
     child: &'a mut Child,
     sink: &'a Sink,
     sampler: &'a Arc<Sampler>,
+    /// Whether ptrace reads the ledger's figures (see `account::Session::tracker_reads_ledger`).
+    ledger: bool,
 }
 
 impl Ctx<'_> {
@@ -151,7 +153,7 @@ impl Ctx<'_> {
                 Some(loaded) => ebpf::start(loaded?, self.child, sink, sampler),
                 None => Err("the BPF object was not loaded".into()),
             },
-            TrackerKind::Ptrace => ptrace::start(self.child, sink, sampler, syscalls),
+            TrackerKind::Ptrace => ptrace::start(self.child, sink, sampler, syscalls, self.ledger),
             TrackerKind::Netlink => netlink::start(self.child, sink, sampler).map(|()| None),
         }
     }
@@ -164,7 +166,8 @@ impl Ctx<'_> {
 /// Starts the requested tracker, or the most exact one that works (ebpf, then ptrace, then
 /// netlink, saying why). With `--syscalls`, only a tracker that can count them: ebpf, or
 /// ptrace with syscall stops when `--allow-ptrace` accepts their cost. Returns the tracker in
-/// use; the notes for the report are emitted.
+/// use; the notes for the report are emitted. `ledger`: whether ptrace reads the ledger's
+/// figures itself (taskstats is not there to give them).
 pub fn start(
     requested: Option<TrackerKind>,
     syscalls: Option<SyscallRequest>,
@@ -172,12 +175,14 @@ pub fn start(
     child: &mut Child,
     sink: &Sink,
     sampler: &Arc<Sampler>,
+    ledger: bool,
 ) -> Result<Started, String> {
     let mut ctx = Ctx {
         preloaded,
         child,
         sink,
         sampler,
+        ledger,
     };
     match (requested, syscalls) {
         (Some(kind), None) => ctx

@@ -21,16 +21,8 @@ use crate::source::syscalls::Mode;
 use crate::source::track::ptrace_syscalls::SyscallStops;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::sync_channel;
 
-/// Whether the tracker reads the ledger's exit-stop and wait4 figures (when taskstats, which
-/// gives them all exactly, is not available). Set once before the tracker starts.
-static LEDGER_FIGURES: AtomicBool = AtomicBool::new(false);
-
-pub fn set_ledger_figures(on: bool) {
-    LEDGER_FIGURES.store(on, Ordering::Relaxed);
-}
 /// A syscall stop's signal under `PTRACE_O_TRACESYSGOOD`.
 const SYSCALL_STOP: i32 = libc::SIGTRAP | 0x80;
 
@@ -48,6 +40,7 @@ pub fn start(
     sink: Sink,
     sampler: Arc<Sampler>,
     syscalls: Option<Mode>,
+    ledger: bool,
 ) -> Result<Option<Arc<dyn crate::source::syscalls::Source>>, String> {
     let pid = child.pid;
     let (stops, source) = match syscalls {
@@ -81,8 +74,14 @@ pub fn start(
             let _ = seized_tx.send(Ok(()));
             let Ok(report) = report_rx.recv() else { return };
             declare_sources(&sink, syscalls);
-            let mut tracer =
-                Tracer::new(pid, Some(report), Batch::new(sink.clone()), sampler, stops);
+            let mut tracer = Tracer::new(
+                pid,
+                Some(report),
+                Batch::new(sink.clone()),
+                sampler,
+                stops,
+                ledger,
+            );
             let error = tracer.run().err();
             tracer.sink.flush();
             sink.send(Msg::TrackerDone {
@@ -171,7 +170,7 @@ struct Tracer {
     early_stops: HashMap<i32, i32>,
     /// New tasks announced by their parent whose first stop has not arrived yet.
     expected: HashSet<i32>,
-    /// Ledger figures: read at exit stops and from wait4 (see [`set_ledger_figures`]).
+    /// Ledger figures: read at exit stops and from wait4 (when taskstats is not available: the session's setting).
     ledger: bool,
     /// Each live process's parent, and the rusage of the children it reaped so far.
     parent: HashMap<i32, i32>,
@@ -205,6 +204,7 @@ impl Tracer {
         sink: Batch,
         sampler: Arc<Sampler>,
         syscalls: Option<SyscallStops>,
+        ledger: bool,
     ) -> Self {
         let mut t = Tracer {
             root,
@@ -216,7 +216,7 @@ impl Tracer {
             groups: HashMap::new(),
             early_stops: HashMap::new(),
             expected: HashSet::new(),
-            ledger: LEDGER_FIGURES.load(Ordering::Relaxed),
+            ledger,
             parent: HashMap::new(),
             reaped: HashMap::new(),
             syscalls,
