@@ -1,5 +1,6 @@
 //! The bus: the one event vocabulary every source speaks (`event`), the run's clock and the
-//! channel the events travel on (`sink`), and the start-up phase log (`phases`).
+//! channel the events travel on (`sink`), what trackers tell the sampler of the tree
+//! (`tree`), and the start-up phase log (`phases`).
 //!
 //! Owns only these shared types. Must not import a source, the ledger, the face or a report:
 //! everything else depends on the bus, never the other way round.
@@ -7,3 +8,4 @@
 pub mod event;
 pub mod phases;
 pub mod sink;
+pub mod tree;

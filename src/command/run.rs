@@ -114,7 +114,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
             preloaded,
             &mut child,
             &sink,
-            &sampler,
+            &(std::sync::Arc::clone(&sampler) as std::sync::Arc<dyn crate::bus::tree::TreeWatcher>),
             accounting.tracker_reads_ledger(),
         )
     }) {

@@ -1197,6 +1197,38 @@ impl Carried {
 
 /// A round at an exit stop whose exiting process has been read: the tracker lets it go, then
 /// finishes the round with the other processes (see [`Sampler::at_exit`]).
+/// The trackers' view of the sampler: each call is the inherent method of the same name.
+impl crate::bus::tree::TreeWatcher for Sampler {
+    fn read_peaks(&self) {
+        Sampler::read_peaks(self)
+    }
+    fn root_started(&self, tgid: i32) {
+        Sampler::root_started(self, tgid)
+    }
+    fn process_started(&self, tgid: i32, parent: i32) {
+        Sampler::process_started(self, tgid, parent)
+    }
+    fn process_exec(&self, tgid: i32) {
+        Sampler::process_exec(self, tgid)
+    }
+    fn exec_stopped(&self, tgid: i32) {
+        Sampler::exec_stopped(self, tgid)
+    }
+    fn exec_done(&self, tgid: i32) {
+        Sampler::exec_done(self, tgid)
+    }
+    fn process_ended(&self, tgid: i32) {
+        Sampler::process_ended(self, tgid)
+    }
+    fn exit_peak(&self, tgid: i32, t_ns: u64, hwm_bytes: u64) {
+        Sampler::exit_peak(self, tgid, t_ns, hwm_bytes)
+    }
+    fn at_exit<'a>(&'a self, tgid: i32, rss_bytes: u64) -> Option<Box<dyn FnOnce() + 'a>> {
+        let round = Sampler::at_exit(self, tgid, rss_bytes)?;
+        Some(Box::new(move || round.finish(self)))
+    }
+}
+
 pub struct ExitRound<'a>(Round<'a>);
 
 impl ExitRound<'_> {

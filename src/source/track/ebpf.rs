@@ -30,6 +30,7 @@
 
 use crate::bus::event::Event;
 use crate::bus::sink::{Msg, Sink};
+use crate::bus::tree::TreeWatcher;
 use crate::kernel::affinity::spawn_elsewhere;
 use crate::kernel::bpf::btf::{self, Btf};
 use crate::kernel::bpf::loader::{Loaded as Bpf, Loader, Tracepoints};
@@ -44,7 +45,6 @@ use crate::kernel::proc::parse_cmdline;
 use crate::launch::Child;
 use crate::model::{Arg, CallCount, Source, Syscalls, Termination, Uncounted};
 use crate::source::malloc::sdt::{self, Plan};
-use crate::source::sample::Sampler;
 use crate::source::syscalls::{self, Counts, Errnos, Mode};
 use crate::source::track::argv_check::{self, Later, Probe, Verdict};
 use crate::source::track::reaper::{self, Done};
@@ -225,7 +225,7 @@ pub fn start(
     loaded: Loaded,
     child: &mut Child,
     sink: Sink,
-    sampler: Arc<Sampler>,
+    sampler: Arc<dyn TreeWatcher>,
 ) -> Result<Option<Arc<dyn syscalls::Source>>, String> {
     let Loaded {
         ebpf,

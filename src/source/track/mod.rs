@@ -16,8 +16,8 @@ pub mod tree;
 
 use crate::bus::event::Event;
 use crate::bus::sink::Sink;
+use crate::bus::tree::TreeWatcher;
 use crate::launch::Child;
-use crate::source::sample::Sampler;
 use crate::source::syscalls;
 use std::sync::Arc;
 
@@ -138,7 +138,7 @@ struct Ctx<'a> {
     preloaded: Preloaded,
     child: &'a mut Child,
     sink: &'a Sink,
-    sampler: &'a Arc<Sampler>,
+    sampler: &'a Arc<dyn TreeWatcher>,
     /// Whether ptrace reads the ledger's figures (see `account::Session::tracker_reads_ledger`).
     ledger: bool,
 }
@@ -174,7 +174,7 @@ pub fn start(
     preloaded: Preloaded,
     child: &mut Child,
     sink: &Sink,
-    sampler: &Arc<Sampler>,
+    sampler: &Arc<dyn TreeWatcher>,
     ledger: bool,
 ) -> Result<Started, String> {
     let mut ctx = Ctx {

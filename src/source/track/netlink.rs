@@ -15,12 +15,12 @@
 
 use crate::bus::event::Event;
 use crate::bus::sink::{Msg, Sink};
+use crate::bus::tree::TreeWatcher;
 use crate::kernel::cn_proc::{
     Connector, ProcEvent, ProcEventKind, Received, kernel_has_filter, seq_gap,
 };
 use crate::launch::Child;
 use crate::model::{Source, Termination};
-use crate::source::sample::Sampler;
 use crate::source::track::argv_check::{self, Later, Probe, Verdict};
 use crate::source::track::reaper::{self, Done};
 use crate::source::track::tree::Tree;
@@ -38,7 +38,7 @@ const RCVBUF_BYTES: usize = 4 << 20;
 const HOLD_NS: u64 = 20_000_000;
 
 /// Subscribes, checks that events really arrive, and starts the reader and waiter threads.
-pub fn start(child: &mut Child, sink: Sink, sampler: Arc<Sampler>) -> Result<(), String> {
+pub fn start(child: &mut Child, sink: Sink, sampler: Arc<dyn TreeWatcher>) -> Result<(), String> {
     let root = child.pid;
     let release = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
@@ -149,7 +149,7 @@ struct Reader {
 }
 
 impl Reader {
-    fn new(root: i32, conn: Connector, sink: Sink, sampler: Arc<Sampler>) -> Self {
+    fn new(root: i32, conn: Connector, sink: Sink, sampler: Arc<dyn TreeWatcher>) -> Self {
         let mut tree = Tree::new(root, sink, sampler);
         tree.batch();
         Reader {

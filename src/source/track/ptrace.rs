@@ -13,10 +13,10 @@
 
 use crate::bus::event::Event;
 use crate::bus::sink::{Batch, Msg, Sink};
+use crate::bus::tree::TreeWatcher;
 use crate::kernel::proc::{Held, ProcFs};
 use crate::launch::{Child, ExecReport};
 use crate::model::{AccountEvent, CallCount, Figures, LedgerSource, Source, Termination};
-use crate::source::sample::Sampler;
 use crate::source::syscalls::Mode;
 use crate::source::track::ptrace_syscalls::SyscallStops;
 use std::collections::{HashMap, HashSet};
@@ -38,7 +38,7 @@ const OPTIONS: libc::c_int = libc::PTRACE_O_TRACEFORK
 pub fn start(
     child: &mut Child,
     sink: Sink,
-    sampler: Arc<Sampler>,
+    sampler: Arc<dyn TreeWatcher>,
     syscalls: Option<Mode>,
     ledger: bool,
 ) -> Result<Option<Arc<dyn crate::source::syscalls::Source>>, String> {
@@ -160,7 +160,7 @@ struct Tracer {
     root: i32,
     report: Option<ExecReport>,
     sink: Batch,
-    sampler: Arc<Sampler>,
+    sampler: Arc<dyn TreeWatcher>,
     procfs: ProcFs,
     /// Every live traced task → its thread group.
     tgid_of: HashMap<i32, i32>,
@@ -202,7 +202,7 @@ impl Tracer {
         root: i32,
         report: Option<ExecReport>,
         sink: Batch,
-        sampler: Arc<Sampler>,
+        sampler: Arc<dyn TreeWatcher>,
         syscalls: Option<SyscallStops>,
         ledger: bool,
     ) -> Self {
@@ -428,8 +428,8 @@ impl Tracer {
             _ => None,
         };
         self.resume(tid, 0);
-        if let Some(round) = round {
-            round.finish(&sampler);
+        if let Some(finish) = round {
+            finish();
         }
         // Its end (or, for an old leader replaced by an exec, that exec's stop) comes next:
         // these events can wait for it rather than wake the session on their own.

@@ -8,9 +8,9 @@
 
 use crate::bus::event::Event;
 use crate::bus::sink::{Batch, Sink};
+use crate::bus::tree::TreeWatcher;
 use crate::kernel::proc::ProcFs;
 use crate::model::Termination;
-use crate::source::sample::Sampler;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -24,7 +24,7 @@ pub struct Tree {
     batch: Option<Batch>,
     /// Run time of the oldest event held in `batch`.
     unsent_since: Option<u64>,
-    pub sampler: Arc<Sampler>,
+    pub sampler: Arc<dyn TreeWatcher>,
     pub procfs: ProcFs,
     /// Live tasks of each process in the tree.
     tasks: HashMap<i32, HashSet<i32>>,
@@ -34,7 +34,7 @@ pub struct Tree {
 
 impl Tree {
     /// A tree holding the root (announced by `Event::Start`, so no `Fork` is emitted for it).
-    pub fn new(root: i32, sink: Sink, sampler: Arc<Sampler>) -> Tree {
+    pub fn new(root: i32, sink: Sink, sampler: Arc<dyn TreeWatcher>) -> Tree {
         let mut tree = Tree {
             ste_pid: std::process::id() as i32,
             sink,
@@ -299,7 +299,7 @@ pub struct Resynced {
 mod tests {
     use super::*;
     use crate::bus::sink::{Clock, Msg};
-    use crate::source::sample::Pace;
+    use crate::source::sample::{Pace, Sampler};
     use std::time::Duration;
 
     /// A batching tree holds every event, execs included, until the tracker flushes, then
