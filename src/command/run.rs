@@ -107,12 +107,13 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     let preloaded = crate::bus::phases::span("wait for bpf", || loading.wait());
     let probes = sdt.map_or_else(String::new, |p| p.text_before(preloaded.bpf_status()));
     let malloc = crate::source::malloc::attach(malloc, probes, &sampler, &sink);
+    let mut launched = child.launched();
     let started = match crate::bus::phases::span("tracker start", || {
         track::start(
             opts.tracker,
             opts.syscalls,
             preloaded,
-            &mut child,
+            &mut launched,
             &sink,
             &(std::sync::Arc::clone(&sampler) as std::sync::Arc<dyn crate::bus::tree::TreeWatcher>),
             accounting.tracker_reads_ledger(),

@@ -391,6 +391,13 @@ impl Child {
         let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(self.pid), None);
     }
 
+    /// The plain value trackers get: the pid and, to be called once the child has exec'd or
+    /// exited, how its exec went (this takes the exec-error pipe).
+    pub fn launched(&mut self) -> crate::bus::launched::Launched {
+        let report = self.take_exec_report();
+        crate::bus::launched::Launched::new(self.pid, Box::new(move || report.outcome()))
+    }
+
     /// Takes the exec-error pipe, to be read once the child has exec'd or exited.
     pub fn take_exec_report(&mut self) -> ExecReport {
         ExecReport {

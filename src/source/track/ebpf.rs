@@ -29,6 +29,7 @@
 //! counted in the kernel; the reader reports them as lost and rebuilds the tree from /proc.
 
 use crate::bus::event::Event;
+use crate::bus::launched::Launched;
 use crate::bus::sink::{Msg, Sink};
 use crate::bus::tree::TreeWatcher;
 use crate::kernel::affinity::spawn_elsewhere;
@@ -42,7 +43,6 @@ use crate::kernel::bpf::sys;
 use crate::kernel::bytes::{i32_at, u32_at, u64_at};
 use crate::kernel::caps;
 use crate::kernel::proc::parse_cmdline;
-use crate::launch::Child;
 use crate::model::{Arg, CallCount, Source, Syscalls, Termination, Uncounted};
 use crate::source::malloc::sdt::{self, Plan};
 use crate::source::syscalls::{self, Counts, Errnos, Mode};
@@ -223,7 +223,7 @@ pub fn load(config: Config, mut sdt: Option<Plan>) -> Result<Loaded, String> {
 /// when `--syscalls` was asked for.
 pub fn start(
     loaded: Loaded,
-    child: &mut Child,
+    child: &mut Launched,
     sink: Sink,
     sampler: Arc<dyn TreeWatcher>,
 ) -> Result<Option<Arc<dyn syscalls::Source>>, String> {
@@ -272,7 +272,7 @@ pub fn start(
             ),
         });
     }
-    let report = child.take_exec_report();
+    let report = child.take_exec_outcome();
     let root = child.pid;
     let reader = Reader {
         _ebpf: ebpf,

@@ -15,9 +15,9 @@ pub mod reaper;
 pub mod tree;
 
 use crate::bus::event::Event;
+use crate::bus::launched::Launched;
 use crate::bus::sink::Sink;
 use crate::bus::tree::TreeWatcher;
-use crate::launch::Child;
 use crate::source::syscalls;
 use std::sync::Arc;
 
@@ -136,7 +136,7 @@ impl Preloaded {
 /// What starting a tracker needs.
 struct Ctx<'a> {
     preloaded: Preloaded,
-    child: &'a mut Child,
+    child: &'a mut Launched,
     sink: &'a Sink,
     sampler: &'a Arc<dyn TreeWatcher>,
     /// Whether ptrace reads the ledger's figures (see `account::Session::tracker_reads_ledger`).
@@ -172,7 +172,7 @@ pub fn start(
     requested: Option<TrackerKind>,
     syscalls: Option<SyscallRequest>,
     preloaded: Preloaded,
-    child: &mut Child,
+    child: &mut Launched,
     sink: &Sink,
     sampler: &Arc<dyn TreeWatcher>,
     ledger: bool,

@@ -14,12 +14,12 @@
 //! counted.
 
 use crate::bus::event::Event;
+use crate::bus::launched::Launched;
 use crate::bus::sink::{Msg, Sink};
 use crate::bus::tree::TreeWatcher;
 use crate::kernel::cn_proc::{
     Connector, ProcEvent, ProcEventKind, Received, kernel_has_filter, seq_gap,
 };
-use crate::launch::Child;
 use crate::model::{Source, Termination};
 use crate::source::track::argv_check::{self, Later, Probe, Verdict};
 use crate::source::track::reaper::{self, Done};
@@ -38,7 +38,11 @@ const RCVBUF_BYTES: usize = 4 << 20;
 const HOLD_NS: u64 = 20_000_000;
 
 /// Subscribes, checks that events really arrive, and starts the reader and waiter threads.
-pub fn start(child: &mut Child, sink: Sink, sampler: Arc<dyn TreeWatcher>) -> Result<(), String> {
+pub fn start(
+    child: &mut Launched,
+    sink: Sink,
+    sampler: Arc<dyn TreeWatcher>,
+) -> Result<(), String> {
     let root = child.pid;
     let release = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
@@ -59,7 +63,7 @@ pub fn start(child: &mut Child, sink: Sink, sampler: Arc<dyn TreeWatcher>) -> Re
     // The proc connector reports an exit after the memory is gone: peaks come from the rounds.
     sampler.read_peaks();
     let done = Done::new().map_err(|e| format!("eventfd: {e}"))?;
-    let report = child.take_exec_report();
+    let report = child.take_exec_outcome();
     let reader = Reader::new(root, conn, sink.clone(), sampler);
     let reader_done = Arc::clone(&done);
     std::thread::Builder::new()

@@ -12,10 +12,10 @@
 //! real-time signal numbers: a tracee stopped by one would never be restarted.
 
 use crate::bus::event::Event;
+use crate::bus::launched::{ExecOutcome, Launched};
 use crate::bus::sink::{Batch, Msg, Sink};
 use crate::bus::tree::TreeWatcher;
 use crate::kernel::proc::{Held, ProcFs};
-use crate::launch::{Child, ExecReport};
 use crate::model::{AccountEvent, CallCount, Figures, LedgerSource, Source, Termination};
 use crate::source::syscalls::Mode;
 use crate::source::track::ptrace_syscalls::SyscallStops;
@@ -36,7 +36,7 @@ const OPTIONS: libc::c_int = libc::PTRACE_O_TRACEFORK
 /// then be released) or with the reason it failed. With `syscalls`, also stops at every system
 /// call to count it (slow), and returns the source of the summary.
 pub fn start(
-    child: &mut Child,
+    child: &mut Launched,
     sink: Sink,
     sampler: Arc<dyn TreeWatcher>,
     syscalls: Option<Mode>,
@@ -56,7 +56,7 @@ pub fn start(
         OPTIONS
     };
     let (seized_tx, seized_rx) = sync_channel::<Result<(), String>>(1);
-    let (report_tx, report_rx) = sync_channel::<ExecReport>(1);
+    let (report_tx, report_rx) = sync_channel::<ExecOutcome>(1);
     let spawned = std::thread::Builder::new()
         .name("ste-ptrace".into())
         .spawn(move || {
@@ -96,7 +96,7 @@ pub fn start(
         .recv()
         .unwrap_or_else(|_| Err("the tracer thread died".into()))?;
     report_tx
-        .send(child.take_exec_report())
+        .send(child.take_exec_outcome())
         .map_err(|_| "the tracer thread died".to_string())?;
     Ok(source)
 }
@@ -158,7 +158,7 @@ fn decode(status: i32) -> Wait {
 
 struct Tracer {
     root: i32,
-    report: Option<ExecReport>,
+    report: Option<ExecOutcome>,
     sink: Batch,
     sampler: Arc<dyn TreeWatcher>,
     procfs: ProcFs,
@@ -200,7 +200,7 @@ struct Group {
 impl Tracer {
     fn new(
         root: i32,
-        report: Option<ExecReport>,
+        report: Option<ExecOutcome>,
         sink: Batch,
         sampler: Arc<dyn TreeWatcher>,
         syscalls: Option<SyscallStops>,
@@ -571,7 +571,7 @@ impl Tracer {
         }
         if tid == self.root {
             if let Some(report) = self.report.take()
-                && let Err(error) = report.outcome()
+                && let Err(error) = report()
             {
                 self.emit(Event::LaunchFailed { error });
             }

@@ -8,8 +8,8 @@
 //! `waitpid` reports no children, every exit is already queued.
 
 use crate::bus::event::Event;
+use crate::bus::launched::ExecOutcome;
 use crate::bus::sink::Sink;
-use crate::launch::ExecReport;
 use crate::model::Termination;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -43,7 +43,7 @@ impl Done {
 }
 
 /// Starts the reaper thread for the tree rooted at `root`.
-pub fn spawn(root: i32, report: ExecReport, sink: Sink, done: Arc<Done>) -> Result<(), String> {
+pub fn spawn(root: i32, report: ExecOutcome, sink: Sink, done: Arc<Done>) -> Result<(), String> {
     std::thread::Builder::new()
         .name("ste-reaper".into())
         .spawn(move || {
@@ -55,8 +55,8 @@ pub fn spawn(root: i32, report: ExecReport, sink: Sink, done: Arc<Done>) -> Resu
 }
 
 /// Reaps ste's children; reports the root's status and the end of the tree.
-fn reap(root: i32, report: ExecReport, sink: &Sink, done: &Done) {
-    if let Err(error) = report.outcome() {
+fn reap(root: i32, report: ExecOutcome, sink: &Sink, done: &Done) {
+    if let Err(error) = report() {
         sink.emit(Event::LaunchFailed { error });
     }
     loop {
