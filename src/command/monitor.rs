@@ -376,7 +376,11 @@ fn connector_loop(
                 );
             }
             ProcEventKind::Exec { tgid, .. } => {
-                let argv = procfs.cmdline(tgid).ok().filter(|a| !a.is_empty());
+                let argv = procfs
+                    .cmdline(tgid)
+                    .ok()
+                    .filter(|a| !a.is_empty())
+                    .map(crate::source::from_kernel::argv);
                 match seen.get_mut(&tgid) {
                     Some(s) => s.argv = argv,
                     None => {
@@ -400,7 +404,11 @@ fn connector_loop(
                 let s = seen.remove(&pid);
                 // The zombie's figures, if its parent has not reaped it yet.
                 let stat = procfs.stat(pid).ok().flatten();
-                let io = procfs.io(pid).ok().flatten();
+                let io = procfs
+                    .io(pid)
+                    .ok()
+                    .flatten()
+                    .map(crate::source::from_kernel::io);
                 let status = Termination::from_wait_status(exit_code as i32);
                 let e = Exited {
                     pid,

@@ -7,6 +7,7 @@
 //! `command`) or a report; they format no output.
 
 pub mod account;
+pub mod from_kernel;
 pub mod malloc;
 pub mod maps;
 pub mod sample;

@@ -44,6 +44,7 @@ use crate::kernel::bytes::{i32_at, u32_at, u64_at};
 use crate::kernel::caps;
 use crate::kernel::proc::parse_cmdline;
 use crate::model::{Arg, CallCount, Source, Syscalls, Termination, Uncounted};
+use crate::source::from_kernel;
 use crate::source::malloc::sdt::{self, Plan};
 use crate::source::syscalls::{self, Counts, Errnos, Mode};
 use crate::source::track::argv_check::{self, Later, Probe, Verdict};
@@ -992,7 +993,7 @@ impl State {
         let read = self.tree.procfs.cmdline_whole(tgid);
         let argv = match read {
             Ok(b) if b.len() as u64 == total && b.starts_with(argv) => {
-                Judged::Argv(parse_cmdline(b))
+                Judged::Argv(from_kernel::argv(parse_cmdline(b)))
             }
             Ok(b) if !b.is_empty() => Judged::Doubt,
             _ => Judged::Unread,
@@ -1041,7 +1042,10 @@ impl State {
                     (true, Some(Judged::Argv(argv))) => (Some(argv), false),
                     (true, Some(Judged::Unread)) => (None, false),
                     (true, _) => (None, true),
-                    (false, _) => (Some(parse_cmdline(argv)).filter(|a| !a.is_empty()), false),
+                    (false, _) => (
+                        Some(from_kernel::argv(parse_cmdline(argv))).filter(|a| !a.is_empty()),
+                        false,
+                    ),
                 };
                 self.tree.sink.emit_at(
                     t,

@@ -302,7 +302,9 @@ impl Reader {
     fn argv(&mut self, tgid: i32) -> (Option<Vec<crate::model::Arg>>, bool) {
         let read_start = crate::bus::sink::monotonic_ns();
         let argv = match self.tree.procfs.cmdline_whole(tgid) {
-            Ok(bytes) if !bytes.is_empty() => crate::kernel::proc::parse_cmdline(bytes),
+            Ok(bytes) if !bytes.is_empty() => {
+                crate::source::from_kernel::argv(crate::kernel::proc::parse_cmdline(bytes))
+            }
             _ => return (None, false),
         };
         // Every event in `pending` came after this exec.

@@ -350,6 +350,7 @@ impl Tracer {
             Some(h) => self.procfs.held(h).cmdline(),
             None => self.procfs.cmdline(pid),
         }
+        .map(crate::source::from_kernel::argv)
         .ok();
         self.sampler.exec_stopped(pid);
         self.resume(pid, 0);
@@ -408,6 +409,7 @@ impl Tracer {
                     self.procfs.io(tid).ok().flatten(),
                 ),
             };
+            let io = io.map(crate::source::from_kernel::io);
             (
                 status.and_then(|s| s.vm_hwm_bytes),
                 io,
