@@ -2,6 +2,12 @@
 //! writes out for `--malloc` (LD_PRELOAD needs a file). The C compiler is the one the `cc`
 //! crate finds (gcc or clang on any Linux with a toolchain). Without one, the build still
 //! succeeds: the embedded object is empty and `--malloc` says why at run time.
+//!
+//! It also sets `cfg(ste_test_root)` when the build runs as root: the tests that need root
+//! (running ste as root, or dropping to `nobody` with setpriv) carry
+//! `#[cfg_attr(not(ste_test_root), ignore = "needs root: …")]`, so `cargo test` as another user
+//! runs everything else and lists those as ignored, with the reason, instead of failing them.
+//! A build tree belongs to the user who made it (cargo writes it), so the cfg cannot go stale.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -9,6 +15,10 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-changed=shim/ste_malloc.c");
     println!("cargo:rerun-if-changed=shim/ste_malloc.h");
+    println!("cargo::rustc-check-cfg=cfg(ste_test_root)");
+    if building_as_root() {
+        println!("cargo::rustc-cfg=ste_test_root");
+    }
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let so = out.join("ste_malloc.so");
     let status = match build_shim(&so) {
@@ -25,6 +35,19 @@ fn main() {
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
     println!("cargo:rustc-env=STE_MALLOC_SHIM_STATUS={status}");
+}
+
+/// Whether this build script runs with effective uid 0 (`/proc/self/status`, std alone: the
+/// build script has no libc).
+fn building_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().nth(1).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
 }
 
 fn build_shim(so: &Path) -> Result<(), String> {

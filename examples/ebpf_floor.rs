@@ -1,4 +1,4 @@
-//! The floor of the ebpf tracker's cost (see `ste::track::ebpf::floor`): runs a command under
+//! The floor of the ebpf tracker's cost (see `ste::source::track::ebpf::floor`): runs a command under
 //! ste's BPF programs with a reader that only drains the ring buffer.
 //!
 //!     ebpf_floor [--timer MS] -- COMMAND [ARGS]...
@@ -22,7 +22,7 @@ fn main() {
         Some("--") if rest.len() > 1 => &rest[1..],
         _ => usage(),
     };
-    match ste::track::ebpf::floor::run(argv, timer) {
+    match ste::source::track::ebpf::floor::run(argv, timer) {
         Ok(f) => {
             // SAFETY: getrusage fills a zeroed struct.
             let mut ru: libc::rusage = unsafe { std::mem::zeroed() };

@@ -11,12 +11,12 @@
 //! A record this size cannot be made by running a real build in a test, and the reports only
 //! see the record, so a synthetic one measures them as well as a real one would.
 
-use ste::event::{Event, Stamped};
+use ste::bus::event::{Event, Stamped};
+use ste::ledger::record::Recording;
 use ste::model::{
     AccountEvent, Arg, Figures, GroupEnd, LedgerSource, ProcessSample, Sample, SamplerInfo, Source,
     Termination,
 };
-use ste::record::Recording;
 use ste::report::text::Style;
 
 fn main() {

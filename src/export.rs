@@ -4,8 +4,8 @@
 //! opened is `output`'s) and writing them from the finished Run, with errors that name the flag
 //! and the command's status. The formats themselves are `report`'s.
 
+use crate::cli::options::RunOptions;
 use crate::model::Run;
-use crate::options::RunOptions;
 use crate::output::{self, Opened};
 use crate::report::{self, Format};
 use anyhow::{Context, Result};

@@ -1,31 +1,21 @@
 //! ste, the space-time explorer: runs a command and shows where its time and memory went.
 //!
-//! The flow (see docs/DESIGN.md): `launch` starts the command, `track` and `sample`
-//! emit `event`s into one channel (`sink`), the `recorder` folds them into a `model::Run`, and
-//! `report` renders the Run. `session` wires one run together.
+//! The folders are the pipeline (docs/DESIGN.md draws the map): the face (`cli`, `command`)
+//! parses and dispatches; `launch` starts the command; the `source`s (trackers, sampler,
+//! accounts, system calls, malloc, page maps) read the kernel and emit events onto the `bus`;
+//! the `ledger` folds them into a `model::Run` (and records them); `report` renders the Run.
+//! `kernel` holds the readers every source shares; `units`, `output` and `export` serve the face.
 
-pub mod account;
+pub mod bus;
 pub mod cli;
+pub mod command;
 pub mod compare;
-pub mod event;
 pub mod export;
 pub mod kernel;
 pub mod launch;
-pub mod malloc;
-pub mod maps;
+pub mod ledger;
 pub mod model;
-pub mod options;
 pub mod output;
-pub mod phases;
-pub mod privilege;
-pub mod record;
-pub mod recorder;
-pub mod replay;
 pub mod report;
-pub mod sample;
-pub mod session;
-pub mod signals;
-pub mod sink;
-pub mod syscalls;
-pub mod track;
+pub mod source;
 pub mod units;

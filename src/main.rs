@@ -1,8 +1,8 @@
 //! The `ste` binary: parse, run, exit with the command's status.
 
 use std::process::ExitCode;
+use ste::cli::options::{MapsOptions, ReportOptions, RunOptions};
 use ste::cli::{Cli, Subcommand};
-use ste::options::{MapsOptions, ReportOptions, RunOptions};
 
 /// Runs before Rust's runtime opens `/dev/null` on closed standard descriptors: see `launch`.
 #[used]
@@ -11,7 +11,7 @@ static NOTE_CLOSED_STANDARD_FDS: extern "C" fn() = ste::launch::note_closed_stan
 
 fn main() -> ExitCode {
     // Before anything else: the CPU counters ste reports are differences from here.
-    ste::session::note_start();
+    ste::command::run::note_start();
     let cli = match Cli::parse_args(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
@@ -21,14 +21,18 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.subcommand {
-        None => ste::session::run(&RunOptions::from_args(cli.run)),
-        Some(Subcommand::Run(args)) => ste::session::run(&RunOptions::from_args(args)),
-        Some(Subcommand::Monitor(args)) => ste::account::monitor::run(&args),
-        Some(Subcommand::Record(args)) => ste::session::run(&RunOptions::from_record_args(args)),
-        Some(Subcommand::Report(args)) => ste::replay::run(&ReportOptions::from_args(args)),
-        Some(Subcommand::Maps(args)) => ste::maps::command::run(MapsOptions::from_args(args)),
-        Some(Subcommand::Bench(args)) => ste::compare::bench::run(&ste::options::bench(args)),
-        Some(Subcommand::Diff(args)) => ste::compare::diff::run(&ste::options::diff(args)),
+        None => ste::command::run::run(&RunOptions::from_args(cli.run)),
+        Some(Subcommand::Run(args)) => ste::command::run::run(&RunOptions::from_args(args)),
+        Some(Subcommand::Monitor(args)) => ste::command::monitor::run(&args),
+        Some(Subcommand::Record(args)) => {
+            ste::command::run::run(&RunOptions::from_record_args(args))
+        }
+        Some(Subcommand::Report(args)) => {
+            ste::command::report::run(&ReportOptions::from_args(args))
+        }
+        Some(Subcommand::Maps(args)) => ste::command::maps::run(MapsOptions::from_args(args)),
+        Some(Subcommand::Bench(args)) => ste::compare::bench::run(&ste::cli::options::bench(args)),
+        Some(Subcommand::Diff(args)) => ste::compare::diff::run(&ste::cli::options::diff(args)),
     };
     match result {
         Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),

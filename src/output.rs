@@ -12,7 +12,7 @@
 //!   would for `>FILE`, and a new file belongs to the user. Creating as root and `fchown`ing
 //!   after was the other way; it would need every permission check redone by hand. That thread
 //!   needs `CAP_SETUID`/`CAP_SETGID`, so outputs are opened before ste drops its capabilities
-//!   (`privilege.rs`), which is also before the command starts: a refusal costs no run.
+//!   (`launch/privilege.rs`), which is also before the command starts: a refusal costs no run.
 //! - **Through which path.** The path is walked one component at a time from a directory
 //!   descriptor, each component opened with `O_PATH|O_NOFOLLOW` and checked by `fstat` of what
 //!   was opened (no check-then-use race). A symbolic link in a sticky world-writable directory
@@ -80,11 +80,7 @@ pub fn open(path: &Path) -> io::Result<Opened> {
     let creds = Credentials::invoking_user()
         .map_err(|e| io::Error::other(format!("cannot tell who invoked sudo: {e:#}")))?;
     match creds {
-        None => {
-            // SAFETY: geteuid cannot fail.
-            let me = unsafe { libc::geteuid() };
-            walk(path, me)
-        }
+        None => walk(path, crate::kernel::calls::euid()),
         Some(c) => std::thread::scope(|s| {
             std::thread::Builder::new()
                 .name("ste-output".into())
@@ -106,29 +102,17 @@ pub fn create(path: &Path) -> io::Result<File> {
 /// Gives the calling thread the filesystem identity of `c` (and only this thread: each Linux
 /// thread has its own credentials, and these are raw calls, not glibc's process-wide ones).
 fn become_user(c: &Credentials) -> io::Result<()> {
-    // SAFETY: setgroups reads `len` gids from a valid slice.
-    let rc = unsafe { libc::syscall(libc::SYS_setgroups, c.groups.len(), c.groups.as_ptr()) };
-    if rc != 0 {
+    if let Err(e) = crate::kernel::calls::set_thread_groups(&c.groups) {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!(
-                "cannot take the groups of uid {}, who invoked sudo: {}",
-                c.uid,
-                io::Error::last_os_error()
+                "cannot take the groups of uid {}, who invoked sudo: {e}",
+                c.uid
             ),
         ));
     }
-    // setfsuid/setfsgid report no error: they return the previous id. Asking with an invalid
-    // id (-1) changes nothing and tells the current one, so the change is checked that way.
-    // SAFETY: integer arguments only.
-    let (gid, uid) = unsafe {
-        libc::syscall(libc::SYS_setfsgid, c.gid);
-        libc::syscall(libc::SYS_setfsuid, c.uid);
-        (
-            libc::syscall(libc::SYS_setfsgid, -1i32) as libc::gid_t,
-            libc::syscall(libc::SYS_setfsuid, -1i32) as libc::uid_t,
-        )
-    };
+    // setfsuid/setfsgid report no error, so the ids the thread has afterwards are compared.
+    let (uid, gid) = crate::kernel::calls::set_thread_fs_ids(c.uid, c.gid);
     if (uid, gid) != (c.uid, c.gid) {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -443,12 +427,15 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(ste_test_root),
+        ignore = "needs root: gives a file to another user"
+    )]
     fn shared_directories_refuse_what_another_user_planted() {
-        // SAFETY: geteuid cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: giving a file to another user needs root");
-            return;
-        }
+        assert!(
+            crate::kernel::calls::is_root(),
+            "giving a file to another user needs root"
+        );
         let t = tempfile::tempdir().unwrap();
         let shared = t.path().join("shared");
         std::fs::create_dir(&shared).unwrap();

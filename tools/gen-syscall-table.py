@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates src/syscalls/table.rs from a Linux source tree.
+"""Generates src/source/syscalls/table.rs from a Linux source tree.
 
 For each system call of x86_64, i386 (the compat ABI of x86_64) and aarch64:
   - its number and name, from the kernel's own tables
@@ -16,7 +16,7 @@ ones a tracer can see, include/linux/errno.h).
 Usage:
   apt-get install linux-source-6.1
   tar xJf /usr/src/linux-source-6.1.tar.xz -C /tmp
-  tools/gen-syscall-table.py /tmp/linux-source-6.1 > src/syscalls/table.rs
+  tools/gen-syscall-table.py /tmp/linux-source-6.1 > src/source/syscalls/table.rs
 
 The output depends only on the source tree, so rerunning it on the same tree gives the same file.
 """

@@ -39,7 +39,6 @@ use std::io::{IsTerminal, Read, Seek, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
 /// Checked settings of `ste bench`.
@@ -52,8 +51,8 @@ pub struct BenchOptions {
     pub prepare: Option<String>,
     pub shell: bool,
     pub show_output: bool,
-    pub tracker: Option<crate::track::TrackerKind>,
-    pub syscalls: Option<crate::track::SyscallRequest>,
+    pub tracker: Option<crate::source::track::TrackerKind>,
+    pub syscalls: Option<crate::source::track::SyscallRequest>,
     pub seed: Option<u64>,
     pub json: Option<PathBuf>,
     pub csv: Option<PathBuf>,
@@ -70,31 +69,9 @@ struct Stop {
     message: String,
 }
 
-/// The signal that asked the bench to stop, or 0.
-static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn note_interrupt(signo: libc::c_int) {
-    INTERRUPTED.store(signo, Ordering::Relaxed);
-}
-
-/// Catches SIGINT and SIGTERM so that the bench ends with what it measured.
-fn catch_interrupts() -> Result<()> {
-    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
-    let action = SigAction::new(
-        SigHandler::Handler(note_interrupt),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for signal in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only stores into an atomic, which is async-signal-safe.
-        unsafe { sigaction(signal, &action) }.context("cannot catch SIGINT and SIGTERM")?;
-    }
-    Ok(())
-}
-
 pub fn run(opts: &BenchOptions) -> Result<i32> {
     budget::require(&opts.budgets, false, "ste bench")?;
-    catch_interrupts()?;
+    crate::launch::signals::catch_interrupts().context("cannot catch SIGINT and SIGTERM")?;
     let argvs = opts
         .commands
         .iter()
@@ -139,7 +116,7 @@ pub fn run(opts: &BenchOptions) -> Result<i32> {
                     message: format!("{what} ({}): {}", opts.commands[i], s.message),
                 });
             progress.step();
-            let outcome = match INTERRUPTED.load(Ordering::Relaxed) {
+            let outcome = match crate::launch::signals::interrupted() {
                 0 => outcome,
                 signo => Err(Stop {
                     status: 128 + signo,
@@ -316,7 +293,7 @@ fn run_once(
             .unwrap_or_default()
     };
     let _ = json.rewind();
-    let run = match crate::replay::read_json(&mut json) {
+    let run = match crate::command::report::read_json(&mut json) {
         Ok(run) => run,
         Err(_) if status != 0 => {
             return Err(Stop {

@@ -5,6 +5,7 @@ pub mod affinity;
 pub mod auxv;
 pub mod bpf;
 pub mod bytes;
+pub mod calls;
 pub mod caps;
 pub mod cgroup;
 pub mod cn_proc;

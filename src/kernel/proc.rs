@@ -1,11 +1,10 @@
 //! Readers of `/proc/PID/*` files: pure parsers of their text, and a `ProcFs` that reads them
 //! from a root that tests can point at a fake tree.
 //!
-//! Owns the knowledge of proc(5) formats. Knows nothing about trackers or the Run model beyond
-//! the plain `Io` value. Hot readers (`smaps_rollup`, `statm`, `status`) reuse one buffer per
+//! Owns the knowledge of proc(5) formats. Knows nothing about trackers or the Run model: it
+//! returns its own types (argv as byte strings, [`IoCounters`]); sources convert them. Hot readers (`smaps_rollup`, `statm`, `status`) reuse one buffer per
 //! `ProcFs` and never allocate a path per call.
 
-use crate::model::{Arg, Io};
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
@@ -109,9 +108,21 @@ pub fn parse_status(text: &str) -> Status {
     s
 }
 
+/// `/proc/PID/io` of a thread group. See proc(5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IoCounters {
+    pub rchar_bytes: u64,
+    pub wchar_bytes: u64,
+    pub syscr: u64,
+    pub syscw: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub cancelled_write_bytes: u64,
+}
+
 /// Parses `io` text. Returns `None` if a field is missing (kernel without task I/O accounting).
-pub fn parse_io(text: &str) -> Option<Io> {
-    let mut io = Io::default();
+pub fn parse_io(text: &str) -> Option<IoCounters> {
+    let mut io = IoCounters::default();
     let mut seen = 0;
     for line in text.lines() {
         let Some((key, rest)) = line.split_once(':') else {
@@ -158,12 +169,12 @@ pub fn parse_stat(text: &[u8]) -> Option<Stat> {
 }
 
 /// Splits `cmdline` (NUL-separated, usually NUL-terminated) into argv.
-pub fn parse_cmdline(bytes: &[u8]) -> Vec<Arg> {
+pub fn parse_cmdline(bytes: &[u8]) -> Vec<Vec<u8>> {
     let body = bytes.strip_suffix(&[0]).unwrap_or(bytes);
     if body.is_empty() {
         return Vec::new();
     }
-    body.split(|&b| b == 0).map(|a| Arg(a.to_vec())).collect()
+    body.split(|&b| b == 0).map(|a| a.to_vec()).collect()
 }
 
 /// `syscall` (proc(5)): `None` when the task is running, else the number of the system call it
@@ -311,7 +322,7 @@ impl ProcFs {
         HeldRead { fs: self, h }
     }
 
-    pub fn cmdline(&mut self, pid: i32) -> io::Result<Vec<Arg>> {
+    pub fn cmdline(&mut self, pid: i32) -> io::Result<Vec<Vec<u8>>> {
         Ok(parse_cmdline(self.read(pid, "cmdline")?))
     }
 
@@ -348,7 +359,7 @@ impl ProcFs {
         Ok(parse_status(self.read_str(pid, "status")?))
     }
 
-    pub fn io(&mut self, pid: i32) -> io::Result<Option<Io>> {
+    pub fn io(&mut self, pid: i32) -> io::Result<Option<IoCounters>> {
         Ok(parse_io(self.read_str(pid, "io")?))
     }
 
@@ -442,7 +453,7 @@ pub struct HeldRead<'a, 'h> {
 }
 
 impl HeldRead<'_, '_> {
-    pub fn cmdline(self) -> io::Result<Vec<Arg>> {
+    pub fn cmdline(self) -> io::Result<Vec<Vec<u8>>> {
         Ok(parse_cmdline(self.fs.read_held(&self.h.cmdline)?))
     }
 
@@ -450,7 +461,7 @@ impl HeldRead<'_, '_> {
         Ok(parse_status(self.fs.read_held_str(&self.h.status)?))
     }
 
-    pub fn io(self) -> io::Result<Option<Io>> {
+    pub fn io(self) -> io::Result<Option<IoCounters>> {
         Ok(parse_io(self.fs.read_held_str(&self.h.io)?))
     }
 
@@ -623,10 +634,10 @@ SwapPss:               0 kB
     fn cmdline_splitting() {
         assert_eq!(
             parse_cmdline(b"ls\0-l\0\0"),
-            vec![Arg::from("ls"), Arg::from("-l"), Arg::from("")]
+            vec![b"ls".to_vec(), b"-l".to_vec(), b"".to_vec()]
         );
-        assert_eq!(parse_cmdline(b""), Vec::<Arg>::new());
-        assert_eq!(parse_cmdline(b"x"), vec![Arg::from("x")]);
+        assert_eq!(parse_cmdline(b""), Vec::<Vec<u8>>::new());
+        assert_eq!(parse_cmdline(b"x"), vec![b"x".to_vec()]);
     }
 
     #[test]
@@ -665,13 +676,13 @@ SwapPss:               0 kB
         let h = fs.hold(42, false).unwrap();
         assert_eq!(
             fs.held(&h).cmdline().unwrap(),
-            vec![Arg::from("sh"), Arg::from("-c"), Arg::from("x")]
+            vec![b"sh".to_vec(), b"-c".to_vec(), b"x".to_vec()]
         );
         // The process execs and its memory grows: the same open files give the new text, as a
         // /proc file does (the test rewrites the files in place, keeping their inodes).
         std::fs::write(d.join("cmdline"), b"/bin/true\0").unwrap();
         std::fs::write(d.join("status"), "Tgid:\t42\nVmHWM:\t  2048 kB\n").unwrap();
-        assert_eq!(fs.held(&h).cmdline().unwrap(), vec![Arg::from("/bin/true")]);
+        assert_eq!(fs.held(&h).cmdline().unwrap(), vec![b"/bin/true".to_vec()]);
         assert_eq!(
             fs.held(&h).status().unwrap().vm_hwm_bytes,
             Some(2048 * 1024)
@@ -680,7 +691,7 @@ SwapPss:               0 kB
         assert_eq!(fs.held(&h).schedstat().unwrap(), None);
         // Reads through paths still work in between and do not disturb the held files.
         assert_eq!(fs.status(42).unwrap().vm_hwm_bytes, Some(2048 * 1024));
-        assert_eq!(fs.held(&h).cmdline().unwrap(), vec![Arg::from("/bin/true")]);
+        assert_eq!(fs.held(&h).cmdline().unwrap(), vec![b"/bin/true".to_vec()]);
     }
 
     #[test]
@@ -697,10 +708,7 @@ SwapPss:               0 kB
         .unwrap();
         let mut fs = ProcFs::new(dir.path());
         assert_eq!(fs.smaps_rollup(42).unwrap().unwrap().pss_bytes, 760 * 1024);
-        assert_eq!(
-            fs.cmdline(42).unwrap(),
-            vec![Arg::from("a"), Arg::from("b")]
-        );
+        assert_eq!(fs.cmdline(42).unwrap(), vec![b"a".to_vec(), b"b".to_vec()]);
         assert_eq!(fs.statm_resident_bytes(42).unwrap(), Some(3 * page_size()));
         let tick = 1_000_000_000 / clock_ticks_per_second();
         assert_eq!(fs.cpu_ns(42).unwrap(), Some(10 * tick));

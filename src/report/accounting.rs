@@ -587,9 +587,9 @@ fn top(run: &Run, w: &mut dyn Write, style: Style, n: usize) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Event, Stamped};
+    use crate::bus::event::{Event, Stamped};
+    use crate::ledger::recorder::Recorder;
     use crate::model::{AccountEvent, Arg, Figures, LedgerSource, Termination};
-    use crate::recorder::Recorder;
 
     fn run() -> Run {
         let e = |t: u64, event: Event| Stamped { t_ns: t, event };

@@ -81,7 +81,8 @@ mod tests {
 
     #[test]
     fn control_characters_in_strings_are_escaped_and_read_back() {
-        let mut run = crate::recorder::Recorder::replay(Vec::<crate::event::Stamped>::new());
+        let mut run =
+            crate::ledger::recorder::Recorder::replay(Vec::<crate::bus::event::Stamped>::new());
         run.notes = vec!["a\u{1b}[31m\u{9b}2J\u{7}\u{7f}é".into()];
         let mut out = Vec::new();
         render(&run, &mut out).unwrap();

@@ -376,9 +376,9 @@ fn programs(run: &Run, sc: &Syscalls, w: &mut dyn Write) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Event, Stamped};
+    use crate::bus::event::{Event, Stamped};
+    use crate::ledger::recorder::Recorder;
     use crate::model::{Arg, CallCount, ErrnoCount, Uncounted};
-    use crate::recorder::Recorder;
 
     fn row(nr: u32, name: Option<&str>, group: &str, calls: u64, errors: u64) -> SyscallRow {
         SyscallRow {

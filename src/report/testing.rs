@@ -7,12 +7,12 @@
 //! figures for every process but the killed child, delay accounting on, and a daemon left
 //! running by the link step.
 
-use crate::event::{Event, Stamped};
+use crate::bus::event::{Event, Stamped};
+use crate::ledger::recorder::Recorder;
 use crate::model::{
     AccountEvent, Arg, Exec, Figures, GroupEnd, LedgerSource, Process, ProcessSample, Run, Sample,
     SampleKind, SamplerInfo, Source, Termination,
 };
-use crate::recorder::Recorder;
 
 pub fn exec(t_ns: u64, argv: &[&str]) -> Exec {
     Exec {

@@ -15,6 +15,9 @@ use std::io::{self, Write};
 /// Rows of the chart's plot area.
 pub const CHART_HEIGHT: usize = 12;
 
+/// The widest text layout: the widest `--width` takes, and the widest a record may state.
+pub const MAX_WIDTH: usize = u16::MAX as usize;
+
 /// How the text report is laid out. Stored in records, so `ste report` prints what the live
 /// run printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -612,7 +615,8 @@ mod tests {
     /// A run like the seed's `fill`: one process, a staircase to 1 GiB. Built from an empty
     /// replay so that fields added to the model later need no change here.
     pub(crate) fn fill_run() -> Run {
-        let mut run = crate::recorder::Recorder::replay(Vec::<crate::event::Stamped>::new());
+        let mut run =
+            crate::ledger::recorder::Recorder::replay(Vec::<crate::bus::event::Stamped>::new());
         run.generator = "ste test".into();
         run.command = vec![Arg::from("./fill")];
         run.tracker = "ptrace".into();

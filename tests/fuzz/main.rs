@@ -12,8 +12,8 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use ste::kernel::{cn_proc, proc, smaps, taskstats};
+use ste::ledger::record::{self, Limits, LoadError};
 use ste::model::Run;
-use ste::record::{self, Limits, LoadError};
 use ste::report::{self, Format, terminal, text::Style};
 
 #[global_allocator]
@@ -112,12 +112,12 @@ fn record_target(input: &[u8]) {
         assert!(!w.is_empty());
     }
     let (header, events) = loaded.events_with_notes();
-    let run = ste::recorder::Recorder::replay(&events);
+    let run = ste::ledger::recorder::Recorder::replay(&events);
     render_all(&run, header.text_style);
 }
 
 fn run_json_target(input: &[u8]) {
-    let Ok(run) = ste::replay::read_json(input) else {
+    let Ok(run) = ste::command::report::read_json(input) else {
         return;
     };
     // The layout comes from the input's length: any width a user may ask for.
@@ -213,10 +213,12 @@ fn the_issues_crafted_records_are_refused_by_name() {
 fn a_run_near_the_time_limit_renders_in_bounded_time() {
     let dir = harness::corpus_dir("run");
     let over = std::fs::read(dir.join("crash-wall-ns-near-u64-max.json")).unwrap();
-    let err = ste::replay::read_json(&over[..]).unwrap_err().to_string();
+    let err = ste::command::report::read_json(&over[..])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("after a century of run"), "{err}");
     let at = std::fs::read(dir.join("wall-ns-at-the-limit.json")).unwrap();
-    let run = ste::replay::read_json(&at[..]).unwrap();
+    let run = ste::command::report::read_json(&at[..]).unwrap();
     let start = Instant::now();
     render_all(
         &run,

@@ -170,6 +170,10 @@ matrix!(
 );
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn unprivileged_runs_say_which_exact_figures_are_missing() {
     for tracker in [Tracker::Ptrace, Tracker::Netlink] {
         let mode = Mode {
@@ -210,6 +214,7 @@ fn unprivileged_runs_say_which_exact_figures_are_missing() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn page_cache_is_file_not_anon() {
     let path = scratch("64mib");
     std::fs::write(&path, vec![7u8; 64 * MIB as usize]).unwrap();
@@ -343,6 +348,7 @@ matrix!(
 );
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn delays_are_switched_on_for_the_run_and_restored() {
     let before = std::fs::read_to_string("/proc/sys/kernel/task_delayacct").unwrap();
     assert_eq!(before.trim(), "0", "this test expects delay accounting off");
@@ -421,6 +427,10 @@ fn delays_are_switched_on_for_the_run_and_restored() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn tree_and_top_views() {
     let mode = Mode {
         tracker: Tracker::Ptrace,
@@ -581,6 +591,7 @@ fn pid_and_peak(o: &std::process::Output) -> (i32, u64) {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn monitor_catches_a_known_exit_with_its_exact_peak() {
     let (lines, runs) = catch(
         Who::Root,
@@ -618,6 +629,10 @@ fn monitor_catches_a_known_exit_with_its_exact_peak() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn monitor_without_privileges_uses_the_proc_connector() {
     let (lines, runs) = catch(
         Who::Nobody,
@@ -720,6 +735,10 @@ impl Drop for Delegated {
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: makes a cgroup and delegates it to nobody"
+)]
 fn a_delegated_cgroup_v2_subtree_gives_nobody_the_groups_cpu_and_its_members() {
     let d = Delegated::new();
     for tracker in [Tracker::Ptrace, Tracker::Netlink] {

@@ -43,6 +43,7 @@ fn int_only_btf() -> Vec<u8> {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn loads_from_the_kernels_btf() {
     let o = ste(EBPF_ROOT, &[], &["/bin/sh", "-c", "/bin/true"]);
     assert_eq!(o.status(), 0, "{}", o.stderr());
@@ -59,6 +60,7 @@ fn loads_from_the_kernels_btf() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn an_unusable_kernel_btf_is_refused_clearly() {
     // What the test relies on: the real BTF loads (so the failures below are the blobs').
     let (status, err) = with_btf(std::path::Path::new("/sys/kernel/btf/vmlinux"));

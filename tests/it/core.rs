@@ -37,6 +37,7 @@ matrix!(fill_one_gib, |mode: Mode| {
 /// its CPU budget (its own thread's CPU time, so a loaded machine cannot fake a pass), the
 /// fixed one takes a round every period whatever it costs.
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn the_sampler_keeps_to_its_budget_or_its_period() {
     let mode = Mode {
         tracker: Tracker::Netlink,
@@ -322,6 +323,7 @@ matrix!(unknown_values_are_null_not_zero, |mode: Mode| {
 /// itself and reaped a child that burned 400 ms (as `cargo run` does, and `sh -c 'build;
 /// exec ste cmd'`). The command burns 100 ms: its times and ste's own are the run's alone.
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn cpu_spent_before_ste_started_is_not_the_runs() {
     const BEFORE_MS: u64 = 400;
     let json = scratch("before.json");
@@ -645,6 +647,7 @@ fn ste_under_strace(who: Who) -> (std::process::Output, ste::model::Run) {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: loads BPF")]
 fn under_strace_root_still_uses_ebpf() {
     // BPF does not conflict with a tracer of ste: the default stays the most exact tracker.
     let (_, run) = ste_under_strace(Who::Root);
@@ -652,6 +655,10 @@ fn under_strace_root_still_uses_ebpf() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn falls_back_to_netlink_when_ste_is_itself_traced() {
     // As nobody, BPF cannot load; under `strace -f`, strace already traces the command, so
     // ste's PTRACE_SEIZE fails too: netlink is what is left, and the report says why.
@@ -663,6 +670,7 @@ fn falls_back_to_netlink_when_ste_is_itself_traced() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn under_sudo_the_command_runs_as_the_invoking_user() {
     // What sudo leaves in the environment of the root process it starts.
     let run = |extra: &[&str], cmd: &[&str]| {
@@ -906,6 +914,10 @@ fn a_closed_stdout_is_the_commands_business() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn processes_ste_may_not_read_are_counted_not_zero() {
     // A setuid-root copy of sleep: run by nobody, it is root's and not dumpable, so nobody
     // cannot read its smaps_rollup. Under netlink it keeps its privileges; under ptrace the

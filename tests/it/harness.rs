@@ -2,7 +2,9 @@
 //! tracker, and hands back its exit status, output and parsed JSON.
 //!
 //! Unprivileged runs use `setpriv --reuid=65534`, so they need the tests to run as root (CI
-//! does). The binaries are copied into a world-readable directory first, because the build
+//! does). Built by another user, the tests that need root are ignored with the reason
+//! (`#[cfg_attr(not(ste_test_root), ignore = "needs root: …")]`, the cfg set by build.rs) and
+//! the rest run. The binaries are copied into a world-readable directory first, because the build
 //! tree may not be reachable for `nobody`.
 
 use std::path::{Path, PathBuf};
@@ -293,12 +295,15 @@ pub fn fixture() -> String {
 
 /// Defines one test per tracker × privilege level, each calling `$body(Mode)`. The ebpf tracker
 /// needs root: its `nobody` variant runs the default tracker choice and checks the fallback.
+/// Every case needs root (`nobody` is reached with setpriv), so a build by another user marks
+/// them ignored, saying so (`cfg(ste_test_root)`, set by build.rs).
 #[macro_export]
 macro_rules! matrix {
     ($name:ident, $body:expr) => {
         mod $name {
             use super::*;
             #[test]
+            #[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
             fn ebpf_root() {
                 ($body)(Mode {
                     tracker: Tracker::Ebpf,
@@ -306,6 +311,10 @@ macro_rules! matrix {
                 })
             }
             #[test]
+            #[cfg_attr(
+                not(ste_test_root),
+                ignore = "needs root: drops to nobody with setpriv"
+            )]
             fn ebpf_nobody() {
                 ($body)(Mode {
                     tracker: Tracker::Ebpf,
@@ -313,6 +322,7 @@ macro_rules! matrix {
                 })
             }
             #[test]
+            #[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
             fn ptrace_root() {
                 ($body)(Mode {
                     tracker: Tracker::Ptrace,
@@ -320,6 +330,10 @@ macro_rules! matrix {
                 })
             }
             #[test]
+            #[cfg_attr(
+                not(ste_test_root),
+                ignore = "needs root: drops to nobody with setpriv"
+            )]
             fn ptrace_nobody() {
                 ($body)(Mode {
                     tracker: Tracker::Ptrace,
@@ -327,6 +341,7 @@ macro_rules! matrix {
                 })
             }
             #[test]
+            #[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
             fn netlink_root() {
                 ($body)(Mode {
                     tracker: Tracker::Netlink,
@@ -334,6 +349,10 @@ macro_rules! matrix {
                 })
             }
             #[test]
+            #[cfg_attr(
+                not(ste_test_root),
+                ignore = "needs root: drops to nobody with setpriv"
+            )]
             fn netlink_nobody() {
                 ($body)(Mode {
                     tracker: Tracker::Netlink,

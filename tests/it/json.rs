@@ -1010,6 +1010,7 @@ fn accounting_is_there(run: &Run, mode: Mode) {
 /// schema too: filled, as root (BPF counts the calls, page flags are read) and as nobody
 /// (ptrace syscall stops, no page flags).
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn the_optional_parts_follow_the_schema() {
     for who in [Who::Root, Who::Nobody] {
         let (tracker, slow): (&[&str], &[&str]) = match who {
@@ -1057,6 +1058,7 @@ fn the_optional_parts_follow_the_schema() {
 
 /// The SDT probe counts of `--malloc` (as root, uprobes through BPF) follow the schema, filled.
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: loads BPF")]
 fn the_sdt_counts_follow_the_schema() {
     let fx = crate::malloc::sdt_fixture("-O1");
     let json = scratch("sdt.json");
@@ -1096,6 +1098,10 @@ fn a_launch_failure_follows_the_schema() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: its run has a cgroup and taskstats"
+)]
 fn the_mirror_catches_a_missing_an_unknown_or_a_retyped_field() {
     assert!(
         is_root(),

@@ -100,6 +100,7 @@ matrix!(exact_counts_and_bytes, |mode: Mode| {
 });
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn every_family_is_counted() {
     let fx = fixture_c();
     let o = ste(root_ptrace(), &["--malloc"], &[&fx, "families"]);
@@ -123,6 +124,7 @@ fn root_ptrace() -> Mode {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn eight_threads_eight_arenas() {
     let fx = fixture_c();
     let o = ste(root_ptrace(), &["--malloc"], &[&fx, "arenas", "8"]);
@@ -147,6 +149,7 @@ fn eight_threads_eight_arenas() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn a_large_block_is_mmapped_and_raises_the_threshold() {
     let fx = fixture_c();
     let o = ste(root_ptrace(), &["--malloc"], &[&fx, "large", "1"]);
@@ -238,6 +241,7 @@ matrix!(a_shell_and_its_children, |mode: Mode| {
 });
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn programs_out_of_reach_are_reported() {
     let fx = fixture_c();
     let fx_static = c_program("malloc_fixture", &["-static"]);
@@ -278,6 +282,10 @@ fn programs_out_of_reach_are_reported() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn a_setuid_program_is_reported() {
     // As nobody under the netlink tracker (ptrace would run it without its privileges), a
     // setuid-root copy of the fixture runs in secure mode: ld.so ignores LD_PRELOAD.
@@ -398,6 +406,7 @@ fn note_arguments(bin: &str) -> String {
 /// the child it execs included (the uprobes are on the file), with the sizes read from
 /// registers (-O1) or the stack (-O0).
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: uprobes need BPF")]
 fn sdt_probes_are_counted_with_uprobes() {
     assert!(
         is_root(),
@@ -472,6 +481,7 @@ fn sdt_probes_are_counted_with_uprobes() {
 /// Hits outside the tree are not counted: the same fixture run in a loop beside ste (its
 /// uprobes are on the file, so they fire for those runs too, and the kernel filters them out).
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: uprobes need BPF")]
 fn sdt_hits_outside_the_tree_are_not_counted() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -514,6 +524,10 @@ fn sdt_hits_outside_the_tree_are_not_counted() {
 
 /// As nobody, BPF cannot load: the report says the probes were found but not attached, and why.
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn sdt_probes_need_bpf() {
     let fx = sdt_fixture("-O1");
     let o = ste(
@@ -542,6 +556,7 @@ fn sdt_probes_need_bpf() {
 /// More distinct sizes than the kernel's table holds (4,096): the rest are counted as dropped,
 /// their hits and bytes still in the totals.
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: uprobes need BPF")]
 fn sdt_sizes_beyond_the_table_are_counted_as_dropped() {
     assert!(
         is_root(),
@@ -627,6 +642,7 @@ matrix!(the_held_peak_of_one_thread_is_exact, |mode: Mode| {
 });
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn the_held_peak_of_several_threads_is_bounded() {
     // Thread 0 hands 32 MiB of blocks to thread 1, which frees them (each thread's own count
     // swings by 32 MiB, the image's by at most 16 blocks); then 4 threads hold 4,000 blocks of
@@ -666,6 +682,7 @@ fn life_of(run: &Run, pid: i32) -> u64 {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn snapshots_on_a_fragmented_heap_are_paced_and_the_one_at_exit_skipped() {
     // 512 MiB in 64-byte blocks, every other one freed: 3.4 million free chunks that every
     // mallinfo2() walks. The sampler asks at every round; the pacing keeps the program's cost
@@ -677,7 +694,7 @@ fn snapshots_on_a_fragmented_heap_are_paced_and_the_one_at_exit_skipped() {
     // with 64-byte blocks it takes ~50 ms there, a tenth of building the heap.
     //
     // Both ste's requests and the exit's snapshot are predicted from the last cost plus the
-    // walk of one chunk per free since (see `Pacing` in src/malloc/mod.rs); the next test is
+    // walk of one chunk per free since (see `Pacing` in src/source/malloc/mod.rs); the next test is
     // the case where the last snapshot came before the heap fragmented.
     let fx = fixture_c();
     // Rounds every 50 ms, so some come after the heap is fragmented and before the exit.
@@ -723,6 +740,7 @@ fn snapshots_on_a_fragmented_heap_are_paced_and_the_one_at_exit_skipped() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn the_exit_snapshot_is_predicted_from_the_frees_since_the_last() {
     // perl emptying a hash: its last snapshot came while the heap was whole (one free chunk,
     // µs), then it freed a million blocks and exited. Predicted from the last snapshot's cost
@@ -781,6 +799,10 @@ fn run_dirs_of(pid: u32) -> Vec<PathBuf> {
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn a_hostile_user_cannot_plant_the_shim_or_redirect_ste() {
     // A local user (nobody) watches /dev/shm with inotify and, in every directory ste makes
     // there, tries at once to put another library in the shim's place (its code would run as
@@ -847,6 +869,10 @@ fn a_hostile_user_cannot_plant_the_shim_or_redirect_ste() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: plants a directory as another user with setpriv"
+)]
 fn a_killed_runs_directory_is_swept_by_the_next_run() {
     // A decoy named like the directory of a ste that is gone, but made by another user
     // (uid 65533, which no other test runs as): not ste's to remove.
@@ -891,6 +917,7 @@ fn a_killed_runs_directory_is_swept_by_the_next_run() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn under_sudo_the_segments_are_read_as_under_root() {
     // Under sudo the command runs as the invoking user (here nobody, as sudo would leave it in
     // the environment), and ste's sampler keeps only CAP_SYS_PTRACE: the segments must still be
@@ -949,6 +976,7 @@ fn under_sudo_the_segments_are_read_as_under_root() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn a_program_that_changed_user_is_reported_with_the_reason() {
     // Root's run directory is root's: a program that changed to another user cannot open the
     // shim in it (ld.so says so on its stderr), and the report says why it was not reached.

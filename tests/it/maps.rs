@@ -195,16 +195,22 @@ fn one_gib_anonymous(who: Who) {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn one_gib_anonymous_as_root() {
     one_gib_anonymous(Who::Root);
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn one_gib_anonymous_as_nobody() {
     one_gib_anonymous(Who::Nobody);
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn one_gib_with_transparent_huge_pages() {
     let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap();
     assert!(
@@ -273,11 +279,16 @@ fn partly_touched_file(who: Who) {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn partly_touched_file_as_root() {
     partly_touched_file(Who::Root);
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn partly_touched_file_as_nobody() {
     partly_touched_file(Who::Nobody);
 }
@@ -306,16 +317,25 @@ fn shared_with_a_child(who: Who) {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn shared_with_a_child_as_root() {
     shared_with_a_child(Who::Root);
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn shared_with_a_child_as_nobody() {
     shared_with_a_child(Who::Nobody);
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn summary_and_refusals() {
     let held = Held::start(Who::Nobody, &["anon", "8", "nothp"]);
     let (text, map, status) = ste_maps(Who::Root, &["--summary"], held.pid());
@@ -458,6 +478,7 @@ fn maps_of_a_command_at_its_peak() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn maps_over_budget_are_reported() {
     let mode = Mode {
         tracker: Tracker::Netlink,

@@ -108,6 +108,10 @@ fn stderr(o: &Output) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn names_planted_in_a_sticky_world_writable_directory_are_refused() {
     // Root's secret, in a directory only root writes.
     let private = dir("private", 0o755);
@@ -169,6 +173,10 @@ fn names_planted_in_a_sticky_world_writable_directory_are_refused() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn a_refused_output_costs_the_others_nothing() {
     let shared = dir("shared", 0o1777);
     let link = shared.join("link");
@@ -195,6 +203,7 @@ fn a_refused_output_costs_the_others_nothing() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste under sudo")]
 fn under_sudo_outputs_belong_to_the_invoking_user() {
     // ste tells sudo by SUDO_UID/SUDO_GID (as sudo sets them), so no sudo is needed here.
     let sudo = [

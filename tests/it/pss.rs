@@ -93,6 +93,7 @@ fn sixty_four_threads(mode: Mode) {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn sixty_four_threads_for_5_ms_ebpf_root() {
     sixty_four_threads(Mode {
         tracker: Tracker::Ebpf,
@@ -101,6 +102,7 @@ fn sixty_four_threads_for_5_ms_ebpf_root() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn sixty_four_threads_for_5_ms_ptrace_root() {
     sixty_four_threads(Mode {
         tracker: Tracker::Ptrace,
@@ -109,6 +111,10 @@ fn sixty_four_threads_for_5_ms_ptrace_root() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn sixty_four_threads_for_5_ms_ptrace_nobody() {
     sixty_four_threads(Mode {
         tracker: Tracker::Ptrace,
@@ -154,6 +160,7 @@ matrix!(a_program_of_a_millisecond, |mode: Mode| {
 /// A long quiet run keeps few samples: ticks back off while nothing moves, and only the
 /// highest tick of each emission window is kept, every sample saying how it was read.
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn samples_stay_bounded_and_say_how_they_were_read() {
     let mode = Mode {
         tracker: Tracker::Ptrace,
@@ -216,6 +223,7 @@ fn freed_before_exit(mode: Mode) {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn freed_before_exit_ebpf_root() {
     freed_before_exit(Mode {
         tracker: Tracker::Ebpf,
@@ -224,6 +232,7 @@ fn freed_before_exit_ebpf_root() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn freed_before_exit_ptrace_root() {
     freed_before_exit(Mode {
         tracker: Tracker::Ptrace,
@@ -232,6 +241,10 @@ fn freed_before_exit_ptrace_root() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn freed_before_exit_ptrace_nobody() {
     freed_before_exit(Mode {
         tracker: Tracker::Ptrace,

@@ -85,6 +85,7 @@ matrix!(
 /// `ste report` takes the live run's text options and prints what the live run printed with
 /// them, from a record and from a `--json` run; `-q` leaves out the EXEC lines only.
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn the_report_takes_the_text_options_of_a_run() {
     let mode = Mode {
         tracker: Tracker::Ebpf,
@@ -126,6 +127,7 @@ fn the_report_takes_the_text_options_of_a_run() {
 /// The default report of a 40-file `make -j2` reads at a glance: at most 8 lines between the
 /// chart and the end, the top programs on one of them.
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn the_default_report_of_a_small_build_is_short() {
     let missing: Vec<&str> = ["make", "cc"]
         .into_iter()
@@ -189,6 +191,7 @@ fn the_default_report_of_a_small_build_is_short() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn the_record_keeps_the_text_layout_and_report_can_change_it() {
     let mode = Mode {
         tracker: Tracker::Ptrace,
@@ -208,6 +211,7 @@ fn the_record_keeps_the_text_layout_and_report_can_change_it() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn record_writes_the_text_report_to_report_file() {
     let mode = Mode {
         tracker: Tracker::Ptrace,
@@ -231,6 +235,7 @@ fn kill(pid: i32, sig: i32) {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn a_killed_ste_leaves_a_readable_record() {
     assert!(is_root(), "this test runs as root (CI does)");
     let rec = scratch("killed.ste");
@@ -253,11 +258,11 @@ fn a_killed_ste_leaves_a_readable_record() {
             "the record never showed the exec"
         );
         std::thread::sleep(Duration::from_millis(50));
-        let Ok(loaded) = ste::record::load(&rec) else {
+        let Ok(loaded) = ste::ledger::record::load(&rec) else {
             continue;
         };
         let found = loaded.events.iter().find_map(|e| match &e.event {
-            ste::event::Event::Exec {
+            ste::bus::event::Event::Exec {
                 tgid,
                 argv: Some(argv),
                 ..
@@ -349,6 +354,7 @@ fn records_ste_cannot_read_are_refused_clearly() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn report_renders_every_format_from_a_record_and_a_json_run() {
     let mode = Mode {
         tracker: Tracker::Ptrace,
@@ -493,6 +499,7 @@ fn validate_trace(v: &Value, run: &ste::model::Run) {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn the_perfetto_trace_of_2000_processes_follows_the_format() {
     let mode = Mode {
         tracker: Tracker::Ptrace,
@@ -641,6 +648,7 @@ fn sampled_programs(run: &ste::model::Run) -> BTreeSet<String> {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn the_html_report_renders_in_chromium() {
     chromium();
     let mode = Mode {
@@ -765,6 +773,7 @@ fn dom_part<'a>(dom: &'a str, marker: &str) -> &'a str {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn the_accounting_section_shows_the_runs_figures() {
     chromium();
     let mode = Mode {
@@ -957,6 +966,7 @@ fn a_report_of_20000_processes_stays_usable() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn sections_the_page_does_not_know_are_drawn_generically() {
     chromium();
     // A root run (its accounting has a section of its own), with data of a later ste added: a
@@ -1152,16 +1162,22 @@ fn the_syscalls_section_shows_the_runs_figures(who: Who) {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn the_syscalls_section_shows_the_runs_figures_as_root() {
     the_syscalls_section_shows_the_runs_figures(Who::Root);
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn the_syscalls_section_shows_the_runs_figures_as_nobody() {
     the_syscalls_section_shows_the_runs_figures(Who::Nobody);
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn the_malloc_section_shows_the_runs_figures() {
     chromium();
     let mode = Mode {
@@ -1358,11 +1374,16 @@ fn the_memory_at_peak_section_shows_the_runs_figures(who: Who) {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn the_memory_at_peak_section_shows_the_runs_figures_as_root() {
     the_memory_at_peak_section_shows_the_runs_figures(Who::Root);
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn the_memory_at_peak_section_shows_the_runs_figures_as_nobody() {
     the_memory_at_peak_section_shows_the_runs_figures(Who::Nobody);
 }

@@ -48,6 +48,7 @@ fn run_fixture(mode: Mode, flags: &[&str], args: &[&str], method: &str) -> Run {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn two_million_getppid_are_counted_exactly() {
     for flags in [["--syscalls=count"], ["--syscalls"]] {
         // What the program makes besides the loop (none, for getppid: but measured, not assumed).
@@ -86,6 +87,7 @@ fn two_million_getppid_are_counted_exactly() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn failures_are_counted_by_errno() {
     let base = run_fixture(EBPF, &["--syscalls"], &["fail", "0"], "ebpf");
     let run = run_fixture(EBPF, &["--syscalls"], &["fail", "7"], "ebpf");
@@ -111,6 +113,7 @@ fn openat_nr(run: &Run) -> u32 {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn per_process_mode_splits_calls_by_exec_image_and_sums_threads() {
     // Image 1: the fixture making 1,000 calls; image 2: itself exec'd, making 3,000.
     let base = run_fixture(EBPF, &["--syscalls"], &["getppid", "0"], "ebpf");
@@ -278,17 +281,23 @@ fn assert_same_as_strace(mode: Mode, flag: &str, method: &str) {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn ebpf_counts_match_strace_call_for_call() {
     assert_same_as_strace(EBPF, "--syscalls", "ebpf");
     assert_same_as_strace(EBPF, "--syscalls=count", "ebpf");
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn ptrace_syscall_stops_match_strace_call_for_call() {
     assert_same_as_strace(PTRACE, "--syscalls", "ptrace");
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn nobody_is_told_bpf_cannot_load_and_offered_the_slow_path() {
     let marker = scratch("ran");
     let o = Command::new("setpriv")
@@ -341,6 +350,7 @@ fn nobody_is_told_bpf_cannot_load_and_offered_the_slow_path() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn trackers_that_cannot_count_syscalls_refuse() {
     let o = ste(
         Mode {
@@ -362,6 +372,7 @@ fn trackers_that_cannot_count_syscalls_refuse() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn ebpf_and_ptrace_see_the_same_processes_threads_and_execs() {
     let script = "i=0; while [ $i -lt 2000 ]; do /bin/true; i=$((i+1)); done; /bin/echo done";
     let runs: Vec<Outcome> = [EBPF, PTRACE]
@@ -387,6 +398,7 @@ fn ebpf_and_ptrace_see_the_same_processes_threads_and_execs() {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn a_fork_storm_loses_nothing() {
     let o = ste(EBPF, &[], &[&crate::harness::fixture(), "forks", "20000"]);
     assert_eq!(o.status(), 0, "{}", o.stderr());

@@ -87,11 +87,16 @@ fn check(o: &Outcome) {
 }
 
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn exit_and_exec_figures_with_files_held_root() {
     check(&run(Who::Root, None));
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn exit_and_exec_figures_with_files_held_nobody() {
     check(&run(Who::Nobody, None));
 }
@@ -99,11 +104,16 @@ fn exit_and_exec_figures_with_files_held_nobody() {
 /// 24 descriptors leave a budget of one process: the root holds its files, every `dd` is read
 /// through paths opened at its stops.
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn exit_and_exec_figures_beyond_the_descriptor_budget_root() {
     check(&run(Who::Root, Some(24)));
 }
 
 #[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
 fn exit_and_exec_figures_beyond_the_descriptor_budget_nobody() {
     check(&run(Who::Nobody, Some(24)));
 }
@@ -150,6 +160,7 @@ matrix!(a_one_mib_argv_is_shown_whole, whole_long_argv);
 /// of 40 runs before the fix). Now no run attributes an argv to the wrong image; an argv that
 /// may be a later image's is `[?]` and counted under its own heading.
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn netlink_never_shows_a_later_images_argv_under_a_fork_flood() {
     let mode = Mode {
         tracker: Tracker::Netlink,
@@ -215,6 +226,7 @@ fn netlink_never_shows_a_later_images_argv_under_a_fork_flood() {
 /// read from /proc, maybe after the exec; the shell's exec shows its own argv whole or `[?]`
 /// (counted), never the next image's.
 #[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn ebpf_never_shows_a_later_images_long_argv() {
     let mode = Mode {
         tracker: Tracker::Ebpf,

@@ -229,12 +229,12 @@ impl Tracepoints {
             let Some((p, tp, by_name)) = self.work.get(i) else {
                 return Turns(out);
             };
-            let loaded = crate::phases::span("bpf: prog load", || p.load(&self.license));
+            let loaded = crate::bus::phases::span("bpf: prog load", || p.load(&self.license));
             out.push((
                 i,
                 loaded.and_then(|fd| {
                     let name = by_name.then_some(tp.as_c_str());
-                    let link = crate::phases::span("bpf: attach", || {
+                    let link = crate::bus::phases::span("bpf: attach", || {
                         sys::raw_tracepoint_open(fd.as_fd(), name)
                     })
                     .map_err(|e| Error(format!("attaching {} to {tp:?}: {e}", p.name)))?;
@@ -336,7 +336,9 @@ impl Loaded {
         if self.rodata.is_none()
             && let Some(bytes) = &self.rodata_bytes
         {
-            self.rodata = Some(crate::phases::span("bpf: rodata", || rodata_map(bytes))?);
+            self.rodata = Some(crate::bus::phases::span("bpf: rodata", || {
+                rodata_map(bytes)
+            })?);
         }
         let insns = self.relocated(name)?;
         let section = self.obj.program(name).map(|p| p.section.as_str());

@@ -1,0 +1,169 @@
+//! The run's clock and the channel every source writes to.
+//!
+//! Owns time-stamping (nanoseconds of `CLOCK_MONOTONIC` since launch, the clock the proc
+//! connector and BPF also use) and the message type the session loop receives. Sources hold a
+//! `Sink`; only the session holds the receiving end.
+
+use crate::bus::event::{Event, Stamped};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// CPU time of the calling thread in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+use crate::kernel::calls::clock_ns;
+
+/// Time zero of a run: the moment the command is released to exec (see [`Clock::restart`]).
+/// Shared by every copy, so a source that took its copy before the release still stamps
+/// against the same zero.
+#[derive(Clone, Debug)]
+pub struct Clock {
+    t0_monotonic_ns: Arc<AtomicU64>,
+}
+
+impl Clock {
+    pub fn start() -> Self {
+        Self::start_at(monotonic_ns())
+    }
+
+    /// A clock whose time zero is the `CLOCK_MONOTONIC` instant `t0_monotonic_ns`.
+    pub fn start_at(t0_monotonic_ns: u64) -> Self {
+        Clock {
+            t0_monotonic_ns: Arc::new(AtomicU64::new(t0_monotonic_ns)),
+        }
+    }
+
+    /// Moves time zero to now, and returns how far it moved. The session calls it as it
+    /// releases the command, so ste's own set-up between the fork and the release (loading
+    /// BPF, a cgroup, taskstats) is not counted as the command's wall time. Stamps taken
+    /// before it saturate to 0.
+    pub fn restart(&self) -> u64 {
+        let now = monotonic_ns();
+        now.saturating_sub(self.t0_monotonic_ns.swap(now, Ordering::AcqRel))
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        self.from_monotonic(monotonic_ns())
+    }
+
+    /// Converts a kernel `CLOCK_MONOTONIC` timestamp to run time (0 if it predates launch).
+    pub fn from_monotonic(&self, ns: u64) -> u64 {
+        ns.saturating_sub(self.t0_monotonic_ns.load(Ordering::Acquire))
+    }
+}
+
+/// What the session loop receives.
+#[derive(Debug)]
+pub enum Msg {
+    Event(Stamped),
+    /// Several events, in order (see [`Batch`]).
+    Events(Vec<Stamped>),
+    /// A signal ste received; `from_terminal` when the tty driver sent it to the whole
+    /// foreground process group (so the command received it too).
+    Signal {
+        signo: i32,
+        from_terminal: bool,
+    },
+    /// A tracker has nothing more to report: every process it followed has been reaped, the
+    /// last of them at `t_ns`.
+    TrackerDone {
+        t_ns: u64,
+        error: Option<String>,
+    },
+    /// A taskstats exit record of some thread on the machine, received at `t_ns`; the session
+    /// matches it to the tree (see `account::matcher`).
+    Task {
+        t_ns: u64,
+        stats: Box<crate::kernel::taskstats::TaskStats>,
+    },
+}
+
+/// A source's handle on the run's channel.
+#[derive(Clone)]
+pub struct Sink {
+    tx: Sender<Msg>,
+    clock: Clock,
+}
+
+impl Sink {
+    pub fn new(clock: Clock) -> (Sink, Receiver<Msg>) {
+        let (tx, rx) = channel();
+        (Sink { tx, clock }, rx)
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.clock.clone()
+    }
+
+    /// Run time now (without cloning the clock: trackers and the sampler ask at every event).
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
+    /// Emits an event stamped now.
+    pub fn emit(&self, event: Event) {
+        self.emit_at(self.clock.now_ns(), event);
+    }
+
+    /// Emits an event stamped with a run time the source measured itself.
+    pub fn emit_at(&self, t_ns: u64, event: Event) {
+        // The receiver only goes away when the session has finished; late events are moot.
+        let _ = self.tx.send(Msg::Event(Stamped { t_ns, event }));
+    }
+
+    pub fn send(&self, msg: Msg) {
+        let _ = self.tx.send(msg);
+    }
+}
+
+/// A source's buffer of events: each is stamped when it happens, and they are sent together
+/// when the source is about to block (or the buffer is full), so the session thread wakes once
+/// per burst instead of once per event — in a fork storm that wake-up is most of the cost.
+pub struct Batch {
+    sink: Sink,
+    buf: Vec<Stamped>,
+}
+
+/// Events held at most before a batch is sent anyway, to bound the live view's delay.
+const BATCH_MAX: usize = 256;
+
+impl Batch {
+    pub fn new(sink: Sink) -> Self {
+        Batch {
+            sink,
+            buf: Vec::with_capacity(BATCH_MAX),
+        }
+    }
+
+    pub fn sink(&self) -> &Sink {
+        &self.sink
+    }
+
+    pub fn emit(&mut self, event: Event) {
+        let t_ns = self.sink.clock.now_ns();
+        self.emit_at(t_ns, event);
+    }
+
+    pub fn emit_at(&mut self, t_ns: u64, event: Event) {
+        self.buf.push(Stamped { t_ns, event });
+        if self.buf.len() >= BATCH_MAX {
+            self.flush();
+        }
+    }
+
+    /// Sends what is buffered.
+    pub fn flush(&mut self) {
+        if !self.buf.is_empty() {
+            let events = std::mem::replace(&mut self.buf, Vec::with_capacity(BATCH_MAX));
+            self.sink.send(Msg::Events(events));
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! What a tracker tells the memory sampler about the tree: the one call interface from the
+//! trackers to another source, so a tracker names this trait and never the sampler.
+//!
+//! Owns only the trait. The sampler implements it (`source::sample`); trackers hold an
+//! `Arc<dyn TreeWatcher>`. Must not import a source: everything here is plain values.
+
+/// Told of every process of the tree as a tracker sees it, in the tracker's order.
+pub trait TreeWatcher: Send + Sync {
+    /// From here on, read each process's high-water mark too: the tracker cannot read it at
+    /// the exit (netlink, or ebpf on a kernel that does not give it).
+    fn read_peaks(&self);
+    /// The command's root process, forked by ste and not yet exec'd.
+    fn root_started(&self, tgid: i32);
+    /// A process joined the tree, forked by `parent`.
+    fn process_started(&self, tgid: i32, parent: i32);
+    /// A process exec'd (a tracker that does not hold it at its exec stop).
+    fn process_exec(&self, tgid: i32);
+    /// A process is held at its exec stop, before the new image runs.
+    fn exec_stopped(&self, tgid: i32);
+    /// The process held at its exec stop runs again.
+    fn exec_done(&self, tgid: i32);
+    /// A process is gone.
+    fn process_ended(&self, tgid: i32);
+    /// The kernel's high-water resident size of `tgid`, read in its exit at `t_ns`.
+    fn exit_peak(&self, tgid: i32, t_ns: u64, hwm_bytes: u64);
+    /// `tgid` is stopped in its exit with its memory attached and `rss_bytes` resident: a
+    /// chance to read it one last time. What is returned is called once the tracker has let
+    /// the process go (the rest of the reading, off the stopped process's time).
+    fn at_exit<'a>(&'a self, tgid: i32, rss_bytes: u64) -> Option<Box<dyn FnOnce() + 'a>>;
+}

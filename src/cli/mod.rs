@@ -1,0 +1,739 @@
+//! The command line as typed: clap derive only, options grouped under help headings, and the
+//! one rule clap cannot say ([`Cli::parse_args`]). `options.rs` (here) turns this into checked
+//! settings; nothing else looks at clap types.
+
+pub mod options;
+
+use crate::source::track::TrackerKind;
+use clap::{Args, Parser, ValueEnum};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ste",
+    version,
+    about = "Run a command and show where its time and memory went: every process, thread and exec of its tree, CPU time, and PSS over time.",
+    long_about = None,
+    after_help = "ste's report goes to stderr (or --output); the command's stdin, stdout, stderr, terminal, signals and exit status pass through.\nExit status: the command's; 128+N if signal N killed it; 127 command not found; 126 not executable; 125 ste's own failure; 120 when the command succeeded and a --budget was exceeded.",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    subcommand_value_name = "SUBCOMMAND",
+    override_usage = "ste [OPTIONS] [--] COMMAND [ARGS]...\n       ste <SUBCOMMAND> [ARGS]..."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub subcommand: Option<Subcommand>,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+impl Cli {
+    /// Parses ste's command line (`args` starts with the program's name). Options before the
+    /// command are ste's, so an unknown one is an error, not the command; the command starts
+    /// at the first word that is not an option or an option's value, or after `--`. With
+    /// options before it, a subcommand's name cannot be told from a program of that name
+    /// (`ste --tracker ptrace record -o f true`): clap takes it as the command, and this
+    /// refuses it, saying how to write either.
+    pub fn parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString>,
+    {
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        let cli = Cli::try_parse_from(&args)?;
+        if cli.subcommand.is_some() {
+            return Ok(cli);
+        }
+        // The command is the tail of the arguments (the trailing values keep any later `--`);
+        // an explicit `--` right before it says it is a program.
+        let command = &cli.run.command;
+        let before = args.len().checked_sub(command.len() + 1);
+        let explicit = before.is_some_and(|i| i == 0 || args[i] == "--");
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        cmd.build();
+        let name = command[0].to_string_lossy();
+        if !explicit && cmd.get_subcommands().any(|s| s.get_name() == name) {
+            return Err(cmd.error(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!(
+                    "'{name}' after options is ambiguous: for the subcommand, put ste's options after it ('ste {name} [OPTIONS] ...'); for a program named {name}, put '--' before it ('ste [OPTIONS] -- {name} ...')"
+                ),
+            ));
+        }
+        Ok(cli)
+    }
+}
+
+/// Jobs other than running a command. A command whose name is a subcommand's runs with
+/// `ste -- NAME` or `ste run NAME`.
+#[derive(clap::Subcommand, Debug)]
+pub enum Subcommand {
+    /// Run a command (the same as `ste [OPTIONS] COMMAND`).
+    Run(RunArgs),
+    /// Show every process that exits on the machine, one line each, until Ctrl-C (tsmon).
+    Monitor(MonitorArgs),
+    /// Run a command as `ste` does and write a record of the run, to render later with
+    /// `ste report`.
+    Record(RecordArgs),
+    /// Render a record (or a `--json` run) as text, JSON, HTML, a Perfetto trace or CSV.
+    Report(ReportArgs),
+    /// Show a process's memory page by page (`ste maps PID`), or run a command and show its
+    /// largest processes' maps at the tree's memory peak (`ste maps -- COMMAND`).
+    Maps(MapsArgs),
+    /// Run commands again and again, each tracked as `ste` tracks it: time AND memory
+    /// statistics per command, and ratios to the first command.
+    Bench(BenchArgs),
+    /// Compare two runs (records or `--json` runs): totals, then by program.
+    Diff(DiffArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// The command to run, with its arguments.
+    #[arg(
+        required = true,
+        value_name = "COMMAND",
+        num_args = 1..,
+        trailing_var_arg = true
+    )]
+    pub command: Vec<OsString>,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    #[command(flatten)]
+    pub reports: ReportFileArgs,
+
+    #[command(flatten)]
+    pub tracking: TrackingArgs,
+
+    #[command(flatten)]
+    pub memory: MemoryArgs,
+
+    #[command(flatten)]
+    pub anatomy: AnatomyArgs,
+
+    #[command(flatten)]
+    pub privileges: PrivilegeArgs,
+
+    #[command(flatten)]
+    pub accounting: AccountingArgs,
+
+    #[command(flatten)]
+    pub view: ViewArgs,
+
+    #[command(flatten)]
+    pub syscalls: SyscallArgs,
+
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
+}
+
+/// `--budget NAME=LIMIT`, on a run, a bench and a diff.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Budgets")]
+pub struct BudgetArgs {
+    /// Check a figure after the report: wall, user, system, cpu, max-pss, peak-rss (largest
+    /// process peak), group-peak, processes, execs, calls (with --syscalls); e.g. wall=10m,
+    /// max-pss=2GiB, processes=5000 (a bench checks each command's median; a diff checks the
+    /// change, max-pss=+5%). Exceeded, when the command succeeded: exit status 120; a figure
+    /// not measured: an error (125). Repeatable.
+    #[arg(long = "budget", value_name = "NAME=LIMIT", value_parser = crate::compare::budget::parse)]
+    pub budgets: Vec<crate::compare::budget::Budget>,
+}
+
+/// `ste bench`.
+#[derive(Args, Debug, Clone)]
+#[command(
+    after_help = "Exit status: 0; a failing run's status (the bench stops, the complete rounds are reported); 120 when a budget is exceeded; 125 ste's own failure."
+)]
+pub struct BenchArgs {
+    /// The commands, each one string split into words as a shell would (`'make -j4'`); the
+    /// first is the baseline of the ratios.
+    #[arg(required = true, value_name = "COMMAND")]
+    pub commands: Vec<String>,
+
+    /// Measured rounds; each round runs every command once, in a fresh random order.
+    #[arg(short = 'n', long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+
+    /// Rounds run first and not measured.
+    #[arg(short = 'w', long, default_value_t = 1)]
+    pub warmup: u32,
+
+    /// Run CMD with `sh -c` before every run (warmups too), not measured (e.g. 'make clean').
+    #[arg(long, value_name = "CMD")]
+    pub prepare: Option<String>,
+
+    /// Run each COMMAND with `sh -c` instead of splitting it into words.
+    #[arg(long)]
+    pub shell: bool,
+
+    /// Let the commands' stdout and stderr through (default: /dev/null).
+    #[arg(long)]
+    pub show_output: bool,
+
+    /// The seed of the random order and of the bootstrap intervals (default: random; the seed
+    /// used is printed).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+
+    /// Write every run's figures and the statistics as JSON to PATH.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// Write the statistics as CSV to PATH (one row per command and figure).
+    #[arg(long, value_name = "PATH")]
+    pub csv: Option<PathBuf>,
+
+    /// Write the table as Markdown to PATH (for a pull request).
+    #[arg(long, value_name = "PATH")]
+    pub markdown: Option<PathBuf>,
+
+    /// How to follow each run's process tree (as for a run).
+    #[arg(long, value_enum, value_name = "TRACKER")]
+    pub tracker: Option<TrackerKind>,
+
+    /// System calls counted on every run, as for a run (adds the `calls` figure).
+    #[command(flatten)]
+    pub syscalls: SyscallArgs,
+
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
+}
+
+/// `ste diff`.
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "Exit status: 0; 120 when a budget is exceeded; 125 ste's own failure.")]
+pub struct DiffArgs {
+    /// The first run: a record (`ste record`) or a `--json` run.
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+
+    /// The second run, compared with A.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+
+    /// Write the comparison as JSON to PATH.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// Write the comparison as Markdown to PATH.
+    #[arg(long, value_name = "PATH")]
+    pub markdown: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
+}
+
+/// What the text report shows: `ste` and `ste report` take the same, so a record renders the
+/// text the live run printed.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Text report")]
+pub struct ViewArgs {
+    /// Leave out the EXEC lines (the summary stays).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Every figure with where it comes from and how exact it is.
+    #[arg(short, long)]
+    pub verbose: bool,
+
+    /// Per program (argv[0]'s base name): processes, CPU (user, system), share of the tree's
+    /// CPU, wall span, largest peak RSS; sorted by CPU.
+    #[arg(long)]
+    pub by_program: bool,
+
+    /// Print the process ledger as a tree: pid, argv, lifetime, CPU, peak RSS, I/O, exit status.
+    #[arg(long)]
+    pub tree: bool,
+
+    /// Print the N costliest processes, by CPU and by peak RSS.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Accounting")]
+pub struct AccountingArgs {
+    /// Switch kernel.task_delayacct on for the run (root), so block-I/O and swap/reclaim waits
+    /// are measured; the previous setting is restored afterwards.
+    #[arg(long)]
+    pub delays: bool,
+
+    /// End the descendants still running when ste stops waiting for them (SIGTERM, then
+    /// SIGKILL), through ste's cgroup when there is one. Without --linger, ste waits 500ms.
+    #[arg(long)]
+    pub kill_lingering: bool,
+
+    /// No exact accounting at all (no cgroup, no taskstats, no per-process ledger): the core
+    /// tracker alone, e.g. to measure what accounting costs.
+    #[arg(long, conflicts_with_all = ["delays", "kill_lingering", "no_cgroup", "no_taskstats"])]
+    pub no_accounting: bool,
+
+    /// Do not run the command in a cgroup of its own.
+    #[arg(long)]
+    pub no_cgroup: bool,
+
+    /// Do not listen to taskstats exit records.
+    #[arg(long)]
+    pub no_taskstats: bool,
+}
+
+/// `ste monitor`: the seed's tsmon.
+#[derive(Args, Debug, Clone)]
+pub struct MonitorArgs {
+    /// Stop after DURATION (e.g. 10 seconds, 10s, 1m). Default: until Ctrl-C.
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+    pub duration: Option<std::time::Duration>,
+
+    /// Only processes whose high-water RSS reached SIZE (e.g. 100M, 1G, 4096).
+    #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size)]
+    pub min_rss: Option<u64>,
+
+    /// Only processes that used at least DURATION of CPU (e.g. 10ms).
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+    pub min_cpu: Option<std::time::Duration>,
+
+    /// Only processes whose command name contains TEXT.
+    #[arg(long, value_name = "TEXT")]
+    pub comm: Option<String>,
+
+    /// Only processes that exited with a non-zero status or were killed by a signal.
+    #[arg(long)]
+    pub nonzero_exit: bool,
+
+    /// Print JSON lines instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Where the records come from: taskstats (root) or the proc connector plus /proc.
+    /// Default: taskstats when it works.
+    #[arg(long, value_enum, value_name = "SOURCE")]
+    pub source: Option<MonitorSource>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MonitorSource {
+    Taskstats,
+    Connector,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Output")]
+pub struct OutputArgs {
+    /// Write ste's report to FILE instead of stderr.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Write the run as JSON to PATH (schema_version 1; unknown values are null).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// Colour the report: auto (a terminal, unless NO_COLOR is set), always, never.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+}
+
+/// Report files written when the run is over (with `--json`).
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Reports")]
+pub struct ReportFileArgs {
+    /// Write a self-contained HTML report to FILE (charts, timeline, ledger; works offline).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
+    /// Write a trace for ui.perfetto.dev and chrome://tracing to FILE (trace-event JSON).
+    #[arg(long, value_name = "FILE")]
+    pub perfetto: Option<PathBuf>,
+}
+
+/// `ste record`: everything `ste` takes, with `-o` naming the record. The text report still
+/// goes to stderr, or to `--report-file`.
+#[derive(Args, Debug, Clone)]
+#[command(mut_arg("output", |a| a
+    .short(None)
+    .long("report-file")
+    .help("Write ste's text report to FILE instead of stderr")))]
+pub struct RecordArgs {
+    /// Write the record to FILE (e.g. run.ste): the run's events, compressed, written as they
+    /// happen, so a killed run still leaves a readable record.
+    #[arg(
+        short = 'o',
+        long = "output",
+        id = "record",
+        value_name = "FILE",
+        required = true
+    )]
+    pub record: PathBuf,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// A record written by `ste record` (or a run written by `--json`).
+    #[arg(value_name = "RECORD")]
+    pub input: PathBuf,
+
+    /// What to render.
+    #[arg(short, long, value_enum, default_value_t = ReportFormat::Text, value_name = "FORMAT")]
+    pub format: ReportFormat,
+
+    /// Write to FILE instead of stdout.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Colour the text report: as the recorded run did (default), or auto, always, never.
+    #[arg(long, value_enum, value_name = "WHEN")]
+    pub color: Option<ColorChoice>,
+
+    /// Lay the text report out for this many columns (default: as the recorded run did).
+    #[arg(long, value_name = "COLUMNS", value_parser = clap::value_parser!(u16).range(40..))]
+    pub width: Option<u16>,
+
+    #[command(flatten)]
+    pub view: ViewArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// The `EXEC:` lines and the summary, as the live run printed them.
+    Text,
+    /// The Run (the `--json` schema).
+    Json,
+    /// A self-contained HTML report.
+    Html,
+    /// A trace for ui.perfetto.dev and chrome://tracing (trace-event JSON).
+    Perfetto,
+    /// The memory samples of the whole tree, one row per sampling round.
+    Csv,
+    /// The memory and CPU samples of each process, one row per process per round.
+    CsvProcesses,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Tracking")]
+pub struct TrackingArgs {
+    /// How to follow the process tree. Default: ebpf when BPF loads (root), else ptrace, or
+    /// netlink when ptrace cannot attach.
+    #[arg(long, value_enum, value_name = "TRACKER")]
+    pub tracker: Option<TrackerKind>,
+
+    /// After the command exits, wait at most DURATION for its remaining descendants (e.g. 2 for
+    /// seconds, 500ms). Default: wait for all of them; Ctrl-C stops waiting.
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+    pub linger: Option<std::time::Duration>,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Memory sampling")]
+pub struct MemoryArgs {
+    /// CPU the PSS sampler may use, in percent of one core (e.g. 1, 0.5, 2%).
+    #[arg(long, value_name = "PERCENT", default_value = "1", value_parser = parse_percent)]
+    pub sample_budget: f64,
+
+    /// Sample PSS at this fixed period instead, whatever it costs (e.g. 0.01 for seconds, 10ms).
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, conflicts_with = "sample_budget")]
+    pub interval: Option<std::time::Duration>,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Memory anatomy")]
+pub struct AnatomyArgs {
+    /// When the tree's memory reaches a new high, map its largest processes (smaps; page flags
+    /// as root) and show what filled memory at the peak: heap, stacks, mmaps, files, shared
+    /// memory.
+    #[arg(long)]
+    pub maps_at_peak: bool,
+
+    /// CPU the maps at the peak may use, in percent of one core (their cost is reported).
+    #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
+    pub maps_budget: f64,
+
+    /// Count every malloc/calloc/realloc/free/memalign call of every process (an LD_PRELOAD
+    /// shim kept across execs), and show what each program held, its arenas and heaps, sbrk
+    /// versus mmap, the thresholds, and held versus resident memory.
+    #[arg(long)]
+    pub malloc: bool,
+}
+
+/// `ste maps`.
+#[derive(Args, Debug, Clone)]
+pub struct MapsArgs {
+    /// The process to map.
+    #[arg(value_name = "PID", required_unless_present = "command")]
+    pub pid: Option<i32>,
+
+    /// Run COMMAND (after `--`) and map its largest processes at the tree's memory peak.
+    #[arg(last = true, value_name = "COMMAND", conflicts_with = "pid")]
+    pub command: Vec<OsString>,
+
+    /// Totals only: no mapping-by-mapping listing.
+    #[arg(long)]
+    pub summary: bool,
+
+    /// Write the map as JSON to PATH (with a COMMAND: the whole run).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// With a COMMAND: write ste's report to FILE instead of stderr.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// With a COMMAND: CPU the maps may use, in percent of one core.
+    #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
+    pub budget: f64,
+
+    /// With a COMMAND: how to follow its tree.
+    #[arg(long, value_enum, value_name = "TRACKER")]
+    pub tracker: Option<TrackerKind>,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Privileges")]
+pub struct PrivilegeArgs {
+    /// Under sudo, run the command as root instead of as the invoking user.
+    #[arg(long)]
+    pub keep_root: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "System calls")]
+pub struct SyscallArgs {
+    /// Count the tree's system calls in the kernel (BPF, root): calls, errors and time per
+    /// call, by kernel subsystem. MODE: time (the default), count (calls and errors only: the
+    /// lowest overhead), per-process (also per process and exec'd program).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "MODE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "time"
+    )]
+    pub syscalls: Option<crate::source::syscalls::Mode>,
+
+    /// Where BPF cannot load, count system calls with ptrace syscall stops instead, like strace:
+    /// slow (every call stops the process twice).
+    #[arg(long, requires = "syscalls")]
+    pub allow_ptrace: bool,
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("{s:?} is not a percentage (examples: 1, 0.5, 2%)"))?;
+    if !(v > 0.0 && v <= 100.0) {
+        return Err("must be greater than 0 and at most 100".into());
+    }
+    Ok(v / 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_command_with_its_own_flags() {
+        let cli =
+            Cli::try_parse_from(["ste", "--tracker", "netlink", "ls", "-l", "--color"]).unwrap();
+        assert_eq!(cli.run.command, ["ls", "-l", "--color"]);
+        assert_eq!(cli.run.tracking.tracker, Some(TrackerKind::Netlink));
+        let cli = Cli::try_parse_from(["ste", "--", "--weird"]).unwrap();
+        assert_eq!(cli.run.command, ["--weird"]);
+    }
+
+    #[test]
+    fn subcommands_and_commands_named_like_them() {
+        let cli = Cli::try_parse_from(["ste", "run", "--linger", "1s", "ls"]).unwrap();
+        assert!(matches!(cli.subcommand, Some(Subcommand::Run(ref r)) if r.command == ["ls"]));
+        let cli = Cli::try_parse_from(["ste", "--", "run"]).unwrap();
+        assert!(cli.subcommand.is_none());
+        assert_eq!(cli.run.command, ["run"]);
+    }
+
+    #[test]
+    fn unknown_options_before_the_command_are_errors() {
+        use clap::error::ErrorKind;
+        let kind = |args: &[&str]| Cli::parse_args(args).unwrap_err().kind();
+        assert_eq!(
+            kind(&["ste", "--bogus", "true"]),
+            ErrorKind::UnknownArgument
+        );
+        assert_eq!(kind(&["ste", "-x", "true"]), ErrorKind::UnknownArgument);
+        assert_eq!(
+            kind(&["ste", "run", "--bogus", "true"]),
+            ErrorKind::UnknownArgument
+        );
+        let record = ["ste", "record", "-o", "r.ste", "--bogus", "true"];
+        assert_eq!(kind(&record), ErrorKind::UnknownArgument);
+        // After `--`, or once the command started, a word is the command's.
+        let cli = Cli::parse_args(["ste", "--", "--bogus", "x"]).unwrap();
+        assert_eq!(cli.run.command, ["--bogus", "x"]);
+        let cli = Cli::parse_args(["ste", "run", "true", "--bogus"]).unwrap();
+        assert!(
+            matches!(cli.subcommand, Some(Subcommand::Run(ref r)) if r.command == ["true", "--bogus"])
+        );
+        let cli = Cli::parse_args(["ste", "sh", "-c", "x", "--", "--", "y"]).unwrap();
+        assert_eq!(cli.run.command, ["sh", "-c", "x", "--", "--", "y"]);
+    }
+
+    #[test]
+    fn a_subcommand_after_options_is_an_error_never_a_program() {
+        let err = Cli::parse_args(["ste", "--tracker", "ptrace", "record", "-o", "f", "true"])
+            .unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        assert!(err.to_string().contains("-- record ...'"), "{err}");
+        for name in ["run", "monitor", "report", "maps", "help"] {
+            assert!(Cli::parse_args(["ste", "--tree", name]).is_err(), "{name}");
+            // Without options, or after `--`, it is clear.
+            let cli = Cli::parse_args(["ste", "--tree", "--", name]).unwrap();
+            assert_eq!(cli.run.command, [name]);
+        }
+        let cli = Cli::parse_args(["ste", "--", "record", "-o"]).unwrap();
+        assert_eq!(cli.run.command, ["record", "-o"]);
+        // A program that merely takes such a word is unaffected.
+        let cli = Cli::parse_args(["ste", "--tree", "git", "maps"]).unwrap();
+        assert_eq!(cli.run.command, ["git", "maps"]);
+    }
+
+    #[test]
+    fn record_takes_every_run_option_and_o_for_the_record() {
+        let cli = Cli::try_parse_from([
+            "ste",
+            "record",
+            "-o",
+            "run.ste",
+            "--html",
+            "r.html",
+            "--report-file",
+            "r.txt",
+            "--tracker",
+            "netlink",
+            "--",
+            "make",
+            "-j2",
+        ])
+        .unwrap();
+        let Some(Subcommand::Record(r)) = cli.subcommand else {
+            panic!("not a record")
+        };
+        assert_eq!(r.record, PathBuf::from("run.ste"));
+        assert_eq!(r.run.output.output, Some(PathBuf::from("r.txt")));
+        assert_eq!(r.run.reports.html, Some(PathBuf::from("r.html")));
+        assert_eq!(r.run.command, ["make", "-j2"]);
+        assert!(Cli::try_parse_from(["ste", "record", "true"]).is_err());
+        // Once the command starts, its flags are its own.
+        let cli =
+            Cli::try_parse_from(["ste", "record", "-o", "r.ste", "ls", "--json", "x"]).unwrap();
+        let Some(Subcommand::Record(r)) = cli.subcommand else {
+            panic!("not a record")
+        };
+        assert_eq!(r.run.command, ["ls", "--json", "x"]);
+        assert_eq!(r.run.output.json, None);
+    }
+
+    #[test]
+    fn report_formats() {
+        let cli =
+            Cli::try_parse_from(["ste", "report", "run.ste", "-f", "perfetto", "-o", "t.json"])
+                .unwrap();
+        let Some(Subcommand::Report(r)) = cli.subcommand else {
+            panic!("not a report")
+        };
+        assert_eq!(r.format, ReportFormat::Perfetto);
+        assert_eq!(r.output, Some(PathBuf::from("t.json")));
+        assert!(Cli::try_parse_from(["ste", "report", "r", "--width", "10"]).is_err());
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn syscalls_take_an_optional_attached_mode() {
+        use crate::source::syscalls::Mode;
+        let cli = Cli::try_parse_from(["ste", "--syscalls", "ls", "-l"]).unwrap();
+        assert_eq!(cli.run.syscalls.syscalls, Some(Mode::Time));
+        assert_eq!(cli.run.command, ["ls", "-l"]);
+        let cli = Cli::try_parse_from(["ste", "--syscalls=count", "ls"]).unwrap();
+        assert_eq!(cli.run.syscalls.syscalls, Some(Mode::Count));
+        let cli =
+            Cli::try_parse_from(["ste", "--syscalls=per-process", "--allow-ptrace", "ls"]).unwrap();
+        assert_eq!(cli.run.syscalls.syscalls, Some(Mode::PerProcess));
+        assert!(cli.run.syscalls.allow_ptrace);
+        assert!(Cli::try_parse_from(["ste", "--allow-ptrace", "ls"]).is_err());
+        assert!(Cli::try_parse_from(["ste", "--syscalls=everything", "ls"]).is_err());
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        assert!(Cli::try_parse_from(["ste"]).is_err());
+        assert!(Cli::try_parse_from(["ste", "--linger", "soon", "true"]).is_err());
+        assert!(Cli::try_parse_from(["ste", "--sample-budget", "0", "true"]).is_err());
+        assert!(Cli::try_parse_from(["ste", "--tracker", "magic", "true"]).is_err());
+        assert!((parse_percent("2%").unwrap() - 0.02).abs() < 1e-12);
+    }
+
+    #[test]
+    fn accounting_and_monitor_flags() {
+        let cli = Cli::try_parse_from(["ste", "--tree", "--top", "5", "--delays", "make"]).unwrap();
+        assert!(cli.run.view.tree && cli.run.accounting.delays);
+        assert_eq!(cli.run.view.top, Some(5));
+        let cli = Cli::try_parse_from([
+            "ste",
+            "monitor",
+            "--duration",
+            "2s",
+            "--min-rss",
+            "100M",
+            "--comm",
+            "cc",
+            "--json",
+        ])
+        .unwrap();
+        let Some(Subcommand::Monitor(m)) = cli.subcommand else {
+            panic!("not monitor")
+        };
+        assert_eq!(m.min_rss, Some(100 << 20));
+        assert_eq!(m.duration, Some(std::time::Duration::from_secs(2)));
+        assert!(m.json);
+        for bare in [["--duration", "3"], ["--min-cpu", "0.5"]] {
+            let cli = Cli::try_parse_from(["ste", "monitor", bare[0], bare[1]]).unwrap();
+            assert!(
+                matches!(cli.subcommand, Some(Subcommand::Monitor(_))),
+                "{bare:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn maps_of_a_pid_or_of_a_command() {
+        let cli = Cli::try_parse_from(["ste", "maps", "--summary", "42"]).unwrap();
+        assert!(
+            matches!(cli.subcommand, Some(Subcommand::Maps(ref m)) if m.pid == Some(42) && m.summary && m.command.is_empty())
+        );
+        let cli = Cli::try_parse_from(["ste", "maps", "--", "ls", "-l"]).unwrap();
+        assert!(
+            matches!(cli.subcommand, Some(Subcommand::Maps(ref m)) if m.pid.is_none() && m.command == ["ls", "-l"])
+        );
+        assert!(Cli::try_parse_from(["ste", "maps"]).is_err());
+        assert!(Cli::try_parse_from(["ste", "maps", "42", "--", "ls"]).is_err());
+        let cli = Cli::try_parse_from(["ste", "--maps-at-peak", "true"]).unwrap();
+        assert!(cli.run.anatomy.maps_at_peak);
+    }
+}

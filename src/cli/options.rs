@@ -1,0 +1,254 @@
+//! Checked settings for a run, resolved from what was typed (`cli`) and the environment
+//! (terminal width, `NO_COLOR`). Everything downstream takes these, never clap types.
+
+use crate::cli::{ColorChoice, MapsArgs, RecordArgs, ReportArgs, ReportFormat, RunArgs, ViewArgs};
+use crate::report::Format;
+use crate::report::text::Style;
+use crate::source::maps::peak::PeakOptions;
+use crate::source::sample::Pace;
+use crate::source::track::{SyscallRequest, TrackerKind};
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How long `--kill-lingering` waits after the command exits when `--linger` is not given.
+const KILL_LINGERING_AFTER: Duration = Duration::from_millis(500);
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub command: Vec<OsString>,
+    /// Where the report goes; `None` is stderr.
+    pub output: Option<PathBuf>,
+    pub json: Option<PathBuf>,
+    /// `--html`, `--perfetto`.
+    pub html: Option<PathBuf>,
+    pub perfetto: Option<PathBuf>,
+    /// `ste record -o FILE`.
+    pub record: Option<PathBuf>,
+    pub style: Style,
+    pub tracker: Option<TrackerKind>,
+    pub linger: Option<Duration>,
+    pub pace: Pace,
+    pub keep_root: bool,
+    /// `--syscalls`: what to count, and whether ptrace syscall stops may stand in for BPF.
+    pub syscalls: Option<SyscallRequest>,
+    pub accounting: crate::source::account::Options,
+    /// What the text report shows (`-q`, `-v`, `--tree`, `--top`).
+    pub text: crate::report::text::Options,
+    /// `--maps-at-peak`: map the largest processes at the tree's memory peak.
+    pub maps_at_peak: Option<PeakOptions>,
+    /// `--malloc`: count malloc calls with the LD_PRELOAD shim.
+    pub malloc: bool,
+    /// `--budget`: checked after the report.
+    pub budgets: Vec<crate::compare::budget::Budget>,
+}
+
+/// `ste maps`: a process now, or a command's tree at its peak.
+#[derive(Debug, Clone)]
+pub enum MapsOptions {
+    Pid {
+        pid: i32,
+        summary: bool,
+        json: Option<PathBuf>,
+    },
+    Command(Box<RunOptions>),
+}
+
+impl MapsOptions {
+    pub fn from_args(a: MapsArgs) -> MapsOptions {
+        match a.pid {
+            Some(pid) => MapsOptions::Pid {
+                pid,
+                summary: a.summary,
+                json: a.json,
+            },
+            None => MapsOptions::Command(Box::new(RunOptions {
+                command: a.command,
+                json: a.json,
+                html: None,
+                perfetto: None,
+                record: None,
+                style: style(a.output.is_none(), ColorChoice::Auto),
+                output: a.output,
+                tracker: a.tracker,
+                linger: None,
+                pace: Pace::Budget(0.01),
+                keep_root: false,
+                accounting: crate::source::account::Options {
+                    taskstats: true,
+                    cgroup: true,
+                    ..Default::default()
+                },
+                text: Default::default(),
+                maps_at_peak: Some(PeakOptions {
+                    budget: a.budget,
+                    ranges: !a.summary,
+                }),
+                malloc: false,
+                syscalls: None,
+                budgets: Vec::new(),
+            })),
+        }
+    }
+}
+
+/// How the report is drawn: on a terminal (stderr, no `--output`), its width, and colour as
+/// asked (`auto`: only there, and never with `NO_COLOR`).
+fn style(to_stderr: bool, choice: ColorChoice) -> Style {
+    let to_terminal = to_stderr && std::io::stderr().is_terminal();
+    let width = if to_terminal {
+        terminal_size::terminal_size_of(std::io::stderr())
+            .map(|(w, _)| w.0 as usize)
+            .unwrap_or(80)
+    } else {
+        80
+    };
+    Style {
+        width: width.max(40),
+        color: color(choice, to_terminal),
+    }
+}
+
+impl RunOptions {
+    pub fn from_args(a: RunArgs) -> RunOptions {
+        let acc = &a.accounting;
+        let linger = match (a.tracking.linger, acc.kill_lingering) {
+            (None, true) => Some(KILL_LINGERING_AFTER),
+            (l, _) => l,
+        };
+        RunOptions {
+            accounting: crate::source::account::Options {
+                off: acc.no_accounting,
+                taskstats: !acc.no_taskstats && !acc.no_accounting,
+                cgroup: !acc.no_cgroup && !acc.no_accounting,
+                delays: acc.delays,
+                kill_lingering: acc.kill_lingering,
+            },
+            text: text_options(&a.view),
+            command: a.command,
+            style: style(a.output.output.is_none(), a.output.color),
+            output: a.output.output,
+            json: a.output.json,
+            html: a.reports.html,
+            perfetto: a.reports.perfetto,
+            record: None,
+            tracker: a.tracking.tracker,
+            linger,
+            pace: match a.memory.interval {
+                Some(d) => Pace::Fixed(d),
+                None => Pace::Budget(a.memory.sample_budget),
+            },
+            keep_root: a.privileges.keep_root,
+            syscalls: a.syscalls.syscalls.map(|mode| SyscallRequest {
+                mode,
+                allow_ptrace: a.syscalls.allow_ptrace,
+            }),
+            maps_at_peak: a.anatomy.maps_at_peak.then_some(PeakOptions {
+                budget: a.anatomy.maps_budget,
+                ranges: false,
+            }),
+            malloc: a.anatomy.malloc,
+            budgets: a.budgets.budgets,
+        }
+    }
+
+    /// `ste record`: a run that also writes a record.
+    pub fn from_record_args(a: RecordArgs) -> RunOptions {
+        RunOptions {
+            record: Some(a.record),
+            ..RunOptions::from_args(a.run)
+        }
+    }
+}
+
+/// `-q`, `-v`, `--tree`, `--top`: the same for a run and for `ste report`.
+fn text_options(v: &ViewArgs) -> crate::report::text::Options {
+    crate::report::text::Options {
+        quiet: v.quiet,
+        verbose: v.verbose,
+        by_program: v.by_program,
+        views: crate::report::accounting::Views {
+            tree: v.tree,
+            top: v.top,
+        },
+    }
+}
+
+fn color(choice: ColorChoice, to_terminal: bool) -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => to_terminal && !no_color,
+    }
+}
+
+/// Checked settings for `ste report`.
+#[derive(Debug, Clone)]
+pub struct ReportOptions {
+    pub input: PathBuf,
+    pub format: Format,
+    /// `None` is stdout.
+    pub output: Option<PathBuf>,
+    /// Colour of the text report; `None`: as recorded.
+    pub color: Option<bool>,
+    /// Width of the text report; `None`: as recorded.
+    pub width: Option<usize>,
+    /// What the text report shows, as a run takes it.
+    pub text: crate::report::text::Options,
+}
+
+impl ReportOptions {
+    pub fn from_args(a: ReportArgs) -> ReportOptions {
+        let to_terminal = a.output.is_none() && std::io::stdout().is_terminal();
+        ReportOptions {
+            input: a.input,
+            format: match a.format {
+                ReportFormat::Text => Format::Text,
+                ReportFormat::Json => Format::Json,
+                ReportFormat::Html => Format::Html,
+                ReportFormat::Perfetto => Format::Perfetto,
+                ReportFormat::Csv => Format::Csv,
+                ReportFormat::CsvProcesses => Format::CsvProcesses,
+            },
+            output: a.output,
+            color: a.color.map(|c| color(c, to_terminal)),
+            width: a.width.map(usize::from),
+            text: text_options(&a.view),
+        }
+    }
+}
+
+/// Checked settings for `ste bench`.
+pub fn bench(a: crate::cli::BenchArgs) -> crate::compare::bench::BenchOptions {
+    crate::compare::bench::BenchOptions {
+        commands: a.commands,
+        runs: a.runs as usize,
+        warmup: a.warmup as usize,
+        prepare: a.prepare,
+        shell: a.shell,
+        show_output: a.show_output,
+        tracker: a.tracker,
+        syscalls: a.syscalls.syscalls.map(|mode| SyscallRequest {
+            mode,
+            allow_ptrace: a.syscalls.allow_ptrace,
+        }),
+        seed: a.seed,
+        json: a.json,
+        csv: a.csv,
+        markdown: a.markdown,
+        budgets: a.budgets.budgets,
+    }
+}
+
+/// Checked settings for `ste diff`.
+pub fn diff(a: crate::cli::DiffArgs) -> crate::compare::diff::DiffOptions {
+    crate::compare::diff::DiffOptions {
+        a: a.a,
+        b: a.b,
+        json: a.json,
+        markdown: a.markdown,
+        budgets: a.budgets.budgets,
+    }
+}

@@ -1,0 +1,609 @@
+//! One run of a command: launch it under a tracker and the sampler, fold their events into a
+//! Run while printing `EXEC:` lines live, wait for lingering descendants, then render.
+//!
+//! Owns the order of start-up (subreaper, signal mask, fork, tracker, release), the event
+//! loop, signal forwarding and the linger policy. It reads no /proc file and formats no figure:
+//! sources and reports do.
+
+use crate::bus::event::{Event, Stamped};
+use crate::bus::sink::{Clock, Msg, Sink};
+use crate::cli::options::RunOptions;
+use crate::export::Exports;
+use crate::launch::privilege::{self, Role};
+use crate::launch::signals;
+use crate::launch::{self, Credentials, Prepared};
+use crate::ledger::record::Recording;
+use crate::ledger::recorder::{Applied, Recorder};
+use crate::model::{Run, Source, join_escaped, signal_name};
+use crate::report::text;
+use crate::source::account;
+use crate::source::sample::Sampler;
+use crate::source::track;
+use anyhow::{Context, Result};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, Instant};
+
+/// After the command exits, how long ste waits before naming the descendants it waits for.
+const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
+/// How long `--kill-lingering` gives its SIGTERM, then its SIGKILL, to take effect.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// The state of waiting for the tree after the command exited.
+#[derive(Clone, Copy)]
+struct Waiting {
+    root_gone_at: Option<Instant>,
+    announced: bool,
+    linger: Option<Duration>,
+}
+
+/// Runs the command and returns the status ste should exit with.
+pub fn run(opts: &RunOptions) -> Result<i32> {
+    note_start();
+    crate::bus::phases::start();
+    let status = run_inner(opts);
+    crate::bus::phases::print();
+    status
+}
+
+fn run_inner(opts: &RunOptions) -> Result<i32> {
+    crate::compare::budget::require(&opts.budgets, false, "a run")?;
+    // Open every output before the command starts: a bad path must not cost a run. Existing
+    // files are emptied once all are open (the record, opened last, at once).
+    let out = opts
+        .output
+        .as_deref()
+        .map(|p| crate::export::open("--output", p))
+        .transpose()?;
+    let mut exports = Exports::open(opts)?;
+    let recording = match &opts.record {
+        Some(p) => Some(
+            Recording::create(p, opts.style)
+                .with_context(|| format!("cannot create the record {}", p.display()))?,
+        ),
+        None => None,
+    };
+    let mut out = Output::begin(out, opts.output.as_deref())?;
+    exports.begin()?;
+
+    launch::become_subreaper()?;
+    let creds = if opts.keep_root {
+        None
+    } else {
+        Credentials::invoking_user()?
+    };
+    let malloc = opts
+        .malloc
+        .then(|| crate::source::malloc::Setup::new(creds.as_ref().map(|c| c.uid)))
+        .transpose()?;
+    let env = malloc.as_ref().map(|m| m.env()).unwrap_or_default();
+    let prepared = Prepared::new(&opts.command, creds, &env)?;
+    let sdt = opts
+        .malloc
+        .then(|| crate::source::malloc::sdt::plan(&opts.command));
+    // Start-up side by side: BPF loads on a thread of its own while the command is forked
+    // and the accounting prepared (the command joins the cgroup itself, once told where);
+    // only the release waits for all of them. The fork comes first: see `launch` for what
+    // starting the command later cost under the ebpf tracker.
+    let loading = track::preload_in_background(opts.tracker, opts.syscalls, sdt.clone());
+    let original_mask = signals::block();
+    let mut child = crate::bus::phases::span("fork", || prepared.fork(&original_mask))?;
+    let mut accounting = crate::bus::phases::span("accounting prepare", || {
+        account::Session::prepare(&opts.accounting)
+    });
+    if let Err(e) = child.join(accounting.join_files()) {
+        child.abandon();
+        return Err(e);
+    }
+    // From the command's start: until its release, its time is ste's set-up (see below).
+    let clock = Clock::start_at(child.started_ns);
+    let (sink, rx) = Sink::new(clock.clone());
+    let sampler = Sampler::new(opts.pace, sink.clone());
+    let peak_maps = crate::source::maps::peak::attach(opts.maps_at_peak, &sampler, &sink);
+    // Before BPF is there, while this thread would only wait: signals blocked since the
+    // fork wait for it, and reach the session in order through the sink.
+    signals::spawn(sink.clone()).context("cannot start the signal thread")?;
+    let preloaded = crate::bus::phases::span("wait for bpf", || loading.wait());
+    let probes = sdt.map_or_else(String::new, |p| p.text_before(preloaded.bpf_status()));
+    let malloc = crate::source::malloc::attach(malloc, probes, &sampler, &sink);
+    let mut launched = child.launched();
+    let started = match crate::bus::phases::span("tracker start", || {
+        track::start(
+            opts.tracker,
+            opts.syscalls,
+            preloaded,
+            &mut launched,
+            &sink,
+            &(std::sync::Arc::clone(&sampler) as std::sync::Arc<dyn crate::bus::tree::TreeWatcher>),
+            accounting.tracker_reads_ledger(),
+        )
+    }) {
+        Ok(started) => started,
+        Err(e) => {
+            child.abandon();
+            anyhow::bail!(e);
+        }
+    };
+    let command: Vec<_> = opts
+        .command
+        .iter()
+        .map(|a| crate::model::Arg(a.as_encoded_bytes().to_vec()))
+        .collect();
+    sink.emit_at(
+        0,
+        Event::Start {
+            command,
+            tracker: started.kind.name().into(),
+            pid: child.pid,
+            ppid: std::process::id() as i32,
+        },
+    );
+    if let Some(c) = prepared.credentials() {
+        sink.emit(Event::Note {
+            text: format!("the command ran as {} (uid {}, gid {}), the user who invoked sudo; --keep-root runs it as root", c.user, c.uid, c.gid),
+        });
+    }
+    declare_sources(&sink);
+    sampler.declare_source();
+    crate::bus::phases::span("accounting start", || {
+        accounting.start(&sink, child.pid, child.joined(), started.kind.name())
+    });
+    let root = child.pid;
+    // Time zero is the release: what ste did since the fork is its own set-up, not the
+    // command's time. The sampler starts after it, so its samples run forward from zero.
+    let waited_ns = clock.restart();
+    accounting.before_release(&sink, root, child.started_ns + waited_ns, waited_ns);
+    crate::bus::phases::span("release", || child.release())?;
+    let sampler_role = Role::Sampler {
+        page_flags: opts.maps_at_peak.is_some(),
+    };
+    sampler
+        .spawn(sampler_role)
+        .context("cannot start the sampler thread")?;
+    limit_session(&sink, &accounting, sampler_role);
+
+    let mut rec = Recorder::new();
+    if let Some(r) = &recording {
+        rec.set_tap(r.tap());
+    }
+    let mut wait = Waiting {
+        root_gone_at: None,
+        announced: false,
+        linger: opts.linger,
+    };
+    let mut kills = [libc::SIGTERM, libc::SIGKILL].into_iter();
+    let (end_ns, stopped_waiting) = loop {
+        match event_loop(
+            &mut rec,
+            &rx,
+            &mut out,
+            opts,
+            root,
+            &mut accounting,
+            &mut wait,
+        ) {
+            Ended::TreeDone(t_ns) => break (t_ns, None),
+            Ended::StoppedWaiting(why) => {
+                // --kill-lingering: SIGTERM, then SIGKILL, each followed by a grace period.
+                if accounting.kills_lingering()
+                    && let Some(signal) = kills.next()
+                {
+                    if let Some(e) = accounting.kill_lingering(&rec, signal) {
+                        sink.emit(e);
+                    }
+                    wait.root_gone_at = Some(Instant::now());
+                    wait.announced = true;
+                    wait.linger = Some(KILL_GRACE);
+                    continue;
+                }
+                break (clock.now_ns(), Some(why));
+            }
+        }
+    };
+
+    crate::bus::phases::span("command (release to tree done)", || ());
+    accounting.ask_to_stop();
+    let info = crate::bus::phases::span("sampler stop", || sampler.stop());
+    crate::bus::phases::span("accounting stop", || accounting.stop());
+    if let Some(p) = &peak_maps {
+        p.finish();
+    }
+    if let Some(m) = &malloc {
+        m.finish();
+    }
+    while let Ok(msg) = rx.try_recv() {
+        match msg {
+            Msg::Event(e) => {
+                apply(&mut rec, &e, &mut out, opts, &mut accounting);
+            }
+            Msg::Events(v) => {
+                for e in &v {
+                    apply(&mut rec, e, &mut out, opts, &mut accounting);
+                }
+            }
+            Msg::Task { t_ns, stats } => task(&mut rec, &mut accounting, t_ns, stats),
+            _ => {}
+        }
+    }
+    for event in crate::bus::phases::span("accounting finish", || accounting.finish()) {
+        rec.apply(&Stamped {
+            t_ns: end_ns,
+            event,
+        });
+    }
+    rec.apply(&Stamped {
+        t_ns: end_ns,
+        event: Event::SamplerDone { info },
+    });
+    if let Some(source) = &started.syscalls {
+        rec.apply(&Stamped {
+            t_ns: end_ns,
+            event: Event::Syscalls {
+                syscalls: Box::new(source.summary()),
+            },
+        });
+    }
+    let own = OwnUsage::since_start();
+    rec.apply(&Stamped {
+        t_ns: end_ns,
+        event: Event::End {
+            user_ns: own.children.0,
+            sys_ns: own.children.1,
+            ste_cpu_ns: own.me.0 + own.me.1,
+            ste_max_rss_bytes: own.max_rss_bytes,
+            stopped_waiting,
+        },
+    });
+    let run = crate::bus::phases::span("recorder finish", || rec.finish());
+    let recorded = recording.map(|r| (r.path().to_path_buf(), r.finish()));
+    // One line per budget after the report, where the report goes.
+    let budgets = crate::compare::budget::check_run(&opts.budgets, &run);
+    let lines: Vec<&str> = budgets.iter().map(|b| b.line.as_str()).collect();
+    crate::bus::phases::span("report", || out.summary(&run, opts, &lines))?;
+    exports.write(&run, opts.style)?;
+    if let Some((path, Err(e))) = recorded {
+        return Err(e).with_context(|| {
+            format!(
+                "writing the record {} (the command exited with status {})",
+                path.display(),
+                run.exit.ste_status()
+            )
+        });
+    }
+    crate::compare::budget::status(run.exit.ste_status(), &budgets)
+}
+
+/// Drops what the session thread no longer needs, now that every thread that needs more has
+/// started, and says what ste kept (only when it had capabilities to drop).
+fn limit_session(sink: &Sink, accounting: &account::Session, sampler: Role) {
+    let (cgroup, restores_delays) = accounting.privileged_end();
+    let role = Role::Session {
+        cgroup,
+        restores_delays,
+    };
+    match privilege::limit(role) {
+        Ok(Some(_)) => sink.emit(Event::Note {
+            text: privilege::summary(role, sampler),
+        }),
+        Ok(None) => {}
+        Err(e) => sink.emit(Event::Note {
+            text: format!(
+                "ste could not drop the capabilities its session thread does not need: {e}"
+            ),
+        }),
+    }
+}
+
+fn declare_sources(sink: &Sink) {
+    let rusage = "getrusage(RUSAGE_CHILDREN) of ste, a subreaper, less its value when ste started: every reaped process of the tree, orphans included";
+    sink.emit(Event::Source {
+        figure: "user_ns".into(),
+        source: Source::exact(rusage),
+    });
+    sink.emit(Event::Source {
+        figure: "sys_ns".into(),
+        source: Source::exact(rusage),
+    });
+    sink.emit(Event::Source {
+        figure: "wall_ns".into(),
+        source: Source::exact(
+            "CLOCK_MONOTONIC from the launch to the end of the last process of the tree",
+        ),
+    });
+}
+
+enum Ended {
+    /// Every process of the tree ended; the last at this run time.
+    TreeDone(u64),
+    /// ste stopped waiting for lingering descendants, for this reason.
+    StoppedWaiting(String),
+}
+
+/// Receives events until the tree is over, or until ste stops waiting for lingering
+/// descendants.
+fn event_loop(
+    rec: &mut Recorder,
+    rx: &std::sync::mpsc::Receiver<Msg>,
+    out: &mut Output,
+    opts: &RunOptions,
+    root: i32,
+    acc: &mut account::Session,
+    wait: &mut Waiting,
+) -> Ended {
+    loop {
+        let Waiting {
+            root_gone_at,
+            announced,
+            linger,
+        } = *wait;
+        let timeout = match root_gone_at {
+            None => Duration::from_secs(1),
+            Some(t0) => {
+                let mut next = t0
+                    + if announced {
+                        Duration::from_secs(3600)
+                    } else {
+                        ANNOUNCE_AFTER
+                    };
+                if let Some(l) = linger {
+                    next = next.min(t0 + l);
+                }
+                next.saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1))
+            }
+        };
+        match rx.recv_timeout(timeout) {
+            Ok(Msg::Event(e)) => {
+                if apply(rec, &e, out, opts, acc) && wait.root_gone_at.is_none() {
+                    wait.root_gone_at = Some(Instant::now());
+                }
+            }
+            Ok(Msg::Events(v)) => {
+                for e in &v {
+                    if apply(rec, e, out, opts, acc) && wait.root_gone_at.is_none() {
+                        wait.root_gone_at = Some(Instant::now());
+                    }
+                }
+            }
+            Ok(Msg::Task { t_ns, stats }) => task(rec, acc, t_ns, stats),
+            Ok(Msg::Signal {
+                signo,
+                from_terminal,
+            }) => {
+                if root_gone_at.is_some() {
+                    return Ended::StoppedWaiting(format!("interrupted by {}", signal_name(signo)));
+                }
+                // A signal from the terminal reached the command with ste's process group;
+                // one sent to ste alone is passed on.
+                if !from_terminal {
+                    // The root is not reaped yet, so its pid is still its own.
+                    let _ = crate::kernel::calls::kill(root, signo);
+                }
+            }
+            Ok(Msg::TrackerDone { t_ns, error }) => {
+                if let Some(e) = error {
+                    rec.apply(&Stamped {
+                        t_ns,
+                        event: Event::Note {
+                            text: format!("the tracker stopped early: {e}"),
+                        },
+                    });
+                }
+                return Ended::TreeDone(t_ns);
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let Some(t0) = root_gone_at else { continue };
+                let live = rec.live_processes();
+                if live.is_empty() {
+                    continue;
+                }
+                if let Some(l) = linger
+                    && t0.elapsed() >= l
+                {
+                    return Ended::StoppedWaiting(format!(
+                        "--linger {}",
+                        humantime::format_duration(l)
+                    ));
+                }
+                if !announced && t0.elapsed() >= ANNOUNCE_AFTER {
+                    wait.announced = true;
+                    let names: Vec<String> = live
+                        .iter()
+                        .take(8)
+                        .map(|(pid, p)| format!("{pid} ({})", text::program(p)))
+                        .collect();
+                    let more = if live.len() > 8 {
+                        format!(" and {} more", live.len() - 8)
+                    } else {
+                        String::new()
+                    };
+                    eprintln!(
+                        "ste: the command exited; waiting for {} descendant{} still running: {}{more} (Ctrl-C stops waiting, --linger bounds it)",
+                        live.len(),
+                        if live.len() == 1 { "" } else { "s" },
+                        names.join(", ")
+                    );
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return Ended::TreeDone(rec_clock_fallback(rec)),
+        }
+    }
+}
+
+/// The channel closed without a tracker saying it was done (cannot happen while ste holds a
+/// sink; kept total): end at the last process end the ledger knows.
+fn rec_clock_fallback(rec: &Recorder) -> u64 {
+    rec.last_event_ns()
+}
+
+/// Folds one event into the ledger, printing an exec line at once, and applies the accounting
+/// records it lets the matcher place. Returns whether the event ends the root process (its
+/// reaping, or its failure to start).
+fn apply(
+    rec: &mut Recorder,
+    e: &Stamped,
+    out: &mut Output,
+    opts: &RunOptions,
+    acc: &mut account::Session,
+) -> bool {
+    if let Applied::Exec(p, x) = rec.apply(e)
+        && !opts.text.quiet
+    {
+        out.live_line(&text::exec_line(p, x, opts.style));
+    }
+    for event in acc.newly_matched(rec) {
+        rec.apply(&Stamped {
+            t_ns: e.t_ns,
+            event,
+        });
+    }
+    matches!(e.event, Event::RootExit { .. } | Event::LaunchFailed { .. })
+}
+
+/// A taskstats record: applied when it is one of the tree's.
+fn task(
+    rec: &mut Recorder,
+    acc: &mut account::Session,
+    t_ns: u64,
+    stats: Box<crate::kernel::taskstats::TaskStats>,
+) {
+    if let Some(event) = acc.on_task(rec, t_ns, stats) {
+        rec.apply(&Stamped { t_ns, event });
+    }
+}
+
+/// `getrusage` of ste and of its reaped children when ste started (see [`note_start`]).
+static AT_START: std::sync::OnceLock<[(u64, u64); 2]> = std::sync::OnceLock::new();
+
+/// Notes ste's CPU counters as they are before the run, as early as the binary can (its
+/// `main` calls this first). Both counters survive `execve`: `RUSAGE_SELF` holds what the
+/// process did before it exec'd ste, `RUSAGE_CHILDREN` what its reaped children did (`cargo
+/// run` builds, then execs ste), and neither is the run's. Later calls change nothing.
+pub fn note_start() {
+    AT_START.get_or_init(|| [rusage(libc::RUSAGE_CHILDREN), rusage(libc::RUSAGE_SELF)]);
+}
+
+/// What the run itself cost: counters differenced from [`note_start`]'s values.
+struct OwnUsage {
+    /// (user ns, system ns) of the reaped tree.
+    children: (u64, u64),
+    /// (user ns, system ns) of ste itself.
+    me: (u64, u64),
+    /// ste's high-water RSS: `VmHWM` of its own memory map, which exec made new (`ru_maxrss`
+    /// carries the pre-exec image's peak over, so it is the fallback only).
+    max_rss_bytes: u64,
+}
+
+impl OwnUsage {
+    fn since_start() -> Self {
+        let [children0, me0] = *AT_START.get_or_init(|| [(0, 0), (0, 0)]);
+        let since = |now: (u64, u64), then: (u64, u64)| {
+            (now.0.saturating_sub(then.0), now.1.saturating_sub(then.1))
+        };
+        let max_rss_bytes = crate::kernel::proc::ProcFs::default()
+            .status(std::process::id() as i32)
+            .ok()
+            .and_then(|s| s.vm_hwm_bytes)
+            .unwrap_or_else(max_rss_self);
+        OwnUsage {
+            children: since(rusage(libc::RUSAGE_CHILDREN), children0),
+            me: since(rusage(libc::RUSAGE_SELF), me0),
+            max_rss_bytes,
+        }
+    }
+}
+
+use crate::kernel::calls::rusage as getrusage;
+
+/// (user ns, system ns) of `who`.
+fn rusage(who: libc::c_int) -> (u64, u64) {
+    let ru = getrusage(who);
+    let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1_000;
+    (ns(ru.ru_utime), ns(ru.ru_stime))
+}
+
+fn max_rss_self() -> u64 {
+    getrusage(libc::RUSAGE_SELF).ru_maxrss as u64 * 1024
+}
+
+/// Where the report goes: stderr (errors ignored: a closed stderr must not stop the run) or a
+/// file (errors reported).
+enum Output {
+    Stderr,
+    File(BufWriter<File>, PathBuf, Option<std::io::Error>),
+}
+
+impl Output {
+    /// The report's destination: stderr, or `file` (opened at `path`), emptied now.
+    fn begin(file: Option<crate::output::Opened>, path: Option<&Path>) -> Result<Output> {
+        Ok(match (file, path) {
+            (Some(f), Some(p)) => Output::File(
+                BufWriter::new(
+                    f.into_file()
+                        .with_context(|| format!("cannot empty --output file {}", p.display()))?,
+                ),
+                p.to_path_buf(),
+                None,
+            ),
+            _ => Output::Stderr,
+        })
+    }
+
+    fn live_line(&mut self, line: &str) {
+        match self {
+            Output::Stderr => {
+                let mut buf = String::with_capacity(line.len() + 1);
+                buf.push_str(line);
+                buf.push('\n');
+                let _ = std::io::stderr().write_all(buf.as_bytes());
+            }
+            Output::File(w, _, err) => {
+                if err.is_none()
+                    && let Err(e) = writeln!(w, "{line}")
+                {
+                    *err = Some(e);
+                }
+            }
+        }
+    }
+
+    /// The report's end, then `after` (a line each).
+    fn summary(&mut self, run: &Run, opts: &RunOptions, after: &[&str]) -> Result<()> {
+        if let (Output::File(..), Some(line)) = (&self, text::launch_failure_line(run)) {
+            // The error is for the user at the terminal, wherever the report goes.
+            eprintln!("{line}");
+        }
+        let mut buf = Vec::new();
+        text::render_end(run, &mut buf, opts.style, opts.text).expect("writing to memory");
+        for line in after {
+            buf.extend_from_slice(line.as_bytes());
+            buf.push(b'\n');
+        }
+        match self {
+            Output::Stderr => {
+                let _ = std::io::stderr().write_all(&buf);
+                Ok(())
+            }
+            Output::File(w, path, err) => {
+                let res = match err.take() {
+                    Some(e) => Err(e),
+                    None => w.write_all(&buf).and_then(|()| w.flush()),
+                };
+                res.with_context(|| {
+                    format!(
+                        "writing --output {} (the command exited with status {})",
+                        path.display(),
+                        run.exit.ste_status()
+                    )
+                })
+            }
+        }
+    }
+}
+
+/// The command line for messages.
+pub fn describe(command: &[crate::model::Arg]) -> String {
+    join_escaped(command)
+}

@@ -1,0 +1,126 @@
+//! Safe functions over the plain system calls that rooms outside `kernel/` need: the clocks,
+//! ids, signals to pids, an eventfd to wake a thread, polling one descriptor, `flock`,
+//! `getrusage` and the calling thread's own filesystem credentials.
+//!
+//! Owns only the calls: each takes and returns plain values, so the `unsafe` they need stays in
+//! `kernel/` (docs/DESIGN.md lists the rooms that may hold `unsafe`). Knows nothing of the Run,
+//! the bus or output. Hand-written because these are one line each over `libc`, and nix's
+//! versions of some (the per-thread `setfsuid`) do not exist or go through glibc's
+//! process-wide wrappers.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+/// `clock` in nanoseconds (`CLOCK_MONOTONIC`, a CPU clock, …).
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clocks ste asks for exist on every Linux.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// ste's effective uid.
+pub fn euid() -> libc::uid_t {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether ste runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    euid() == 0
+}
+
+/// Sends `signal` to `pid`. Callers decide what a failure (a pid already gone) means.
+pub fn kill(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: kill with integer arguments.
+    if unsafe { libc::kill(pid, signal) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A new close-on-exec eventfd, for waking a thread that polls it.
+pub fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: creating an eventfd with flags only.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds one to an eventfd: whoever polls it wakes.
+pub fn eventfd_notify(fd: BorrowedFd<'_>) {
+    let one = 1u64.to_ne_bytes();
+    // SAFETY: writing 8 bytes from a valid buffer to an eventfd.
+    unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), 8) };
+}
+
+/// Waits up to `timeout` (`None`: for as long as it takes) for `fd` to be readable; true when
+/// it is.
+pub fn poll_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: polling one valid pollfd.
+    let rc = unsafe {
+        libc::poll(
+            &mut pfd,
+            1,
+            timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32),
+        )
+    };
+    rc > 0 && pfd.revents & libc::POLLIN != 0
+}
+
+/// Takes an exclusive `flock` on `fd`, waiting for it; the lock goes with the descriptor.
+pub fn flock_exclusive(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: an open descriptor.
+    if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `getrusage(who)`: `RUSAGE_SELF`, `RUSAGE_CHILDREN` or `RUSAGE_THREAD`.
+pub fn rusage(who: libc::c_int) -> libc::rusage {
+    // SAFETY: a zeroed rusage is a valid output buffer.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into `ru`.
+    unsafe { libc::getrusage(who, &mut ru) };
+    ru
+}
+
+/// Sets the supplementary groups of the calling thread only (the raw call: glibc's `setgroups`
+/// changes every thread of the process).
+pub fn set_thread_groups(groups: &[libc::gid_t]) -> io::Result<()> {
+    // SAFETY: setgroups reads `len` gids from a valid slice.
+    let rc = unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sets the calling thread's filesystem uid and gid; returns the (uid, gid) the thread has
+/// afterwards. setfsuid/setfsgid report no error (they return the previous id); asking with an
+/// invalid id (-1) changes nothing and tells the current one, which callers compare.
+pub fn set_thread_fs_ids(uid: libc::uid_t, gid: libc::gid_t) -> (libc::uid_t, libc::gid_t) {
+    // SAFETY: integer arguments only.
+    let (gid, uid) = unsafe {
+        libc::syscall(libc::SYS_setfsgid, gid);
+        libc::syscall(libc::SYS_setfsuid, uid);
+        (
+            libc::syscall(libc::SYS_setfsgid, -1i32) as libc::gid_t,
+            libc::syscall(libc::SYS_setfsuid, -1i32) as libc::uid_t,
+        )
+    };
+    (uid, gid)
+}

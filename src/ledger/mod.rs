@@ -1,0 +1,9 @@
+//! The ledger: the recorder (the only writer of the Run), its folds (`fold/`), and the record
+//! file that streams the events and replays them (`record`).
+//!
+//! Deterministic: it never reads the kernel and never formats output, so a record replays to
+//! the same Run. Must not import a source's readers, `kernel`, the face or a report.
+
+pub mod fold;
+pub mod record;
+pub mod recorder;

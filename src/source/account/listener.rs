@@ -1,0 +1,200 @@
+//! The accounts thread: receives taskstats exit records (every exiting thread on the machine)
+//! and samples ste's cgroup's memory, until the session stops it; then reads the group's end
+//! figures.
+//!
+//! Owns the taskstats socket once registered and the sampling clock. Records go to the
+//! session raw (`Msg::Task`), because only the session's ledger can tell which belong to the
+//! tree; cgroup samples go out as events. On stop it drains what the kernel already queued:
+//! every exit of the tree was queued before the tracker saw the process end, so nothing of
+//! the tree is left behind. The end figures are read here rather than by the session, so
+//! that they are read while the session stops the sampler, beside it rather than after it (a
+//! measurable share of the end of a short run: bench/README.md).
+
+use super::group::Group;
+use crate::bus::event::Event;
+use crate::bus::sink::{Msg, Sink};
+use crate::kernel::taskstats::{Message, Received, Taskstats};
+use crate::model::{AccountEvent, GroupEnd};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How often the group's usage is read and queued taskstats records are taken while the usage
+/// moves; while it stands still the period doubles up to [`TICK_IDLE`] (a wake-up's CPU is
+/// mostly the waking up itself: bench/README.md).
+const TICK: Duration = Duration::from_millis(20);
+const TICK_IDLE: Duration = Duration::from_millis(320);
+
+/// The anon/file split (`memory.stat`) is read again when the usage has moved this much since
+/// the last reading, or when [`STAT_EVERY`] has passed: reading it every tick cost a large
+/// share of ste's CPU budget while a big command slept (bench/README.md), for a split that
+/// cannot change much while the usage stands still.
+const STAT_MOVE_BYTES: u64 = 256 << 10;
+const STAT_EVERY: Duration = Duration::from_secs(1);
+
+pub struct Listener {
+    wake: OwnedFd,
+    handle: Option<JoinHandle<Option<GroupEnd>>>,
+}
+
+impl Listener {
+    pub fn spawn(
+        taskstats: Option<Taskstats>,
+        group: Option<Arc<Group>>,
+        sink: Sink,
+    ) -> std::io::Result<Listener> {
+        let wake = crate::kernel::calls::eventfd()?;
+        let thread_wake = wake.try_clone()?;
+        let handle = std::thread::Builder::new()
+            .name("ste-accounts".into())
+            .spawn(move || {
+                crate::launch::privilege::limit_or_say(
+                    crate::launch::privilege::Role::Helper,
+                    &sink,
+                );
+                run(taskstats, group, &sink, &thread_wake)
+            })?;
+        Ok(Listener {
+            wake,
+            handle: Some(handle),
+        })
+    }
+
+    /// Asks the thread to drain the records already queued, take its last sample and read
+    /// the group's end figures, then end; [`Listener::stop`] waits for that.
+    pub fn ask_to_stop(&self) {
+        crate::kernel::calls::eventfd_notify(self.wake.as_fd());
+    }
+
+    /// Stops the thread (see [`Listener::ask_to_stop`]); every message it sent is in the
+    /// channel when this returns. The group's end figures, when it has a group.
+    pub fn stop(&mut self) -> Option<GroupEnd> {
+        self.ask_to_stop();
+        self.handle.take().and_then(|h| h.join().ok().flatten())
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[derive(Default)]
+struct Maxima {
+    usage: u64,
+    anon: u64,
+    file: u64,
+    /// The usage and the time when `memory.stat` was last read.
+    stat_read_at: Option<(u64, std::time::Instant)>,
+    /// The usage at the previous reading.
+    previous: Option<u64>,
+}
+
+/// Reads the group's memory; `last` reads the split whatever the usage did. Returns whether
+/// the usage moved since the previous reading.
+fn sample(group: &Group, sink: &Sink, max: &mut Maxima, last: bool) -> bool {
+    let Some(usage) = group.usage_now() else {
+        return false;
+    };
+    let moved = max
+        .previous
+        .replace(usage)
+        .is_none_or(|p| p.abs_diff(usage) >= STAT_MOVE_BYTES);
+    let stale = match max.stat_read_at {
+        None => true,
+        Some((at_usage, at)) => {
+            usage.abs_diff(at_usage) >= STAT_MOVE_BYTES || at.elapsed() >= STAT_EVERY
+        }
+    };
+    if !(stale || last || usage > max.usage) {
+        return moved;
+    }
+    let Some(stat) = group.stat_now() else {
+        return moved;
+    };
+    max.stat_read_at = Some((usage, std::time::Instant::now()));
+    if usage > max.usage || stat.anon_bytes > max.anon || stat.file_bytes > max.file {
+        max.usage = max.usage.max(usage);
+        max.anon = max.anon.max(stat.anon_bytes);
+        max.file = max.file.max(stat.file_bytes);
+        sink.emit(Event::Accounting {
+            event: AccountEvent::GroupSample {
+                usage_bytes: usage,
+                anon_bytes: stat.anon_bytes,
+                file_bytes: stat.file_bytes,
+            },
+        });
+    }
+    moved
+}
+
+fn forward(received: Received, sink: &Sink) {
+    match received {
+        Received::Messages(ms) => {
+            let t_ns = sink.now_ns();
+            for m in ms {
+                if let Message::Stats { stats, .. } = m {
+                    sink.send(Msg::Task { t_ns, stats });
+                }
+            }
+        }
+        Received::Overrun => sink.emit(Event::Accounting {
+            event: AccountEvent::TaskstatsOverrun,
+        }),
+        Received::Timeout => {}
+    }
+}
+
+fn run(
+    mut ts: Option<Taskstats>,
+    group: Option<Arc<Group>>,
+    sink: &Sink,
+    wake: &OwnedFd,
+) -> Option<GroupEnd> {
+    let mut max = Maxima::default();
+    // Only the group's memory and taskstats records need a clock; a group without its memory
+    // controller is read once, at the end.
+    let sampled = group.as_ref().filter(|g| g.has_memory());
+    let mut tick = (sampled.is_some() || ts.is_some()).then_some(TICK);
+    loop {
+        if let (Some(g), Some(t)) = (sampled, tick) {
+            tick = Some(if sample(g, sink, &mut max, false) {
+                TICK
+            } else {
+                (t * 2).min(TICK_IDLE)
+            });
+        }
+        // Records wait in the socket's 16 MiB buffer and are taken in batches: waking for
+        // each one would cost the workload a context switch per exit on a busy machine.
+        let stopped = wait_for(wake, tick);
+        if let Some(t) = ts.as_mut() {
+            drain(t, sink);
+        }
+        if stopped {
+            break;
+        }
+    }
+    let g = group?;
+    if g.has_memory() {
+        sample(&g, sink, &mut max, true);
+    }
+    Some(g.end())
+}
+
+/// Forwards every record already queued.
+fn drain(t: &mut Taskstats, sink: &Sink) {
+    loop {
+        match t.recv_now() {
+            Ok(Received::Timeout) | Err(_) => return,
+            Ok(r) => forward(r, sink),
+        }
+    }
+}
+
+/// Waits up to `timeout` (`None`: for as long as it takes) for the eventfd; true once it was
+/// written.
+fn wait_for(wake: &OwnedFd, timeout: Option<Duration>) -> bool {
+    crate::kernel::calls::poll_readable(wake.as_fd(), timeout)
+}

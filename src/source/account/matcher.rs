@@ -1,0 +1,245 @@
+//! Matching taskstats exit records to the processes of the Run.
+//!
+//! The exit listener hears every thread that exits on the machine; a record belongs to the
+//! tree when its thread group is a process of the Run alive at the time: pids are reused
+//! (`pid_max` may be 32,768: docs/kernel-notes.md), so a pid alone is not enough. The record's start time is its
+//! arrival minus its elapsed time (`ac_etime`, µs), and it must fall within the lifetime the
+//! tracker recorded. A record may also arrive before the tracker's fork event for its process
+//! (the two come through different sockets): it is parked until that process appears, and
+//! dropped after [`PARK_NS`] (then it was another process's).
+
+use crate::bus::event::Event;
+use crate::kernel::taskstats::TaskStats;
+use crate::ledger::recorder::Recorder;
+use crate::model::{AccountEvent, Figures, LedgerSource};
+use std::collections::HashMap;
+
+/// Tolerance between the tracker's time stamps and the kernel's: the tracker may see a fork
+/// late under load, and a record's arrival lags its exit. A pid is not reused this fast.
+const SLACK_NS: u64 = 500_000_000;
+/// How long an unmatched record waits for its process to appear.
+const PARK_NS: u64 = 2_000_000_000;
+
+#[derive(Default)]
+pub struct Matcher {
+    parked: HashMap<i32, Vec<(u64, Box<TaskStats>)>>,
+    parked_count: usize,
+    /// Processes of the Run already looked at for parked records.
+    seen: usize,
+    last_expiry_ns: u64,
+}
+
+/// The process the record's thread group belongs to: its start in the Run.
+pub fn find(rec: &Recorder, tgid: i32, task_start_ns: u64) -> Option<u64> {
+    let run = rec.run();
+    rec.entries_of(tgid)
+        .iter()
+        .rev()
+        .map(|&i| &run.processes[i])
+        .find(|p| p.start_ns <= task_start_ns + SLACK_NS)
+        .filter(|p| p.end_ns.is_none_or(|e| e + SLACK_NS >= task_start_ns))
+        .map(|p| p.start_ns)
+}
+
+/// The ledger figures of one record.
+pub fn figures(s: &TaskStats) -> Figures {
+    let leader = s.tgid.is_none_or(|t| t == s.pid);
+    let reclaim = s.swapin_delay_ns
+        + s.freepages_delay_ns.unwrap_or(0)
+        + s.thrashing_delay_ns.unwrap_or(0)
+        + s.compact_delay_ns.unwrap_or(0);
+    let (user_ns, sys_ns) = super::split_runtime(s.cpu_run_virtual_ns, s.utime_us, s.stime_us);
+    Figures {
+        user_ns: Some(user_ns),
+        sys_ns: Some(sys_ns),
+        cpu_ns: Some(s.cpu_run_virtual_ns),
+        run_queue_ns: Some(s.cpu_delay_ns),
+        blkio_delay_ns: Some(s.blkio_delay_ns),
+        swap_reclaim_delay_ns: Some(reclaim),
+        task_time_ns: Some(s.elapsed_us * 1000),
+        peak_rss_bytes: Some(s.hiwater_rss_kb * 1024),
+        peak_vm_bytes: Some(s.hiwater_vm_kb * 1024),
+        minor_faults: Some(s.minflt),
+        major_faults: Some(s.majflt),
+        voluntary_switches: Some(s.nvcsw),
+        involuntary_switches: Some(s.nivcsw),
+        read_bytes: Some(s.read_bytes),
+        write_bytes: Some(s.write_bytes),
+        read_char_bytes: Some(s.read_char),
+        write_char_bytes: Some(s.write_char),
+        exit_status: leader.then_some(s.exit_code as i32),
+    }
+}
+
+fn event(tgid: i32, start_ns: u64, s: &TaskStats) -> Event {
+    Event::Accounting {
+        event: AccountEvent::Ledger {
+            tgid,
+            start_ns: Some(start_ns),
+            source: LedgerSource::Taskstats,
+            figures: Box::new(figures(s)),
+        },
+    }
+}
+
+fn tgid_of(s: &TaskStats) -> i32 {
+    s.tgid.unwrap_or(s.pid) as i32
+}
+
+impl Matcher {
+    /// A record that arrived at run time `t_ns`: its event if it belongs to the tree, else
+    /// parked.
+    pub fn offer(&mut self, rec: &Recorder, t_ns: u64, s: Box<TaskStats>) -> Option<Event> {
+        let tgid = tgid_of(&s);
+        let start = t_ns.saturating_sub(s.elapsed_us * 1000);
+        if let Some(p) = find(rec, tgid, start) {
+            return Some(event(tgid, p, &s));
+        }
+        self.expire(t_ns);
+        self.parked.entry(tgid).or_default().push((t_ns, s));
+        self.parked_count += 1;
+        None
+    }
+
+    /// Events for parked records whose process has appeared since the last call.
+    pub fn newly_matched(&mut self, rec: &Recorder) -> Vec<Event> {
+        let procs = &rec.run().processes;
+        if self.parked_count == 0 {
+            self.seen = procs.len();
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for p in &procs[self.seen.min(procs.len())..] {
+            let Some(records) = self.parked.remove(&p.pid) else {
+                continue;
+            };
+            let mut keep = Vec::new();
+            for (t, s) in records {
+                let start = t.saturating_sub(s.elapsed_us * 1000);
+                match find(rec, p.pid, start) {
+                    Some(ps) => {
+                        out.push(event(p.pid, ps, &s));
+                        self.parked_count -= 1;
+                    }
+                    None => keep.push((t, s)),
+                }
+            }
+            if !keep.is_empty() {
+                self.parked.insert(p.pid, keep);
+            }
+        }
+        self.seen = procs.len();
+        out
+    }
+
+    /// Drops records parked for longer than [`PARK_NS`] (at most once per second).
+    fn expire(&mut self, now_ns: u64) {
+        if now_ns < self.last_expiry_ns + 1_000_000_000 {
+            return;
+        }
+        self.last_expiry_ns = now_ns;
+        self.parked.retain(|_, v| {
+            v.retain(|(t, _)| t + PARK_NS >= now_ns);
+            !v.is_empty()
+        });
+        self.parked_count = self.parked.values().map(Vec::len).sum();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bus::event::Stamped;
+    use crate::model::{Arg, Termination};
+
+    fn rec_with(events: &[Event]) -> Recorder {
+        let mut r = Recorder::new();
+        r.apply(&Stamped {
+            t_ns: 0,
+            event: Event::Start {
+                command: vec![Arg::from("x")],
+                tracker: "ptrace".into(),
+                pid: 10,
+                ppid: 1,
+            },
+        });
+        for (i, e) in events.iter().enumerate() {
+            r.apply(&Stamped {
+                t_ns: (i as u64 + 1) * 1_000_000_000,
+                event: e.clone(),
+            });
+        }
+        r
+    }
+
+    fn stats(pid: u32, tgid: u32, elapsed_ms: u64) -> Box<TaskStats> {
+        Box::new(TaskStats {
+            pid,
+            tgid: Some(tgid),
+            elapsed_us: elapsed_ms * 1000,
+            hiwater_rss_kb: 1024,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn matches_by_pid_and_lifetime() {
+        // 11 lives 1 s → 2 s; 11 is then reused at 3 s.
+        let fork = Event::Fork {
+            parent_tgid: 10,
+            child_tid: 11,
+            child_tgid: 11,
+        };
+        let exit = Event::Exit {
+            tid: 11,
+            tgid: 11,
+            status: Some(Termination::Exited(0)),
+        };
+        let r = rec_with(&[fork.clone(), exit, fork]);
+        let mut m = Matcher::default();
+        // A record of the first 11 (it lived 1 s), read after the second 11 appeared.
+        let e = m.offer(&r, 2_100_000_000, stats(11, 11, 1000)).unwrap();
+        let Event::Accounting {
+            event: AccountEvent::Ledger { start_ns, .. },
+        } = e
+        else {
+            panic!()
+        };
+        assert_eq!(start_ns, Some(1_000_000_000));
+        // A thread of the second 11.
+        let e = m.offer(&r, 3_600_000_000, stats(12, 11, 100)).unwrap();
+        let Event::Accounting {
+            event: AccountEvent::Ledger {
+                start_ns, figures, ..
+            },
+        } = e
+        else {
+            panic!()
+        };
+        assert_eq!(start_ns, Some(3_000_000_000));
+        assert_eq!(
+            figures.exit_status, None,
+            "a thread's status is not the process's"
+        );
+        // A stranger that once had pid 11, long before the run's 11 existed: parked.
+        assert!(m.offer(&r, 300_000_000, stats(11, 11, 10)).is_none());
+    }
+
+    #[test]
+    fn parked_records_match_when_the_process_appears() {
+        let mut r = rec_with(&[]);
+        let mut m = Matcher::default();
+        assert!(m.offer(&r, 1_000_000_000, stats(20, 20, 1)).is_none());
+        assert!(m.newly_matched(&r).is_empty());
+        r.apply(&Stamped {
+            t_ns: 999_000_000,
+            event: Event::Fork {
+                parent_tgid: 10,
+                child_tid: 20,
+                child_tgid: 20,
+            },
+        });
+        assert_eq!(m.newly_matched(&r).len(), 1);
+        assert_eq!(m.parked_count, 0);
+    }
+}

@@ -1,0 +1,451 @@
+//! Exact accounting for a run: taskstats exit records (root), a cgroup of its own (root, or a
+//! delegated cgroup v2 subtree), delay accounting, the per-process ledger, lingering
+//! descendants ended on request (`ste monitor` is the face's, `command/monitor.rs`).
+//!
+//! Owns the session's accounting sources (prepared while the command's first process waits to
+//! be told what to join, started before it is released, stopped and read when the tree is over) and the matching of taskstats
+//! records to the Run's processes. Everything it learns reaches the Run as
+//! `Event::Accounting`, folded by `ledger::fold::account`; it formats nothing (reports do), and it never touches
+//! the tracker's or the sampler's state.
+
+pub mod delays;
+pub mod group;
+pub mod listener;
+pub mod matcher;
+pub mod owner;
+
+use crate::bus::event::Event;
+use crate::bus::sink::Sink;
+use crate::kernel::taskstats::{self, TaskStats, Taskstats};
+use crate::ledger::recorder::Recorder;
+use crate::model::{AccountEvent, BeforeRelease, GroupEnd, Source};
+use group::Group;
+use listener::Listener;
+use matcher::Matcher;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Splits an exact runtime into user and system time in proportion to the kernel's tick
+/// samples, as getrusage does (kernel/sched/cputime.c `cputime_adjust`): the samples alone
+/// (taskstats `ac_utime`/`ac_stime`, v1 `cpuacct.usage_user`/`_sys`) are whole ticks, so a
+/// short process would show 0 user and 0 system time for real CPU. With no system tick, all
+/// of it is user time, as the kernel reports it. Returns (user, system).
+pub fn split_runtime(runtime_ns: u64, user_ticks: u64, system_ticks: u64) -> (u64, u64) {
+    if system_ticks == 0 {
+        return (runtime_ns, 0);
+    }
+    if user_ticks == 0 {
+        return (0, runtime_ns);
+    }
+    let system = (u128::from(runtime_ns) * u128::from(system_ticks)
+        / (u128::from(user_ticks) + u128::from(system_ticks))) as u64;
+    (runtime_ns - system, system)
+}
+
+/// The taskstats receive buffer: 120k exits with no drops at this size (docs/kernel-notes.md).
+pub const TASKSTATS_RCVBUF: usize = 16 << 20;
+
+/// Accounting settings of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `--no-accounting`: none of it, the core tracker alone.
+    pub off: bool,
+    pub taskstats: bool,
+    pub cgroup: bool,
+    pub delays: bool,
+    pub kill_lingering: bool,
+}
+
+/// The accounting sources of one run.
+pub struct Session {
+    opts: Options,
+    group: Option<Arc<Group>>,
+    /// The files the child joins the group by.
+    join: Vec<CString>,
+    taskstats: Option<Taskstats>,
+    listener: Option<Listener>,
+    /// The group's end figures, read by the accounts thread as it stopped.
+    group_end: Option<GroupEnd>,
+    matcher: Matcher,
+    delays: Option<delays::Guard>,
+    /// Events found before the sink existed, emitted by `start`.
+    early: Vec<Event>,
+    /// `CLOCK_MONOTONIC` at the kernel's start of the command's first process, from taskstats'
+    /// elapsed time (root); see [`Session::before_release`].
+    root_started_ns: Option<u64>,
+    /// Whether the tracker must read the ledger's figures itself (exit stops, wait4): when
+    /// taskstats, which gives them all exactly, is not available.
+    tracker_reads_ledger: bool,
+}
+
+fn unavailable(figure: &str, why: impl Into<String>) -> Event {
+    Event::Accounting {
+        event: AccountEvent::Unavailable {
+            figure: figure.into(),
+            why: why.into(),
+        },
+    }
+}
+
+use crate::kernel::calls::is_root;
+
+impl Session {
+    /// Opens what must exist before the command is released: the cgroup (and names the files
+    /// the child joins it by), the taskstats exit listener, delay accounting. Starts no thread. Anything
+    /// that does not work is recorded as unavailable, with the reason.
+    pub fn prepare(opts: &Options) -> Session {
+        let mut s = Session {
+            opts: opts.clone(),
+            group: None,
+            join: Vec::new(),
+            taskstats: None,
+            listener: None,
+            group_end: None,
+            matcher: Matcher::default(),
+            delays: None,
+            early: Vec::new(),
+            root_started_ns: None,
+            tracker_reads_ledger: false,
+        };
+        if opts.off {
+            s.early
+                .push(unavailable("exact accounting", "--no-accounting"));
+            return s;
+        }
+        if opts.cgroup {
+            let made = crate::bus::phases::span("accounting: cgroup", || {
+                Group::create(Path::new("/proc/self")).and_then(|g| {
+                    let join = g
+                        .join_paths()
+                        .into_iter()
+                        .map(|p| CString::new(p.into_os_string().into_vec()))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|_| "a cgroup path holds a NUL byte".to_string())?;
+                    Ok((g, join))
+                })
+            });
+            match made {
+                Ok((g, join)) => {
+                    s.join = join;
+                    s.group = Some(Arc::new(g));
+                }
+                Err(why) => s.early.push(unavailable(
+                    "group memory peak, group CPU, pids.peak",
+                    format!("ste could not make a cgroup of its own: {why}"),
+                )),
+            }
+        } else {
+            s.early.push(unavailable(
+                "group memory peak, group CPU, pids.peak",
+                "--no-cgroup",
+            ));
+        }
+        if opts.taskstats {
+            match crate::bus::phases::span("accounting: taskstats", open_listener) {
+                Ok(t) => s.taskstats = Some(t),
+                Err(why) => s.early.push(unavailable(
+                    "taskstats (per-process delays, exact CPU of every thread)",
+                    why,
+                )),
+            }
+        } else {
+            s.early.push(unavailable(
+                "taskstats (per-process delays, exact CPU of every thread)",
+                "--no-taskstats",
+            ));
+        }
+        s.tracker_reads_ledger = s.taskstats.is_none();
+        let places = delays::Places::default();
+        if is_root()
+            && let Some(text) = delays::sweep(&places)
+        {
+            s.early.push(Event::Note { text });
+        }
+        let (on, switched) = if opts.delays {
+            match delays::switch_on(&places) {
+                Ok(g) => {
+                    let switched = g.switched();
+                    s.delays = Some(g);
+                    (true, switched)
+                }
+                Err(why) => {
+                    s.early.push(unavailable("--delays", why));
+                    (delays::enabled().unwrap_or(false), false)
+                }
+            }
+        } else {
+            (delays::enabled().unwrap_or(false), false)
+        };
+        s.early.push(Event::Accounting {
+            event: AccountEvent::Delays {
+                on,
+                switched_by_ste: switched,
+            },
+        });
+        if !on {
+            s.early.push(unavailable(
+                "block-I/O and swap/reclaim waits",
+                "delay accounting is off (kernel.task_delayacct = 0); --delays switches it on for the run (root)",
+            ));
+        }
+        s
+    }
+
+    /// The files the child writes `0` to, to join the cgroup before its exec (none without a
+    /// cgroup): give them to `launch::Child::join`.
+    /// Whether the tracker should read the ledger's figures at exit stops and from wait4
+    /// (the setting the session hands to `track::start`).
+    pub fn tracker_reads_ledger(&self) -> bool {
+        self.tracker_reads_ledger
+    }
+
+    pub fn join_files(&self) -> Vec<CString> {
+        self.join.clone()
+    }
+
+    /// Called once the tracker runs and before the command is released, with the parked
+    /// command's first process and whether it joined the cgroup (`launch::Child::joined`):
+    /// starts the accounts thread, declares sources.
+    pub fn start(&mut self, sink: &Sink, root: i32, joined: std::io::Result<()>, tracker: &str) {
+        for e in self.early.drain(..) {
+            sink.emit(e);
+        }
+        if let Some(g) = &self.group {
+            let joined =
+                joined.map_err(|e| format!("the command could not join ste's cgroup: {e}"));
+            match joined {
+                Ok(()) => {
+                    sink.emit(Event::Accounting {
+                        event: AccountEvent::Group {
+                            version: g.version,
+                            dirs: g.dirs(),
+                        },
+                    });
+                    if g.has_memory() {
+                        let what = if g.version == 2 {
+                            "cgroup v2 memory.peak of ste's own cgroup, joined before exec"
+                        } else {
+                            "cgroup v1 memory.max_usage_in_bytes of ste's own cgroup, joined before exec"
+                        };
+                        declare(sink, "group.memory_peak_bytes", Source::exact(what));
+                        declare(
+                            sink,
+                            "group.anon_file",
+                            Source::sampled(
+                                "memory.stat of ste's cgroup (anon, file = page cache)",
+                                "sampled every 20ms; the page cache still charged at the end is exact",
+                            ),
+                        );
+                    }
+                    for (figure, why) in &g.missing {
+                        sink.emit(unavailable(figure, why.as_str()));
+                    }
+                }
+                Err(why) => {
+                    sink.emit(unavailable("group memory peak, group CPU, pids.peak", why));
+                    self.group = None;
+                }
+            }
+        }
+        if self.opts.off {
+            return;
+        }
+        if self.taskstats.is_some() {
+            declare(
+                sink,
+                "ledger.taskstats",
+                Source::exact(
+                    "taskstats exit records (one per exiting thread, summed per process): CPU is the scheduler's exact runtime, the user/system split is tick-sampled; peaks are the mm's high-water marks",
+                ),
+            );
+        } else if tracker == "ptrace" {
+            declare(
+                sink,
+                "ledger.exit_stop",
+                Source::exact(
+                    "/proc/TID/schedstat at each thread's ptrace exit stop; VmHWM and /proc/PID/io at the last one",
+                ),
+            );
+            declare(
+                sink,
+                "ledger.wait4",
+                Source::exact(
+                    "wait4() rusage at each process's end, less the rusage of the children it reaped",
+                ),
+            );
+        } else {
+            sink.emit(unavailable(
+                "per-process ledger",
+                "the netlink tracker cannot stop a process at its exit, and taskstats needs root",
+            ));
+        }
+        if let Some(t) = self.taskstats.as_mut() {
+            // Nothing of the tree can have exited yet, so the exit records this query may read
+            // past are other processes'. The kernel's elapsed time is taken between the stamp
+            // and the reply: the start is at most a round trip (~20 µs) early.
+            let asked_ns = crate::bus::sink::monotonic_ns();
+            if let Ok(s) = t.query_pid(root as u32) {
+                self.root_started_ns = Some(asked_ns.saturating_sub(s.elapsed_us * 1000));
+            }
+        }
+        let group = self.group.clone();
+        if (self.taskstats.is_some() || group.is_some())
+            && let Ok(l) = Listener::spawn(self.taskstats.take(), group, sink.clone())
+        {
+            self.listener = Some(l);
+        }
+    }
+
+    /// Measures the command's first process just before its release at `release_ns`
+    /// (`CLOCK_MONOTONIC`): blocked on its pipe, its figures stand still. What it did until
+    /// then was ste's set-up, which the fold leaves out of its ledger (`model::BeforeRelease`).
+    /// Its life until then is exact from the kernel's start of it where taskstats told it (the
+    /// ledger's task time, taskstats' too, is then right to the microsecond), else
+    /// `alive_ns`, ste's own measure from just before the clone (longer by the part of the
+    /// clone that precedes the kernel's start time: up to milliseconds on a loaded machine).
+    /// Nothing with accounting off, where no ledger is kept.
+    pub fn before_release(&self, sink: &Sink, pid: i32, release_ns: u64, alive_ns: u64) {
+        if self.opts.off {
+            return;
+        }
+        let alive_ns = self
+            .root_started_ns
+            .map_or(alive_ns, |s| release_ns.saturating_sub(s));
+        let (cpu_ns, run_queue_ns) = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+            .ok()
+            .and_then(|t| crate::kernel::proc::parse_schedstat(&t))
+            .unzip();
+        sink.emit(Event::Accounting {
+            event: AccountEvent::BeforeRelease {
+                before: BeforeRelease {
+                    pid,
+                    alive_ns,
+                    cpu_ns,
+                    run_queue_ns,
+                },
+            },
+        });
+    }
+
+    /// A taskstats record from the listener: the event to apply when it is the tree's.
+    pub fn on_task(&mut self, rec: &Recorder, t_ns: u64, stats: Box<TaskStats>) -> Option<Event> {
+        self.matcher.offer(rec, t_ns, stats)
+    }
+
+    /// Events for records that waited for their process to appear in the Run.
+    pub fn newly_matched(&mut self, rec: &Recorder) -> Vec<Event> {
+        self.matcher.newly_matched(rec)
+    }
+
+    /// Whether `--kill-lingering` asks ste to end the lingering descendants.
+    /// What the end of the run needs of root: removing the cgroup, switching delay accounting
+    /// back off.
+    pub fn privileged_end(&self) -> (bool, bool) {
+        (
+            self.group.is_some(),
+            self.delays.as_ref().is_some_and(|d| d.switched()),
+        )
+    }
+
+    pub fn kills_lingering(&self) -> bool {
+        self.opts.kill_lingering
+    }
+
+    /// Sends `signal` to the lingering descendants: everything left in the cgroup, else the
+    /// processes the ledger knows alive. Returns the event saying so.
+    pub fn kill_lingering(&self, rec: &Recorder, signal: i32) -> Option<Event> {
+        let (pids, via) = match &self.group {
+            Some(g) => (g.kill(signal), "cgroup"),
+            None => {
+                let pids: Vec<i32> = rec.live_processes().iter().map(|(p, _)| *p).collect();
+                for &pid in &pids {
+                    // The pids are live processes of the tree: ste is their subreaper, so
+                    // none can be reused before ste reaps it.
+                    let _ = crate::kernel::calls::kill(pid, signal);
+                }
+                (pids, "process list")
+            }
+        };
+        (!pids.is_empty()).then(|| Event::Accounting {
+            event: AccountEvent::KilledLingering {
+                pids,
+                signal,
+                via: via.into(),
+            },
+        })
+    }
+
+    /// Asks the accounts thread to drain what the kernel queued and read the group's end
+    /// figures, without waiting: the session stops the sampler meanwhile.
+    pub fn ask_to_stop(&self) {
+        if let Some(l) = &self.listener {
+            l.ask_to_stop();
+        }
+    }
+
+    /// Stops the accounts thread once it has drained what the kernel queued and read the
+    /// group's end figures.
+    pub fn stop(&mut self) {
+        if let Some(mut l) = self.listener.take() {
+            self.group_end = l.stop();
+        }
+    }
+
+    /// The group's final figures; then removes the group and restores delay accounting.
+    pub fn finish(&mut self) -> Vec<Event> {
+        self.stop();
+        let mut out = Vec::new();
+        if let Some(g) = self.group.take() {
+            // Read by the accounts thread, unless it never ran.
+            let end = self.group_end.take().unwrap_or_else(|| g.end());
+            out.push(Event::Accounting {
+                event: AccountEvent::GroupEnd { end: Box::new(end) },
+            });
+            // Dropping the last reference removes the directories.
+            drop(g);
+        }
+        self.delays.take();
+        out
+    }
+}
+
+fn declare(sink: &Sink, figure: &str, source: Source) {
+    sink.emit(Event::Source {
+        figure: figure.into(),
+        source,
+    });
+}
+
+/// A taskstats socket registered for exit records, or why not.
+pub fn open_listener() -> Result<Taskstats, String> {
+    if !is_root() {
+        return Err(
+            "taskstats needs CAP_NET_ADMIN (root) since Linux 3.0; per-process figures come from the tracker instead"
+                .into(),
+        );
+    }
+    let mut t = Taskstats::open(TASKSTATS_RCVBUF)
+        .map_err(|e| format!("cannot open the taskstats netlink family: {e}"))?;
+    let cpus = taskstats::possible_cpus().map_err(|e| format!("cannot read the CPU list: {e}"))?;
+    t.register_exits(&cpus)
+        .map_err(|e| format!("cannot register for taskstats exit records: {e}"))?;
+    Ok(t)
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::split_runtime;
+
+    #[test]
+    fn runtime_split_like_getrusage() {
+        assert_eq!(split_runtime(900, 0, 0), (900, 0));
+        assert_eq!(split_runtime(900, 0, 4), (0, 900));
+        assert_eq!(split_runtime(900, 2, 1), (600, 300));
+        assert_eq!(
+            split_runtime(1_000_000_007, 3, 1),
+            (750_000_006, 250_000_001)
+        );
+    }
+}

@@ -1,0 +1,1456 @@
+//! The memory sampler: PSS summed over the live tree, from exact reads anchored within a CPU
+//! budget and carried between them by cheap counters.
+//!
+//! Owns the set of live processes to read (trackers tell it about forks, execs and ends), the
+//! budget arithmetic and the sampling thread. It emits `Sample` events and never formats.
+//!
+//! Two tiers, because an exact read's cost grows with memory (docs/kernel-notes.md: a rollup read
+//! costs a fixed part plus a part per resident page, ~20 ms for a 1 GiB process), so a budget spent
+//! on exact reads alone sees a growing process rarely and misses its peak:
+//! - **Exact rounds** read `smaps_rollup` of every live process (and `statm` before and after, the
+//!   anchor of the carry). They are paced by a token bucket: CPU accrues at `budget` × wall, a
+//!   round spends what it measurably cost (thread CPU clock), and runs when the bucket holds
+//!   its expected cost. Rounds are also asked for at fork/exec/exit and run when the bucket
+//!   allows. A tracker that can stop an exiting process while its memory is still attached
+//!   (ptrace) calls [`Sampler::at_exit`], which takes a round there only if the exiting
+//!   process could raise the peak.
+//! - **Ticks** read `statm` of every live process (held open, `pread`, ~1 µs each) every
+//!   millisecond or so, and carry each process's PSS from its anchor (`carry`). A tick's cost
+//!   grows with the number of processes, not their pages; the tick interval stretches so ticks
+//!   take at most [`TICK_SHARE`] of the budget, and both tiers spend from the same bucket.
+//!   The kernel's high-water mark at exit (ebpf in the kernel, ptrace's `VmHWM` at its exit
+//!   stop) covers growth after the last tick, even when it was freed before the exit
+//!   ([`Sampler::exit_peak`]): an upper bound from the last read's upper end.
+//!
+//! Ticks are many; samples are kept bounded: within each emission window (never shorter than
+//! `elapsed / MAX_ROUNDS_SCALE`) the highest tick is emitted, so the maximum is never dropped.
+
+pub mod carry;
+
+use crate::bus::event::Event;
+use crate::bus::sink::{Sink, thread_cpu_ns};
+use crate::kernel::proc::{ProcFs, Rollup, StatmFile, page_size};
+use crate::model::{ProcessSample, Sample, SampleKind, SamplerInfo, Source};
+use carry::{Anchor, Counters, Estimate};
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::Duration;
+
+/// How the sampler is paced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pace {
+    /// Keep within this fraction of one core.
+    Budget(f64),
+    /// A fixed period, whatever it costs.
+    Fixed(Duration),
+}
+
+/// A source that rides on the sampler's rounds (`--maps-at-peak`, `--malloc`): it sees each
+/// process read and each round's outcome, and execs. Registered before the sampler starts.
+pub trait RoundObserver: Send + Sync {
+    /// Process `pid` was read in the round now running. Runs inside the round's measured CPU
+    /// (so its cost counts against the sampler's budget): keep it to a few microseconds.
+    fn process(&self, _t_ns: u64, _pid: i32, _rollup: &Rollup) {}
+    /// The round is over. Runs outside the round's measured CPU: an observer that does more
+    /// than a few microseconds of work here keeps its own budget and reports its cost.
+    fn round_done(&self, _round: &RoundInfo<'_>) {}
+    /// Process `pid` exec'd (called by the tracker; under ptrace, at the exec stop).
+    fn exec(&self, _pid: i32) {}
+    /// Process `pid` ended (called by the tracker once it is gone).
+    fn ended(&self, _pid: i32) {}
+}
+
+/// The outcome of one round, for observers.
+pub struct RoundInfo<'a> {
+    pub t_ns: u64,
+    /// PSS summed over the processes read.
+    pub pss_bytes: u64,
+    /// The sum is higher than every earlier round's.
+    pub new_high: bool,
+    /// The round was taken at this process's ptrace exit stop (its memory still attached).
+    pub exit_stop: Option<i32>,
+    /// Each process read, with its PSS.
+    pub pss_by_pid: &'a [(i32, u64)],
+}
+
+/// Rounds are never closer than this, nor closer than `elapsed / MAX_ROUNDS_SCALE`, so a run of
+/// an hour keeps a bounded number of samples. The same window bounds the ticks' samples.
+const MIN_INTERVAL_NS: u64 = 1_000_000;
+const MAX_ROUNDS_SCALE: u64 = 2_000;
+
+/// Ticks are never closer than this. A page-by-page fill grows by ~0.4 MB a millisecond, so a
+/// peak followed by an exit is missed by at most that much; the ebpf tracker's high-water mark
+/// at exit bounds the rest.
+const TICK_MIN_NS: u64 = 1_000_000;
+/// The share of the budget ticks may take; the rest pays for exact rounds. With a fixed
+/// `--interval`, ticks keep to this share of the default budget.
+const TICK_SHARE: f64 = 0.5;
+/// A process is not read until this long after its exec: before, the dynamic loader may not
+/// have mapped its libraries yet, and a read then is a figure of the loader, not of the
+/// program (a program that lives a millisecond would get a Max PSS of 12 KiB). A process that
+/// ends sooner is read only at an exit stop (ptrace) or not at all, and says so.
+pub const EXEC_SETTLE_NS: u64 = 1_000_000;
+const FIXED_TICK_BUDGET: f64 = 0.01;
+/// Exact rounds are taken within the budget when the ticks' figure is loose (its bound above
+/// this share of it), or the last one is older than ANCHOR_MAX_AGE_NS (sharing can change
+/// without any counter of the tree moving: a process outside it unmaps a library), or a
+/// process started, exec'd or ended.
+const ANCHOR_WHEN_BOUND: f64 = 0.005;
+const ANCHOR_MAX_AGE_NS: u64 = 2_000_000_000;
+const GROWING_BYTES: u64 = 1 << 20;
+/// Without observers, an exit stop takes an exact round only up to this much resident memory
+/// (~1 ms of reading at most), so the one read of a short program is exact.
+const SMALL_EXIT_ROUND_BYTES: u64 = 64 << 20;
+/// The longest ticks back off to while no counter moves: growth that starts after a quiet
+/// spell is seen within this long.
+const TICK_IDLE_MAX_NS: u64 = 10_000_000;
+
+/// Ticks' samples are emitted at most once per window of `max(EMIT_MIN_NS, elapsed /
+/// EMIT_SCALE)`, the window's highest: each emitted sample wakes the session thread (~20 µs),
+/// which would cost more than the ticks themselves. A chart is ~80 columns wide and the
+/// HTML's ~1,000: a run of an hour keeps ~1,000 × (1 + ln(hour / 5 s)) ≈ 7,600 of them.
+const EMIT_MIN_NS: u64 = 5_000_000;
+const EMIT_SCALE: u64 = 1_000;
+
+#[derive(Default, Clone, Copy)]
+struct Cached {
+    /// Its PSS as of the latest read: exact after a round, carried after a tick.
+    pss: u64,
+    /// Last `VmHWM` reported for it (when reading peaks).
+    hwm: u64,
+    /// Its smaps_rollup was refused (a setuid or non-dumpable program). Only an exec can
+    /// change that, so it is not retried until then: failing is cheap, and retrying every
+    /// round would spin the sampler at its fastest pace for nothing.
+    unreadable: bool,
+    /// The root before its first exec: still a copy of ste waiting to exec the command, so
+    /// its memory is ste's, not the command's. Not read until it execs.
+    before_exec: bool,
+    /// Its image count: bumped at each exec, so the carry starts again on the new memory.
+    image: u32,
+    /// It exec'd since it joined (its memory is its own from zero), rather than forked (its
+    /// memory is shared with its parent's until it writes).
+    exec_seen: bool,
+    /// When it last exec'd (see [`EXEC_SETTLE_NS`]).
+    exec_ns: Option<u64>,
+    /// The process that forked it, when that is in the tree.
+    parent: Option<i32>,
+}
+
+impl Cached {
+    /// Whether rounds and ticks read it at `now`.
+    fn readable(&self, now: u64) -> bool {
+        !self.unreadable
+            && !self.before_exec
+            && self
+                .exec_ns
+                .is_none_or(|t| now.saturating_sub(t) >= EXEC_SETTLE_NS)
+    }
+}
+
+/// What the sampling side keeps of each process to carry its PSS between exact reads.
+struct Carried {
+    image: u32,
+    statm: Option<StatmFile>,
+    anchor: Option<Anchor>,
+    estimate: Estimate,
+    /// Largest resident size ste read since its image started, and its PSS then.
+    seen_resident_bytes: u64,
+    at_seen: Estimate,
+    /// Its counters at the last tick, to see whether anything moved.
+    last: Option<Counters>,
+}
+
+/// What rounds and ticks read with (one at a time: behind [`Sampler::reader`]).
+struct Reader {
+    procfs: ProcFs,
+    carried: HashMap<i32, Carried>,
+    page: u64,
+}
+
+struct State {
+    live: BTreeMap<i32, Cached>,
+    stop: bool,
+    nudged: bool,
+    tokens_ns: f64,
+    last_refill_ns: u64,
+    /// Expected cost of the next round (ns of CPU), from the last one.
+    round_cost_ns: f64,
+    /// Resident bytes the last round read (its cost grows with them), and as of the last
+    /// tick: the next round is expected to cost in proportion.
+    round_rss_bytes: u64,
+    tick_rss_bytes: u64,
+    /// The last tick saw the resident total grow by more than GROWING_BYTES.
+    tick_growing: bool,
+    max_round_cpu_ns: u64,
+    last_round_ns: Option<u64>,
+    first_round_ns: Option<u64>,
+    max_gap_ns: u64,
+    rounds: u64,
+    cpu_ns: u64,
+    max_pss: u64,
+    /// The highest sum an exact round read.
+    max_round_pss: u64,
+    /// When the next tick is due.
+    next_tick_ns: u64,
+    /// Cost of the last tick (ns of CPU).
+    tick_cost_ns: f64,
+    ticks: u64,
+    first_tick_ns: Option<u64>,
+    last_tick_ns: Option<u64>,
+    tick_cpu_ns: u64,
+    /// The last tick's sum and bound.
+    tick_pss_bytes: u64,
+    tick_bound_bytes: Option<u64>,
+    /// A tick saw a counter move since the last exact round (see [`Sampler::run`]).
+    changed_since_round: bool,
+    /// How far ticks have backed off while nothing moves.
+    tick_backoff_ns: u64,
+    /// The highest tick of the current emission window, not emitted yet.
+    pending: Option<Sample>,
+    /// When a sample was last emitted.
+    last_emit_ns: u64,
+}
+
+pub struct Sampler {
+    pace: Pace,
+    sink: Sink,
+    state: Mutex<State>,
+    wake: Condvar,
+    /// Serialises rounds and ticks, taken by the sampling thread and by trackers at an exit.
+    reader: Mutex<Reader>,
+    /// Also read each process's `VmHWM` every round, for trackers that cannot read it when the
+    /// process exits.
+    read_peaks: std::sync::atomic::AtomicBool,
+    /// The sampling thread, joined by [`Sampler::stop`].
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    observers: RwLock<Vec<Arc<dyn RoundObserver>>>,
+}
+
+impl Sampler {
+    pub fn new(pace: Pace, sink: Sink) -> Arc<Sampler> {
+        let burst = burst_ns(pace, 0.0);
+        Arc::new(Sampler {
+            pace,
+            sink,
+            state: Mutex::new(State {
+                live: BTreeMap::new(),
+                stop: false,
+                nudged: false,
+                tokens_ns: burst,
+                last_refill_ns: 0,
+                round_cost_ns: 0.0,
+                round_rss_bytes: 0,
+                tick_rss_bytes: 0,
+                tick_growing: false,
+                max_round_cpu_ns: 0,
+                last_round_ns: None,
+                first_round_ns: None,
+                max_gap_ns: 0,
+                rounds: 0,
+                cpu_ns: 0,
+                max_pss: 0,
+                max_round_pss: 0,
+                next_tick_ns: 0,
+                tick_cost_ns: 0.0,
+                ticks: 0,
+                first_tick_ns: None,
+                last_tick_ns: None,
+                tick_cpu_ns: 0,
+                changed_since_round: true,
+                tick_pss_bytes: 0,
+                tick_bound_bytes: None,
+                tick_backoff_ns: 0,
+                pending: None,
+                last_emit_ns: 0,
+            }),
+            wake: Condvar::new(),
+            reader: Mutex::new(Reader {
+                procfs: ProcFs::default(),
+                carried: HashMap::new(),
+                page: page_size(),
+            }),
+            read_peaks: std::sync::atomic::AtomicBool::new(false),
+            thread: Mutex::new(None),
+            observers: RwLock::new(Vec::new()),
+        })
+    }
+
+    /// Makes every round also read `VmHWM` (~15 µs per process) and report it when it grew:
+    /// the high-water mark as of the last round before each process exits.
+    pub fn read_peaks(&self) {
+        self.read_peaks
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.sink.emit(Event::Source {
+            figure: "peak_rss_bytes".into(),
+            source: Source::sampled(
+                "VmHWM of /proc/PID/status, read at every exact round and whenever a tick sees the process above it",
+                "the kernel's high-water mark as of the last read before the process exited; growth after that read is missed",
+            ),
+        });
+    }
+
+    /// Adds an observer of every round (before [`Sampler::spawn`]).
+    pub fn observe(&self, o: Arc<dyn RoundObserver>) {
+        self.observers.write().expect("observers lock").push(o);
+    }
+
+    fn observers(&self) -> Vec<Arc<dyn RoundObserver>> {
+        self.observers.read().expect("observers lock").clone()
+    }
+
+    /// Declares where the memory curve comes from.
+    pub fn declare_source(&self) {
+        let pace = match self.pace {
+            Pace::Budget(b) => format!(
+                "exact rounds paced within {} of a core, and at fork/exec/exit",
+                crate::units::percent(b)
+            ),
+            Pace::Fixed(d) => format!(
+                "exact rounds every {}",
+                crate::units::duration_human(d.as_nanos() as u64)
+            ),
+        };
+        let note = format!(
+            "{pace}; between them carried by /proc/PID/statm counters read every {} or more (new anonymous pages count whole; each sample states its bound)",
+            crate::units::duration_human(TICK_MIN_NS)
+        );
+        self.sink.emit(Event::Source {
+            figure: "max_pss_bytes".into(),
+            source: Source::sampled(
+                "/proc/PID/smaps_rollup Pss, summed over the live tree",
+                note.clone(),
+            ),
+        });
+        self.sink.emit(Event::Source {
+            figure: "samples.per_process.pss_bytes".into(),
+            source: Source::sampled("/proc/PID/smaps_rollup Pss of each live process", note),
+        });
+        self.sink.emit(Event::Source {
+            figure: "samples.per_process.cpu_ns".into(),
+            source: Source::sampled(
+                "/proc/PID/stat utime + stime of each live process, at each exact round",
+                "in clock ticks (10 ms); CPU of a process that starts and ends between two rounds is not seen, nor its last interval; none in carried samples",
+            ),
+        });
+    }
+
+    /// Starts the sampling thread, which keeps only the capabilities `role` keeps.
+    pub fn spawn(self: &Arc<Self>, role: crate::launch::privilege::Role) -> std::io::Result<()> {
+        let me = Arc::clone(self);
+        let handle = std::thread::Builder::new()
+            .name("ste-sampler".into())
+            .spawn(move || {
+                crate::launch::privilege::limit_or_say(role, &me.sink);
+                me.run()
+            })?;
+        *self.thread.lock().expect("sampler thread lock") = Some(handle);
+        Ok(())
+    }
+
+    /// A process joined the tree, forked by `parent`.
+    pub fn process_started(&self, tgid: i32, parent: i32) {
+        let mut st = self.state.lock().expect("sampler lock");
+        let parent = st.live.contains_key(&parent).then_some(parent);
+        st.live.insert(
+            tgid,
+            Cached {
+                parent,
+                ..Cached::default()
+            },
+        );
+        self.nudge(&mut st);
+    }
+
+    /// The command's root process, forked by ste and not yet exec'd: counted from its exec.
+    pub fn root_started(&self, tgid: i32) {
+        let mut st = self.state.lock().expect("sampler lock");
+        st.live.insert(
+            tgid,
+            Cached {
+                before_exec: true,
+                ..Cached::default()
+            },
+        );
+    }
+
+    /// A process exec'd: its memory changed completely.
+    pub fn process_exec(&self, tgid: i32) {
+        self.exec_stopped(tgid);
+        self.exec_done(tgid);
+    }
+
+    /// The observers' part of an exec, for a tracker that holds the process at its exec stop:
+    /// called there, before the new image runs.
+    pub fn exec_stopped(&self, tgid: i32) {
+        for o in self.observers.read().expect("observers lock").iter() {
+            o.exec(tgid);
+        }
+    }
+
+    /// The sampler's own part of an exec: the process is readable again, its carry starts
+    /// again from its new memory, and a round is asked for. A tracker that stops at the exec
+    /// calls it once the process runs again.
+    pub fn exec_done(&self, tgid: i32) {
+        let mut st = self.state.lock().expect("sampler lock");
+        if let Some(c) = st.live.get_mut(&tgid) {
+            c.unreadable = false;
+            c.before_exec = false;
+            c.image = c.image.wrapping_add(1);
+            c.exec_seen = true;
+            c.exec_ns = Some(self.sink.now_ns());
+            c.pss = 0;
+        }
+        self.nudge(&mut st);
+    }
+
+    /// A process is gone.
+    pub fn process_ended(&self, tgid: i32) {
+        for o in self.observers.read().expect("observers lock").iter() {
+            o.ended(tgid);
+        }
+        let mut st = self.state.lock().expect("sampler lock");
+        st.live.remove(&tgid);
+        self.nudge(&mut st);
+    }
+
+    /// Asks for a round soon. The sampling thread is woken only when the budget allows one
+    /// now: in a fork storm, waking it for nothing would steal CPU from the workload and from
+    /// the tracker.
+    fn nudge(&self, st: &mut State) {
+        st.nudged = true;
+        let now = self.sink.now_ns();
+        self.refill(st, now);
+        if self.wait_before_round(st, now) == 0 {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Called by a tracker that read process `tgid`'s high-water resident size in its exit
+    /// (the ebpf tracker, in the kernel), before [`Sampler::process_ended`]: what it grew
+    /// beyond the largest size ste read, since the last tick, may have made the tree's peak.
+    /// Emits a sample at `t_ns` (the exit) when the sum with it is a new maximum; its bound
+    /// says how much of it is that unseen growth.
+    pub fn exit_peak(&self, tgid: i32, t_ns: u64, hwm_bytes: u64) {
+        let (est, seen, last_resident) = {
+            let reader = self.reader.lock().expect("reader lock");
+            let st = self.state.lock().expect("sampler lock");
+            let Some(live) = st.live.get(&tgid) else {
+                return;
+            };
+            if live.before_exec || live.unreadable {
+                return;
+            }
+            // A process never read since its exec: all of its memory is unseen.
+            match reader.carried.get(&tgid) {
+                Some(c) if c.image == live.image => (
+                    c.at_seen,
+                    c.seen_resident_bytes,
+                    c.last_resident_bytes(reader.page),
+                ),
+                _ => (Estimate::default(), 0, 0),
+            }
+        };
+        let Some(beyond) = carry::beyond_last_read(est, seen, hwm_bytes) else {
+            return;
+        };
+        let mut st = self.state.lock().expect("sampler lock");
+        let others: u64 = st
+            .live
+            .iter()
+            .filter(|(p, c)| **p != tgid && !c.before_exec && !c.unreadable)
+            .map(|(_, c)| c.pss)
+            .sum();
+        let total = others + beyond.pss_bytes;
+        if total <= st.max_pss {
+            return;
+        }
+        st.max_pss = total;
+        let unreadable = st.live.values().filter(|c| c.unreadable).count() as u32;
+        let processes = st
+            .live
+            .values()
+            .filter(|c| !c.before_exec && !c.unreadable)
+            .count() as u32;
+        // The others' as of the last tick, with this process at its high-water mark.
+        let rss_bytes = (st.tick_rss_bytes + hwm_bytes).saturating_sub(last_resident);
+        let pending = st.pending.take();
+        drop(st);
+        if let Some(p) = pending {
+            self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
+        }
+        let sample = Sample {
+            t_ns,
+            pss_bytes: total,
+            rss_bytes,
+            processes,
+            unreadable,
+            per_process: None,
+            kind: SampleKind::ExitPeak,
+            bound_bytes: Some(beyond.bound_bytes),
+        };
+        self.sink.emit_at(t_ns, Event::Sample { sample });
+    }
+
+    /// Called by a tracker while process `tgid` is stopped in its exit with its memory still
+    /// attached, with the resident size it read there (`VmRSS`). Takes a round when that
+    /// memory could raise the peak and the budget is not overdrawn by more than a round;
+    /// otherwise costs nothing. The round reads `tgid` at once; the tracker lets the process
+    /// go and then calls [`ExitRound::finish`], which reads the other processes. With
+    /// observers (`--maps-at-peak`, `--malloc`), which look at the exiting memory when the
+    /// round is done, the whole round is taken before it returns.
+    pub fn at_exit(&self, tgid: i32, rss_bytes: u64) -> Option<ExitRound<'_>> {
+        {
+            let mut st = self.state.lock().expect("sampler lock");
+            let others: u64 = st
+                .live
+                .iter()
+                .filter(|(p, _)| **p != tgid)
+                .map(|(_, c)| c.pss)
+                .sum();
+            let now = self.sink.now_ns();
+            self.refill(&mut st, now);
+            let fixed = matches!(self.pace, Pace::Fixed(_));
+            // The exit stop is the last chance to see this memory. With observers (the map at
+            // the peak, malloc's snapshots), the round may go up to one round into debt; the
+            // debt delays the next periodic round.
+            // Against the highest exact round, not the ticks' maximum: the exit round is what
+            // makes a peak exact (and what observers look at).
+            // Without observers an exit takes a round only when the budget holds and the memory
+            // is small (a short program: its one exact read); else a tick of the exiting
+            // process, whose counters carry its growth to the exit at a few µs, where a round
+            // would walk every page (tens of ms for a GiB, which a short run's budget cannot
+            // pay).
+            let observed = !self.observers.read().expect("observers lock").is_empty();
+            let affordable = if observed {
+                st.tokens_ns >= -expected_round_ns(&st)
+            } else {
+                st.tokens_ns >= 0.0 && others + rss_bytes <= SMALL_EXIT_ROUND_BYTES
+            };
+            if others + rss_bytes <= st.max_round_pss || (!fixed && !affordable) {
+                let could_raise = others + rss_bytes > st.max_pss;
+                drop(st);
+                if could_raise {
+                    self.exit_tick(tgid);
+                }
+                return None;
+            }
+        }
+        let round = self.begin_round(Some(tgid));
+        if round.observers.is_empty() {
+            return Some(ExitRound(round));
+        }
+        self.end_round(round);
+        None
+    }
+
+    /// A tick of one process stopped in its exit, its memory still attached: its counters,
+    /// carried from its anchor (a few µs, where an exact round would walk every page). Emits
+    /// a carried sample when the sum with it is a new maximum.
+    fn exit_tick(&self, tgid: i32) {
+        let mut reader = self.reader.lock().expect("reader lock");
+        let page = reader.page;
+        let cached = {
+            let st = self.state.lock().expect("sampler lock");
+            match st.live.get(&tgid) {
+                Some(c) if !c.unreadable && !c.before_exec => *c,
+                _ => return,
+            }
+        };
+        let Reader {
+            procfs, carried, ..
+        } = &mut *reader;
+        let parent = Carried::parent_of_fork(carried, tgid, &cached);
+        let c = Carried::of(carried, procfs, tgid, cached.image);
+        let Some(now) = c.counters() else {
+            return;
+        };
+        let last_resident = c.last_resident_bytes(page);
+        let (e, _) = c.tick(now, cached.exec_seen, parent, page);
+        drop(reader);
+        let t = self.sink.now_ns();
+        let mut st = self.state.lock().expect("sampler lock");
+        if let Some(l) = st.live.get_mut(&tgid) {
+            l.pss = e.pss_bytes;
+        }
+        let readable: Vec<&Cached> = st
+            .live
+            .values()
+            .filter(|c| !c.before_exec && !c.unreadable)
+            .collect();
+        let total: u64 = readable.iter().map(|c| c.pss).sum();
+        if total <= st.max_pss {
+            return;
+        }
+        let sample = Sample {
+            t_ns: t,
+            pss_bytes: total,
+            // The others' as of the last tick, with this process's size now.
+            rss_bytes: (st.tick_rss_bytes + now.resident * page).saturating_sub(last_resident),
+            processes: readable.len() as u32,
+            unreadable: st.live.values().filter(|c| c.unreadable).count() as u32,
+            per_process: None,
+            kind: SampleKind::Carried,
+            // The others' as of the last tick (this process's counted twice: a bound).
+            bound_bytes: Some(
+                e.bound_bytes
+                    .saturating_add(st.tick_bound_bytes.unwrap_or(0)),
+            ),
+        };
+        st.max_pss = total;
+        let pending = st.pending.take();
+        drop(st);
+        if let Some(p) = pending {
+            self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
+        }
+        self.sink.emit_at(t, Event::Sample { sample });
+    }
+
+    /// Stops the thread and reports how sampling went.
+    pub fn stop(&self) -> SamplerInfo {
+        {
+            let mut st = self.state.lock().expect("sampler lock");
+            st.stop = true;
+            self.wake.notify_one();
+        }
+        // Wait for a round in progress, so nothing is sampled after the figures below.
+        if let Some(handle) = self.thread.lock().expect("sampler thread lock").take() {
+            let _ = handle.join();
+        }
+        let mut st = self.state.lock().expect("sampler lock");
+        if let Some(p) = st.pending.take() {
+            self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
+        }
+        let mean_gap = |first: Option<u64>, last: Option<u64>, n: u64| match (first, last) {
+            (Some(a), Some(b)) if n > 1 => Some((b - a) / (n - 1)),
+            _ => None,
+        };
+        SamplerInfo {
+            mode: match self.pace {
+                Pace::Budget(_) => "adaptive".into(),
+                Pace::Fixed(_) => "fixed".into(),
+            },
+            budget: match self.pace {
+                Pace::Budget(b) => Some(b),
+                Pace::Fixed(_) => None,
+            },
+            burst_ns: match self.pace {
+                Pace::Budget(b) => Some((BURST_WALL_NS * b) as u64),
+                Pace::Fixed(_) => None,
+            },
+            interval_ns: match self.pace {
+                Pace::Fixed(d) => Some(d.as_nanos() as u64),
+                Pace::Budget(_) => None,
+            },
+            rounds: st.rounds,
+            effective_interval_ns: mean_gap(st.first_round_ns, st.last_round_ns, st.rounds),
+            max_gap_ns: (st.rounds > 1).then_some(st.max_gap_ns),
+            cpu_ns: st.cpu_ns,
+            ticks: st.ticks,
+            effective_tick_ns: mean_gap(st.first_tick_ns, st.last_tick_ns, st.ticks),
+            tick_cpu_ns: st.tick_cpu_ns,
+            exec_settle_ns: Some(EXEC_SETTLE_NS),
+            max_round_cpu_ns: (st.rounds > 0).then_some(st.max_round_cpu_ns),
+        }
+    }
+
+    fn run(&self) {
+        let mut st = self.state.lock().expect("sampler lock");
+        // The thread's CPU at the end of its last round or tick: what it spends between
+        // (waking up, waiting, the loop) is charged to the next one, so the budget holds
+        // for the thread's whole CPU, not only for its reads.
+        let mut mark = thread_cpu_ns();
+        loop {
+            if st.stop {
+                return;
+            }
+            let now = self.sink.now_ns();
+            self.refill(&mut st, now);
+            let readable = st.live.values().any(|c| c.readable(now));
+            // A process that has just exec'd becomes readable when it has settled.
+            let settle_wait = st
+                .live
+                .values()
+                .filter(|c| !c.unreadable && !c.before_exec)
+                .filter_map(|c| c.exec_ns)
+                .map(|t| (t + EXEC_SETTLE_NS).saturating_sub(now))
+                .filter(|&w| w > 0)
+                .min();
+            let mut round_wait = self.wait_before_round(&st, now);
+            // Within a budget, an exact round of memory whose counters have not moved since the
+            // last one would read the same figures again: it waits for a tick that sees a move
+            // (or for an event that asks for a round).
+            // Nor is one needed while the ticks' figure is tight (its bound within
+            // ANCHOR_WHEN_BOUND of it) and the last anchor is young: exact rounds walk every
+            // page and hold up the ticks while they do.
+            let since_round = st.last_round_ns.map_or(u64::MAX, |t| now.saturating_sub(t));
+            // The age rule waits while memory grows: a round then walks the most pages and
+            // holds up the ticks that follow the growth, and growth is what the carry counts
+            // exactly (new anonymous pages).
+            let tight = st
+                .tick_bound_bytes
+                .is_some_and(|b| b as f64 <= ANCHOR_WHEN_BOUND * st.tick_pss_bytes as f64)
+                && (since_round < ANCHOR_MAX_AGE_NS || st.tick_growing);
+            // Observers (`--maps-at-peak`, `--malloc`) look at memory in rounds only: with them
+            // rounds keep their budget's pace.
+            if matches!(self.pace, Pace::Budget(_))
+                && !st.nudged
+                && (!st.changed_since_round || tight)
+                && self.observers.read().expect("observers lock").is_empty()
+            {
+                round_wait = round_wait.max(st.next_tick_ns.saturating_sub(now) + 1);
+            }
+            let tick_wait = st.next_tick_ns.saturating_sub(now);
+            if readable && (round_wait == 0 || tick_wait == 0) {
+                let exact = round_wait == 0;
+                if exact {
+                    st.nudged = false;
+                }
+                drop(st);
+                let between = thread_cpu_ns().saturating_sub(mark);
+                let (moved, new_high) = if exact {
+                    self.round(None);
+                    (true, false)
+                } else {
+                    self.tick()
+                };
+                // Observers (`--maps-at-peak`, `--malloc`) look at memory in exact rounds: a
+                // tick that found a new high asks for one, which runs when the budget allows.
+                let asks = new_high;
+                st = self.state.lock().expect("sampler lock");
+                st.tokens_ns -= between as f64;
+                st.cpu_ns += between;
+                if asks && !self.observers.read().expect("observers lock").is_empty() {
+                    st.nudged = true;
+                }
+                if !exact {
+                    st.tick_cpu_ns += between;
+                    st.tick_cost_ns += between as f64;
+                }
+                mark = thread_cpu_ns();
+                let now = self.sink.now_ns();
+                // While nothing moves, ticks back off (doubling, up to TICK_IDLE_MAX_NS): a
+                // process asleep on 4 GiB costs a wake-up every 10 ms, not every tick.
+                let paced = self.tick_interval(&st);
+                st.tick_backoff_ns = if moved {
+                    paced
+                } else {
+                    (st.tick_backoff_ns.max(paced) * 2).min(TICK_IDLE_MAX_NS.max(paced))
+                };
+                st.next_tick_ns = now + st.tick_backoff_ns;
+                continue;
+            }
+            let timeout = match (readable, settle_wait) {
+                (false, None) => Duration::from_millis(100),
+                (false, Some(w)) => Duration::from_nanos(w.max(100_000)),
+                (true, w) => Duration::from_nanos(
+                    round_wait
+                        .min(tick_wait)
+                        .min(w.unwrap_or(u64::MAX))
+                        .max(100_000),
+                ),
+            };
+            let (guard, _) = self.wake.wait_timeout(st, timeout).expect("sampler lock");
+            st = guard;
+        }
+    }
+
+    /// Time between ticks: at least [`TICK_MIN_NS`], and long enough for ticks to keep to
+    /// their share of the budget at their measured cost.
+    fn tick_interval(&self, st: &State) -> u64 {
+        let share = match self.pace {
+            Pace::Budget(b) => b * TICK_SHARE,
+            Pace::Fixed(_) => FIXED_TICK_BUDGET * TICK_SHARE,
+        };
+        let paced = if share > 0.0 {
+            (st.tick_cost_ns / share) as u64
+        } else {
+            u64::MAX
+        };
+        paced.max(TICK_MIN_NS)
+    }
+
+    /// Nanoseconds to wait before the next round is due (0: now).
+    fn wait_before_round(&self, st: &State, now: u64) -> u64 {
+        let min_gap = MIN_INTERVAL_NS.max(now / MAX_ROUNDS_SCALE);
+        let since = st.last_round_ns.map(|t| now.saturating_sub(t));
+        if let Some(since) = since
+            && since < min_gap
+        {
+            return min_gap - since;
+        }
+        match self.pace {
+            Pace::Fixed(d) => {
+                let period = d.as_nanos() as u64;
+                match since {
+                    Some(since) if since < period && !st.nudged => period - since,
+                    _ => 0,
+                }
+            }
+            Pace::Budget(b) => {
+                let missing = expected_round_ns(st) - st.tokens_ns;
+                if missing <= 0.0 {
+                    // Affordable now: due if asked for, or if the budget allows no sooner.
+                    0
+                } else {
+                    (missing / b) as u64
+                }
+            }
+        }
+    }
+
+    fn refill(&self, st: &mut State, now: u64) {
+        if let Pace::Budget(b) = self.pace {
+            let elapsed = now.saturating_sub(st.last_refill_ns) as f64;
+            let cap = burst_ns(self.pace, expected_round_ns(st));
+            st.tokens_ns = (st.tokens_ns + elapsed * b).min(cap);
+        }
+        st.last_refill_ns = now;
+    }
+
+    /// Reports high-water marks read at `t` that grew.
+    fn emit_peaks(&self, t: u64, peaks: Vec<(i32, u64)>) {
+        for (tgid, hwm) in peaks {
+            let peak_rss_bytes = Some(hwm);
+            let event = Event::Accounts {
+                tgid,
+                peak_rss_bytes,
+                io: None,
+            };
+            self.sink.emit_at(t, event);
+        }
+    }
+
+    /// One tick: read the counters of every live process and carry their PSS. Returns whether
+    /// any counter moved, or the set of processes changed, since the last tick, and whether
+    /// the sum is a new maximum.
+    fn tick(&self) -> (bool, bool) {
+        let mut reader = self.reader.lock().expect("reader lock");
+        let cpu0 = thread_cpu_ns();
+        let (procs, unreadable): (Vec<(i32, Cached)>, u32) = {
+            let st = self.state.lock().expect("sampler lock");
+            let now = self.sink.now_ns();
+            (
+                st.live
+                    .iter()
+                    .filter(|(_, c)| c.readable(now))
+                    .map(|(p, c)| (*p, *c))
+                    .collect(),
+                st.live.values().filter(|c| c.unreadable).count() as u32,
+            )
+        };
+        let t = self.sink.now_ns();
+        let Reader {
+            procfs,
+            carried,
+            page,
+        } = &mut *reader;
+        let page = *page;
+        {
+            let st = self.state.lock().expect("sampler lock");
+            carried.retain(|p, _| st.live.contains_key(p));
+        }
+        let mut sample = Sample {
+            t_ns: t,
+            unreadable,
+            kind: SampleKind::Carried,
+            bound_bytes: Some(0),
+            ..Default::default()
+        };
+        let mut per_process = Vec::with_capacity(procs.len());
+        let mut estimates = Vec::with_capacity(procs.len());
+        let mut changed = procs.len() != carried.len();
+        let read_peaks = self.read_peaks.load(std::sync::atomic::Ordering::Relaxed);
+        let mut peaks = Vec::new();
+        for &(pid, cached) in &procs {
+            let parent = Carried::parent_of_fork(carried, pid, &cached);
+            let c = Carried::of(carried, procfs, pid, cached.image);
+            let Some(now) = c.counters() else {
+                continue;
+            };
+            let resident = now.resident;
+            let (e, moved) = c.tick(now, cached.exec_seen, parent, page);
+            changed |= moved;
+            // A tracker that cannot read the high-water mark at exit (netlink) has it read
+            // whenever a tick sees the process above the last one reported.
+            if read_peaks
+                && resident * page > cached.hwm
+                && let Ok(Some(hwm)) = procfs.status(pid).map(|s| s.vm_hwm_bytes)
+                && hwm > cached.hwm
+            {
+                peaks.push((pid, hwm));
+            }
+            sample.pss_bytes += e.pss_bytes;
+            sample.rss_bytes += resident * page;
+            sample.processes += 1;
+            sample.bound_bytes = sample.bound_bytes.map(|b| b + e.bound_bytes);
+            estimates.push((pid, e.pss_bytes));
+            per_process.push(ProcessSample {
+                pid,
+                pss_bytes: e.pss_bytes,
+                cpu_ns: None,
+            });
+        }
+        drop(reader);
+        let cost = thread_cpu_ns().saturating_sub(cpu0);
+        sample.per_process = Some(per_process);
+        let mut st = self.state.lock().expect("sampler lock");
+        for (pid, pss) in estimates {
+            if let Some(c) = st.live.get_mut(&pid) {
+                c.pss = pss;
+            }
+        }
+        for &(pid, hwm) in &peaks {
+            if let Some(c) = st.live.get_mut(&pid) {
+                c.hwm = c.hwm.max(hwm);
+            }
+        }
+        self.emit_peaks(t, peaks);
+        st.tokens_ns -= cost as f64;
+        st.tick_cost_ns = cost as f64;
+        st.tick_growing = sample.rss_bytes > st.tick_rss_bytes.saturating_add(GROWING_BYTES);
+        st.tick_rss_bytes = sample.rss_bytes;
+        st.cpu_ns += cost;
+        st.tick_cpu_ns += cost;
+        st.ticks += 1;
+        st.first_tick_ns.get_or_insert(t);
+        st.last_tick_ns = Some(t);
+        st.changed_since_round |= changed;
+        st.tick_pss_bytes = sample.pss_bytes;
+        st.tick_bound_bytes = sample.bound_bytes;
+        if sample.processes == 0 {
+            return (changed, false);
+        }
+        let new_high = sample.pss_bytes > st.max_pss;
+        st.max_pss = st.max_pss.max(sample.pss_bytes);
+        if st
+            .pending
+            .as_ref()
+            .is_none_or(|p| sample.pss_bytes > p.pss_bytes)
+        {
+            st.pending = Some(sample);
+        }
+        let window = EMIT_MIN_NS.max(t / EMIT_SCALE);
+        if t.saturating_sub(st.last_emit_ns) >= window
+            && let Some(p) = st.pending.take()
+        {
+            st.last_emit_ns = t;
+            drop(st);
+            self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
+        }
+        (changed, new_high)
+    }
+
+    /// One round: read every live process, emit the sum.
+    fn round(&self, exit_stop: Option<i32>) {
+        let r = self.begin_round(exit_stop);
+        self.end_round(r);
+    }
+
+    /// Starts a round: takes the list of processes to read, and reads `exit_stop` (the process
+    /// stopped in its exit that asked for the round) first.
+    fn begin_round(&self, exit_stop: Option<i32>) -> Round<'_> {
+        let observers = self.observers();
+        let reader = self.reader.lock().expect("reader lock");
+        let (pids, known_unreadable) = {
+            let st = self.state.lock().expect("sampler lock");
+            let now = self.sink.now_ns();
+            // The process stopped in its exit is read whatever its age: its loader is done.
+            let pids: Vec<(i32, u32)> = st
+                .live
+                .iter()
+                .filter(|(p, c)| {
+                    c.readable(now) || (Some(**p) == exit_stop && !c.unreadable && !c.before_exec)
+                })
+                .map(|(p, c)| (*p, c.image))
+                .collect();
+            (
+                pids,
+                st.live.values().filter(|c| c.unreadable).count() as u32,
+            )
+        };
+        let t = self.sink.now_ns();
+        let cpu0 = thread_cpu_ns();
+        let mut r = Round {
+            reader,
+            observers,
+            t,
+            cost_ns: 0,
+            exit_stop,
+            sample: Sample {
+                t_ns: t,
+                unreadable: known_unreadable,
+                ..Default::default()
+            },
+            refused: Vec::new(),
+            read_peaks: self.read_peaks.load(std::sync::atomic::Ordering::Relaxed),
+            read: Vec::with_capacity(pids.len()),
+            per_process: Vec::with_capacity(pids.len()),
+            pids,
+            moved: false,
+            bound_bytes: 0,
+        };
+        if let Some(p) = exit_stop
+            && let Some(i) = r.pids.iter().position(|&(q, _)| q == p)
+        {
+            let (p, image) = r.pids.remove(i);
+            r.read_one(p, image);
+        }
+        r.cost_ns = thread_cpu_ns().saturating_sub(cpu0);
+        r
+    }
+
+    /// Reads the rest of the round's processes and emits the sum.
+    fn end_round(&self, mut r: Round<'_>) {
+        let cpu0 = thread_cpu_ns();
+        for (pid, image) in std::mem::take(&mut r.pids) {
+            r.read_one(pid, image);
+        }
+        let Round {
+            reader,
+            observers,
+            t,
+            exit_stop,
+            mut sample,
+            refused,
+            mut read,
+            mut per_process,
+            moved,
+            bound_bytes,
+            ..
+        } = r;
+        if moved {
+            sample.kind = SampleKind::Carried;
+            sample.bound_bytes = Some(bound_bytes);
+        }
+        drop(reader);
+        // In pid order, as the live set lists them (the exit stop's process was read first).
+        read.sort_unstable_by_key(|&(pid, _, _)| pid);
+        per_process.sort_unstable_by_key(|p| p.pid);
+        sample.per_process = Some(per_process);
+        let cost = r.cost_ns + thread_cpu_ns().saturating_sub(cpu0);
+        let mut peaks = Vec::new();
+        let new_high;
+        let pending;
+        {
+            let mut st = self.state.lock().expect("sampler lock");
+            for pid in refused {
+                if let Some(c) = st.live.get_mut(&pid) {
+                    c.unreadable = true;
+                }
+            }
+            for &(pid, pss, hwm) in &read {
+                if let Some(c) = st.live.get_mut(&pid) {
+                    c.pss = pss;
+                    if hwm > c.hwm {
+                        c.hwm = hwm;
+                        peaks.push((pid, hwm));
+                    }
+                }
+            }
+            st.tokens_ns -= cost as f64;
+            st.round_cost_ns = cost as f64;
+            st.max_round_cpu_ns = st.max_round_cpu_ns.max(cost);
+            st.round_rss_bytes = sample.rss_bytes;
+            st.changed_since_round = false;
+            st.tick_rss_bytes = sample.rss_bytes;
+            st.cpu_ns += cost;
+            st.rounds += 1;
+            if let Some(last) = st.last_round_ns {
+                st.max_gap_ns = st.max_gap_ns.max(t.saturating_sub(last));
+            }
+            // Rounds run on two threads (the sampler's, and a tracker's at an exit stop), so
+            // they may finish out of order: keep the earliest and the latest.
+            st.last_round_ns = Some(st.last_round_ns.map_or(t, |l| l.max(t)));
+            st.first_round_ns = Some(st.first_round_ns.map_or(t, |f| f.min(t)));
+            // For observers, which look at memory in rounds: higher than every earlier round
+            // (ticks may have seen higher already).
+            new_high = sample.processes > 0 && sample.pss_bytes > st.max_round_pss;
+            st.max_round_pss = st.max_round_pss.max(sample.pss_bytes);
+            st.max_pss = st.max_pss.max(sample.pss_bytes);
+            // The window's highest tick goes out before this round, so samples leave in order.
+            pending = st.pending.take();
+            if sample.processes > 0 || sample.unreadable > 0 {
+                st.last_emit_ns = t;
+            }
+        }
+        if let Some(p) = pending {
+            self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
+        }
+        let round_pss_bytes = sample.pss_bytes;
+        if sample.processes > 0 || sample.unreadable > 0 {
+            self.sink.emit_at(t, Event::Sample { sample });
+        }
+        if !observers.is_empty() {
+            let pss_by_pid: Vec<(i32, u64)> = read.iter().map(|&(p, pss, _)| (p, pss)).collect();
+            let info = RoundInfo {
+                t_ns: t,
+                pss_bytes: round_pss_bytes,
+                new_high,
+                exit_stop,
+                pss_by_pid: &pss_by_pid,
+            };
+            for o in &observers {
+                o.round_done(&info);
+            }
+        }
+        self.emit_peaks(t, peaks);
+    }
+}
+
+impl Carried {
+    fn new(image: u32) -> Carried {
+        Carried {
+            image,
+            statm: None,
+            anchor: None,
+            estimate: Estimate::default(),
+            seen_resident_bytes: 0,
+            at_seen: Estimate::default(),
+            last: None,
+        }
+    }
+
+    /// The carry of `pid` at its image `image`: started afresh for a new image, its `statm`
+    /// opened on first use.
+    fn of<'a>(
+        carried: &'a mut HashMap<i32, Carried>,
+        procfs: &mut ProcFs,
+        pid: i32,
+        image: u32,
+    ) -> &'a mut Carried {
+        let c = carried.entry(pid).or_insert_with(|| Carried::new(image));
+        if c.image != image {
+            *c = Carried::new(image);
+        }
+        if c.statm.is_none() {
+            c.statm = procfs.open_statm(pid).ok();
+        }
+        c
+    }
+
+    /// The counters of `cached`'s parent now, when `pid` is a forked child about to be
+    /// anchored from its counters (see [`Anchor::of_fork`]); `None` otherwise, or when the
+    /// parent is not being read.
+    fn parent_of_fork(
+        carried: &HashMap<i32, Carried>,
+        pid: i32,
+        cached: &Cached,
+    ) -> Option<Counters> {
+        let anchored = carried
+            .get(&pid)
+            .is_some_and(|c| c.image == cached.image && c.anchor.is_some());
+        if cached.exec_seen || anchored {
+            return None;
+        }
+        carried.get(&cached.parent?)?.counters()
+    }
+
+    /// Its counters now; `None` when they cannot be read (gone, no memory, refused).
+    fn counters(&self) -> Option<Counters> {
+        match self.statm.as_ref().map(StatmFile::read) {
+            Some(Ok(Some((resident, shared)))) => Some(Counters { resident, shared }),
+            _ => None,
+        }
+    }
+
+    /// A tick of this process with counters `now`: its PSS carried from its anchor (started
+    /// from nothing for a new image, from these counters for a forked child that has none),
+    /// and whether the counters moved since the last tick.
+    fn tick(
+        &mut self,
+        now: Counters,
+        exec_seen: bool,
+        parent: Option<Counters>,
+        page: u64,
+    ) -> (Estimate, bool) {
+        let anchor = *self.anchor.get_or_insert_with(|| {
+            if exec_seen {
+                // A new image's memory is all its own: carried from nothing.
+                Anchor::default()
+            } else {
+                Anchor::of_fork(now, parent, page)
+            }
+        });
+        let e = carry::carry(&anchor, now, page);
+        self.saw(now.resident * page, e);
+        let moved = self.last != Some(now);
+        self.last = Some(now);
+        (e, moved)
+    }
+
+    /// Its resident bytes at the last tick (0 before any).
+    fn last_resident_bytes(&self, page: u64) -> u64 {
+        self.last.map_or(0, |c| c.resident * page)
+    }
+
+    /// A read of `resident_bytes` with PSS `e`: kept when it is the largest seen, as the
+    /// base of [`Sampler::exit_peak`].
+    fn saw(&mut self, resident_bytes: u64, e: Estimate) {
+        self.estimate = e;
+        if resident_bytes >= self.seen_resident_bytes {
+            self.seen_resident_bytes = resident_bytes;
+            self.at_seen = e;
+        }
+    }
+}
+
+/// A round at an exit stop whose exiting process has been read: the tracker lets it go, then
+/// finishes the round with the other processes (see [`Sampler::at_exit`]).
+/// The trackers' view of the sampler: each call is the inherent method of the same name.
+impl crate::bus::tree::TreeWatcher for Sampler {
+    fn read_peaks(&self) {
+        Sampler::read_peaks(self)
+    }
+    fn root_started(&self, tgid: i32) {
+        Sampler::root_started(self, tgid)
+    }
+    fn process_started(&self, tgid: i32, parent: i32) {
+        Sampler::process_started(self, tgid, parent)
+    }
+    fn process_exec(&self, tgid: i32) {
+        Sampler::process_exec(self, tgid)
+    }
+    fn exec_stopped(&self, tgid: i32) {
+        Sampler::exec_stopped(self, tgid)
+    }
+    fn exec_done(&self, tgid: i32) {
+        Sampler::exec_done(self, tgid)
+    }
+    fn process_ended(&self, tgid: i32) {
+        Sampler::process_ended(self, tgid)
+    }
+    fn exit_peak(&self, tgid: i32, t_ns: u64, hwm_bytes: u64) {
+        Sampler::exit_peak(self, tgid, t_ns, hwm_bytes)
+    }
+    fn at_exit<'a>(&'a self, tgid: i32, rss_bytes: u64) -> Option<Box<dyn FnOnce() + 'a>> {
+        let round = Sampler::at_exit(self, tgid, rss_bytes)?;
+        Some(Box::new(move || round.finish(self)))
+    }
+}
+
+pub struct ExitRound<'a>(Round<'a>);
+
+impl ExitRound<'_> {
+    pub fn finish(self, sampler: &Sampler) {
+        sampler.end_round(self.0);
+    }
+}
+
+/// A round in progress. Holds the reader, so rounds and ticks never overlap.
+struct Round<'a> {
+    reader: std::sync::MutexGuard<'a, Reader>,
+    observers: Vec<Arc<dyn RoundObserver>>,
+    t: u64,
+    /// CPU spent in the round before [`Sampler::end_round`].
+    cost_ns: u64,
+    exit_stop: Option<i32>,
+    /// Processes still to read, with their image count.
+    pids: Vec<(i32, u32)>,
+    sample: Sample,
+    refused: Vec<i32>,
+    read_peaks: bool,
+    /// (pid, PSS, VmHWM or 0) of each process read.
+    read: Vec<(i32, u64, u64)>,
+    per_process: Vec<ProcessSample>,
+    /// A process's memory moved while it was read: the round's sum is carried, not exact.
+    moved: bool,
+    bound_bytes: u64,
+}
+
+impl Round<'_> {
+    fn read_one(&mut self, pid: i32, image: u32) {
+        let Reader {
+            procfs,
+            carried,
+            page,
+        } = &mut *self.reader;
+        let c = Carried::of(carried, procfs, pid, image);
+        let before = c.counters();
+        match procfs.smaps_rollup(pid) {
+            Ok(Some(r)) => {
+                // The anchor of the carry: the exact read with the counters around it. When
+                // they moved during the walk (a process faulting in memory as it is read),
+                // the read is a smear: the process is carried from its last anchor instead,
+                // or, with none, anchored on the counters before the walk with the pages
+                // gained meanwhile as its bound.
+                let after = c.counters();
+                let (figure, exact) = match (before, after) {
+                    (Some(b), Some(a)) if a == b => {
+                        c.anchor = Some(Anchor {
+                            pss_bytes: r.pss_bytes,
+                            pss_anon_bytes: r.pss_anon_bytes,
+                            counters: a,
+                            bound_bytes: 0,
+                        });
+                        let e = Estimate {
+                            pss_bytes: r.pss_bytes,
+                            bound_bytes: 0,
+                        };
+                        (e, true)
+                    }
+                    (Some(b), Some(a)) => {
+                        let anchor = *c.anchor.get_or_insert_with(|| {
+                            if image > 0 {
+                                // A new image's memory is all its own: carried from nothing,
+                                // as a tick would, rather than from a smeared read.
+                                Anchor::default()
+                            } else {
+                                // A forked child (its memory is shared with its parent): the
+                                // read, with the counters midway, off by at most half of
+                                // what they moved.
+                                let mid = |x: u64, y: u64| x.min(y) + x.abs_diff(y) / 2;
+                                Anchor {
+                                    pss_bytes: r.pss_bytes,
+                                    pss_anon_bytes: r.pss_anon_bytes,
+                                    counters: Counters {
+                                        resident: mid(a.resident, b.resident),
+                                        shared: mid(a.shared, b.shared),
+                                    },
+                                    bound_bytes: a.resident.abs_diff(b.resident) * *page / 2,
+                                }
+                            }
+                        });
+                        c.last = Some(a);
+                        (carry::carry(&anchor, a, *page), false)
+                    }
+                    // No counters (statm refused or gone): the read alone.
+                    _ => {
+                        let e = Estimate {
+                            pss_bytes: r.pss_bytes,
+                            bound_bytes: 0,
+                        };
+                        (e, true)
+                    }
+                };
+                self.sample.pss_bytes += figure.pss_bytes;
+                self.sample.rss_bytes += r.rss_bytes;
+                self.sample.processes += 1;
+                self.moved |= !exact;
+                self.bound_bytes += figure.bound_bytes;
+                c.saw(
+                    r.rss_bytes.max(after.map_or(0, |a| a.resident * *page)),
+                    figure,
+                );
+                // For reports that stack memory and CPU by process; `stat` costs ~10 µs
+                // against the rollup's 60 µs and more, and the round's measured cost
+                // includes it, so the budget still holds.
+                self.per_process.push(ProcessSample {
+                    pid,
+                    pss_bytes: figure.pss_bytes,
+                    cpu_ns: procfs.cpu_ns(pid).ok().flatten(),
+                });
+                let hwm = if self.read_peaks {
+                    procfs
+                        .status(pid)
+                        .ok()
+                        .and_then(|s| s.vm_hwm_bytes)
+                        .unwrap_or(0)
+                } else {
+                    0
+                };
+                self.read.push((pid, figure.pss_bytes, hwm));
+                for o in &self.observers {
+                    o.process(self.t, pid, &r);
+                }
+            }
+            // No mm (a zombie) or gone since the list was taken: nothing to count.
+            Ok(None) => {}
+            Err(e)
+                if e.raw_os_error() == Some(libc::ENOENT)
+                    || e.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(_) => {
+                self.sample.unreadable += 1;
+                self.refused.push(pid);
+            }
+        }
+    }
+}
+
+/// What the next round should cost: the last one's, scaled by how much more memory the ticks
+/// have seen since (a round's reads walk every resident page), so a growing process does not
+/// overdraw the budget by a round each time.
+fn expected_round_ns(st: &State) -> f64 {
+    if st.round_rss_bytes > 0 && st.tick_rss_bytes > st.round_rss_bytes {
+        st.round_cost_ns * (st.tick_rss_bytes as f64 / st.round_rss_bytes as f64)
+    } else {
+        st.round_cost_ns
+    }
+}
+
+/// Budget share of this much wall time is the bucket's start-up allowance: at 1 % a run gets
+/// 1 ms of sampling at once, so even a short command is sampled from its first exec.
+const BURST_WALL_NS: f64 = 100_000_000.0;
+
+/// The most CPU the bucket may hold: two rounds, and at least the start-up allowance.
+fn burst_ns(pace: Pace, round_cost_ns: f64) -> f64 {
+    match pace {
+        Pace::Budget(b) => (2.0 * round_cost_ns).max(BURST_WALL_NS * b),
+        Pace::Fixed(_) => f64::INFINITY,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bus::sink::{Clock, Msg};
+
+    fn samples(rx: &std::sync::mpsc::Receiver<Msg>) -> Vec<Sample> {
+        rx.try_iter()
+            .filter_map(|m| match m {
+                Msg::Event(crate::bus::event::Stamped {
+                    event: Event::Sample { sample },
+                    ..
+                }) => Some(sample),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The exit-stop round reads the exiting process before `at_exit` returns (the tracker
+    /// then lets it go: here it is killed and reaped), and the others at `finish`.
+    #[test]
+    fn an_exit_round_reads_the_exiting_process_before_it_is_let_go() {
+        let (sink, rx) = crate::bus::sink::Sink::new(Clock::start());
+        let sampler = Sampler::new(Pace::Fixed(Duration::from_secs(3600)), sink);
+        let mut exiting = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let mut other = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let (e, o) = (exiting.id() as i32, other.id() as i32);
+        sampler.process_started(e, 0);
+        sampler.process_started(o, 0);
+        // Its resident size is far above any peak so far: a round is due.
+        let round = sampler
+            .at_exit(e, 1 << 40)
+            .expect("a round at the exit stop");
+        assert!(
+            samples(&rx).is_empty(),
+            "nothing emitted before the round is finished"
+        );
+        exiting.kill().unwrap();
+        exiting.wait().unwrap();
+        round.finish(&sampler);
+        let s = samples(&rx);
+        assert_eq!(s.len(), 1);
+        let pids: Vec<i32> = s[0]
+            .per_process
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|p| p.pid)
+            .collect();
+        let mut want = vec![e, o];
+        want.sort();
+        assert_eq!(pids, want, "both read, in pid order");
+        assert!(s[0].pss_bytes > 0);
+        // Below the peak now recorded: no round, nothing to finish.
+        assert!(sampler.at_exit(o, 0).is_none());
+        other.kill().unwrap();
+        other.wait().unwrap();
+    }
+}

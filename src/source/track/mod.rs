@@ -1,0 +1,294 @@
+//! Process trackers: each follows the command's whole tree through one kernel interface and
+//! emits the same `Event` vocabulary (fork, exec, exit), so every tracker gives the same counts.
+//!
+//! Owns the choice of tracker and the fallback between them, and which tracker counts system
+//! calls (`--syscalls`: the ebpf tracker in the kernel, or ptrace syscall stops when allowed).
+//! A tracker is started while the command waits on the launch pipe, so it is registered before
+//! the command's first instruction.
+
+pub mod argv_check;
+pub mod ebpf;
+pub mod netlink;
+pub mod ptrace;
+pub mod ptrace_syscalls;
+pub mod reaper;
+pub mod tree;
+
+use crate::bus::event::Event;
+use crate::bus::launched::Launched;
+use crate::bus::sink::Sink;
+use crate::bus::tree::TreeWatcher;
+use crate::source::syscalls;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrackerKind {
+    /// sched tracepoints through BPF, argv read in the kernel; needs CAP_BPF and CAP_PERFMON.
+    Ebpf,
+    /// fork/exec/exit stops, no syscall stops; exact, needs no privilege.
+    Ptrace,
+    /// The proc connector: no stops; can lose events under fork storms (counted and reported).
+    Netlink,
+}
+
+impl TrackerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            TrackerKind::Ebpf => "ebpf",
+            TrackerKind::Ptrace => "ptrace",
+            TrackerKind::Netlink => "netlink",
+        }
+    }
+}
+
+/// `--syscalls` as asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyscallRequest {
+    pub mode: syscalls::Mode,
+    /// `--allow-ptrace`: without BPF, count with ptrace syscall stops (slow).
+    pub allow_ptrace: bool,
+}
+
+/// The tracker that follows the tree, and the source of the system-call summary.
+pub struct Started {
+    pub kind: TrackerKind,
+    pub syscalls: Option<Arc<dyn syscalls::Source>>,
+}
+
+/// What a tracker's start returns: the system-call source, if it counts them.
+type StartResult = Result<Option<Arc<dyn syscalls::Source>>, String>;
+
+/// The BPF object, loaded before the command is forked when the ebpf tracker may be used (or
+/// why it could not be).
+pub struct Preloaded(Option<Result<ebpf::Loaded, String>>);
+
+/// Loads the BPF object if the choice of tracker may fall on ebpf, with uprobes on the SDT
+/// probe sites of `sdt` (`--malloc`). Call it before the command is released (while it is held
+/// or before the fork): loading takes long enough to distort the command's wall time, and the
+/// probes must be there before the command runs.
+fn preload(
+    requested: Option<TrackerKind>,
+    syscalls: Option<SyscallRequest>,
+    sdt: Option<crate::source::malloc::sdt::Plan>,
+) -> Preloaded {
+    Preloaded(match requested {
+        None | Some(TrackerKind::Ebpf) => Some(ebpf::load(
+            ebpf::Config {
+                syscalls: syscalls.map(|r| r.mode),
+            },
+            sdt,
+        )),
+        Some(_) => None,
+    })
+}
+
+/// [`preload`] under way on a thread of its own, or why there is none.
+pub enum Loading {
+    /// Another tracker was asked for: nothing to load.
+    NotNeeded,
+    /// The thread could not start.
+    Failed(String),
+    Thread(std::thread::JoinHandle<Preloaded>),
+}
+
+/// [`preload`] on a thread of its own when it has BPF to load (a few milliseconds of work that
+/// the rest of the start-up overlaps).
+pub fn preload_in_background(
+    requested: Option<TrackerKind>,
+    syscalls: Option<SyscallRequest>,
+    sdt: Option<crate::source::malloc::sdt::Plan>,
+) -> Loading {
+    if !matches!(requested, None | Some(TrackerKind::Ebpf)) {
+        return Loading::NotNeeded;
+    }
+    // Off this thread's CPU: this thread goes on to the accounting's set-up and the fork.
+    let spawned = crate::kernel::affinity::spawn_elsewhere("ste-bpf-load", move || {
+        crate::bus::phases::span("bpf preload", || preload(requested, syscalls, sdt))
+    });
+    match spawned {
+        Ok(handle) => Loading::Thread(handle),
+        Err(e) => Loading::Failed(format!("cannot start the thread that loads BPF: {e}")),
+    }
+}
+
+impl Loading {
+    /// The outcome of [`preload`], once it is there.
+    pub fn wait(self) -> Preloaded {
+        match self {
+            Loading::NotNeeded => Preloaded(None),
+            Loading::Failed(why) => Preloaded(Some(Err(why))),
+            Loading::Thread(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        }
+    }
+}
+
+impl Preloaded {
+    /// Whether the BPF object is loaded, or why not.
+    pub fn bpf_status(&self) -> Result<(), String> {
+        match &self.0 {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err("another tracker was asked for (--tracker)".into()),
+        }
+    }
+}
+
+/// What starting a tracker needs.
+struct Ctx<'a> {
+    preloaded: Preloaded,
+    child: &'a mut Launched,
+    sink: &'a Sink,
+    sampler: &'a Arc<dyn TreeWatcher>,
+    /// Whether ptrace reads the ledger's figures (see `account::Session::tracker_reads_ledger`).
+    ledger: bool,
+}
+
+impl Ctx<'_> {
+    /// Starts one tracker. Each takes the child's exec report only once it is committed, so a
+    /// failed start leaves it for the fallback.
+    fn one(&mut self, kind: TrackerKind, syscalls: Option<syscalls::Mode>) -> StartResult {
+        let (sink, sampler) = (self.sink.clone(), Arc::clone(self.sampler));
+        match kind {
+            TrackerKind::Ebpf => match self.preloaded.0.take() {
+                Some(loaded) => ebpf::start(loaded?, self.child, sink, sampler),
+                None => Err("the BPF object was not loaded".into()),
+            },
+            TrackerKind::Ptrace => ptrace::start(self.child, sink, sampler, syscalls, self.ledger),
+            TrackerKind::Netlink => netlink::start(self.child, sink, sampler).map(|()| None),
+        }
+    }
+
+    fn note(&self, text: String) {
+        self.sink.emit(Event::Note { text });
+    }
+}
+
+/// Starts the requested tracker, or the most exact one that works (ebpf, then ptrace, then
+/// netlink, saying why). With `--syscalls`, only a tracker that can count them: ebpf, or
+/// ptrace with syscall stops when `--allow-ptrace` accepts their cost. Returns the tracker in
+/// use; the notes for the report are emitted. `ledger`: whether ptrace reads the ledger's
+/// figures itself (taskstats is not there to give them).
+pub fn start(
+    requested: Option<TrackerKind>,
+    syscalls: Option<SyscallRequest>,
+    preloaded: Preloaded,
+    child: &mut Launched,
+    sink: &Sink,
+    sampler: &Arc<dyn TreeWatcher>,
+    ledger: bool,
+) -> Result<Started, String> {
+    let mut ctx = Ctx {
+        preloaded,
+        child,
+        sink,
+        sampler,
+        ledger,
+    };
+    match (requested, syscalls) {
+        (Some(kind), None) => ctx
+            .one(kind, None)
+            .map(|s| Started { kind, syscalls: s })
+            .map_err(|e| format!("--tracker {}: {e}", kind.name())),
+        (None, None) => start_default(&mut ctx),
+        (Some(TrackerKind::Netlink), Some(_)) => Err(NETLINK_NO_SYSCALLS.into()),
+        (Some(TrackerKind::Ptrace), Some(req)) => {
+            if !req.allow_ptrace {
+                return Err(PTRACE_NEEDS_ALLOW.into());
+            }
+            ctx.one(TrackerKind::Ptrace, Some(req.mode))
+                .map(|s| Started {
+                    kind: TrackerKind::Ptrace,
+                    syscalls: s,
+                })
+                .map_err(|e| format!("--tracker ptrace: {e}"))
+        }
+        (Some(TrackerKind::Ebpf) | None, Some(req)) => {
+            start_counting(&mut ctx, req, requested.is_none())
+        }
+    }
+}
+
+const NETLINK_NO_SYSCALLS: &str = "--syscalls counts with the ebpf tracker, or with ptrace syscall stops (--tracker ptrace --allow-ptrace); the netlink tracker cannot count them";
+
+const PTRACE_NEEDS_ALLOW: &str = "--tracker ptrace --syscalls counts at ptrace syscall stops, which stop the process twice per system call (like strace: tens of µs each): add --allow-ptrace to accept that, or count in the kernel with the ebpf tracker (root)";
+
+/// No tracker asked for: ebpf, else ptrace, else netlink.
+fn start_default(ctx: &mut Ctx) -> Result<Started, String> {
+    let why_not_ebpf = match ctx.one(TrackerKind::Ebpf, None) {
+        Ok(s) => {
+            return Ok(Started {
+                kind: TrackerKind::Ebpf,
+                syscalls: s,
+            });
+        }
+        Err(why) => why,
+    };
+    let ebpf_note = format!("the ebpf tracker is not available ({why_not_ebpf})");
+    match ctx.one(TrackerKind::Ptrace, None) {
+        Ok(s) => {
+            ctx.note(format!("{ebpf_note}: using the ptrace tracker"));
+            Ok(Started {
+                kind: TrackerKind::Ptrace,
+                syscalls: s,
+            })
+        }
+        Err(why) => {
+            let s = ctx.one(TrackerKind::Netlink, None).map_err(|e| {
+                format!("no tracker works here: ebpf: {why_not_ebpf}; ptrace: {why}; netlink: {e}")
+            })?;
+            ctx.note(format!(
+                "{ebpf_note}, and ptrace could not attach ({why}; is ste itself traced, or ptrace blocked by seccomp?): fell back to the netlink tracker"
+            ));
+            Ok(Started {
+                kind: TrackerKind::Netlink,
+                syscalls: s,
+            })
+        }
+    }
+}
+
+/// `--syscalls` with the ebpf tracker (asked for, or the default): in the kernel, or, when BPF
+/// cannot load and `--allow-ptrace` allows it (and no tracker was asked for), at ptrace stops.
+fn start_counting(
+    ctx: &mut Ctx,
+    req: SyscallRequest,
+    may_fall_back: bool,
+) -> Result<Started, String> {
+    let why = match ctx.one(TrackerKind::Ebpf, Some(req.mode)) {
+        Ok(s) => {
+            return Ok(Started {
+                kind: TrackerKind::Ebpf,
+                syscalls: s,
+            });
+        }
+        Err(why) => why,
+    };
+    if !may_fall_back || !req.allow_ptrace {
+        return Err(format!(
+            "--syscalls counts system calls in the kernel with BPF, which cannot load here: {why}. `--syscalls --allow-ptrace` counts them with ptrace syscall stops instead, like strace: slow (every call stops the process twice)"
+        ));
+    }
+    let s = ctx.one(TrackerKind::Ptrace, Some(req.mode)).map_err(|e| {
+        format!("--syscalls: BPF cannot load ({why}), and ptrace cannot attach either: {e}")
+    })?;
+    ctx.note(format!(
+        "BPF cannot load ({why}): system calls were counted at ptrace syscall stops (--allow-ptrace), which slow every call"
+    ));
+    Ok(Started {
+        kind: TrackerKind::Ptrace,
+        syscalls: s,
+    })
+}
+
+/// Runs the calling tracker thread ahead of ordinary work (nice −10) where allowed: root, and
+/// only before the thread drops its capabilities (`CAP_SYS_NICE` goes with them), so call it
+/// first. Unprivileged it fails and nothing changes; `STE_TRACKER_NICE` sets another value
+/// (bench/trackers_cost.sh compares them).
+fn raise_priority() {
+    let nice = std::env::var("STE_TRACKER_NICE")
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+        .unwrap_or(-10);
+    // SAFETY: setpriority on the calling thread's id.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
+}
