@@ -284,6 +284,8 @@ impl Recorder {
                 {
                     self.run.totals.max_pss_bytes = Some(s.pss_bytes);
                     self.run.totals.max_pss_t_ns = Some(t);
+                    self.run.totals.max_pss_kind = Some(s.kind);
+                    self.run.totals.max_pss_bound_bytes = s.bound_bytes;
                 }
                 // Samples come from two threads (the sampler's, and a tracker's at an exit),
                 // and an exit's peak is stamped with the exit's time, which may precede the

@@ -130,10 +130,18 @@ pub struct Totals {
     pub threads: u64,
     /// Successful execs anywhere in the tree.
     pub execs: u64,
-    /// Highest PSS summed over the live tree in one sampling round.
+    /// Highest PSS summed over the live tree in one sample: an exact round, a carried tick
+    /// (within `max_pss_bound_bytes`) or an exit's high-water mark (an upper bound; when its
+    /// bound is the whole figure, no read saw the process and the text report says `n/a`).
     pub max_pss_bytes: Option<u64>,
     /// When that sample was taken.
     pub max_pss_t_ns: Option<u64>,
+    /// How that sample was read.
+    #[serde(default)]
+    pub max_pss_kind: Option<SampleKind>,
+    /// How far the truth may be from it (`null` for an exact round).
+    #[serde(default)]
+    pub max_pss_bound_bytes: Option<u64>,
     /// Largest high-water RSS of a single process.
     pub peak_rss_bytes: Option<u64>,
     /// The process that had it.

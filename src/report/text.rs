@@ -647,6 +647,8 @@ mod tests {
             execs: 1,
             max_pss_bytes: Some(1_073_762_304),
             max_pss_t_ns: Some(1_200_000_000),
+            max_pss_kind: Some(SampleKind::Exact),
+            max_pss_bound_bytes: None,
             peak_rss_bytes: Some(1_074_790_400),
             peak_rss_pid: Some(42),
             still_running: 0,

@@ -92,6 +92,8 @@ struct Totals {
     execs: u64,
     max_pss_bytes: Option<u64>,
     max_pss_t_ns: Option<u64>,
+    max_pss_kind: Option<String>,
+    max_pss_bound_bytes: Option<u64>,
     peak_rss_bytes: Option<u64>,
     peak_rss_pid: Option<i32>,
     still_running: u64,

@@ -25,11 +25,15 @@ fn max_pss_within_3_percent(o: &Outcome, truth: u64) -> u64 {
         .skip_while(|l| !l.starts_with("Max PSS: "))
         .nth(1)
         .unwrap_or_default();
+    let kind = match o.run().totals.max_pss_kind {
+        Some(SampleKind::Exact) => "  exact: ",
+        Some(SampleKind::Carried) => "  within ±",
+        Some(SampleKind::ExitPeak) => "  an upper bound",
+        None => "(no kind)",
+    };
     assert!(
-        ["  exact: ", "  within ±", "  an upper bound"]
-            .iter()
-            .any(|p| line.starts_with(p)),
-        "exactness line: {line:?}\n{text}"
+        line.starts_with(kind),
+        "exactness line: {line:?}, JSON kind {kind:?}\n{text}"
     );
     pss
 }
@@ -140,6 +144,15 @@ matrix!(a_program_of_a_millisecond, |mode: Mode| {
             reason.starts_with("  no read: ") || reason.starts_with("  a process ended before"),
             "n/a without its reason: {text}"
         );
+        // The JSON keeps the bound, and says it is only a bound.
+        if let Some(pss) = run.totals.max_pss_bytes {
+            assert_eq!(
+                run.totals.max_pss_kind,
+                Some(SampleKind::ExitPeak),
+                "{text}"
+            );
+            assert!(run.totals.max_pss_bound_bytes.unwrap_or(0) >= pss, "{text}");
+        }
     } else {
         let pss = run.totals.max_pss_bytes.expect("a figure or n/a");
         assert!(
