@@ -4,7 +4,6 @@
 
 pub mod options;
 
-use crate::source::track::TrackerKind;
 use clap::{Args, Parser, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -210,6 +209,29 @@ pub struct MonitorArgs {
     pub source: Option<MonitorSource>,
 }
 
+/// `--tracker`'s values, mapped to `track::TrackerKind` by `options.rs`: clap types stay in
+/// the face.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TrackerArg {
+    /// sched tracepoints through BPF, argv read in the kernel; needs CAP_BPF and CAP_PERFMON.
+    Ebpf,
+    /// fork/exec/exit stops, no syscall stops; exact, needs no privilege.
+    Ptrace,
+    /// The proc connector: no stops; can lose events under fork storms (counted and reported).
+    Netlink,
+}
+
+/// `--syscalls`'s values, mapped to `syscalls::Mode` by `options.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SyscallsArg {
+    /// Calls and errors only: the lowest overhead.
+    Count,
+    /// Calls, errors and the time in each call (the default).
+    Time,
+    /// As `time`, and per process image (each process between its execs).
+    PerProcess,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum MonitorSource {
     Taskstats,
@@ -323,7 +345,7 @@ pub struct TrackingArgs {
     /// How to follow the process tree. Default: ebpf when BPF loads (root), else ptrace, or
     /// netlink when ptrace cannot attach.
     #[arg(long, value_enum, value_name = "TRACKER")]
-    pub tracker: Option<TrackerKind>,
+    pub tracker: Option<TrackerArg>,
 
     /// After the command exits, wait at most DURATION for its remaining descendants (e.g. 2 for
     /// seconds, 500ms). Default: wait for all of them; Ctrl-C stops waiting.
@@ -392,7 +414,7 @@ pub struct MapsArgs {
 
     /// With a COMMAND: how to follow its tree.
     #[arg(long, value_enum, value_name = "TRACKER")]
-    pub tracker: Option<TrackerKind>,
+    pub tracker: Option<TrackerArg>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -417,7 +439,7 @@ pub struct SyscallArgs {
         require_equals = true,
         default_missing_value = "time"
     )]
-    pub syscalls: Option<crate::source::syscalls::Mode>,
+    pub syscalls: Option<SyscallsArg>,
 
     /// Where BPF cannot load, count system calls with ptrace syscall stops instead, like strace:
     /// slow (every call stops the process twice).
@@ -445,7 +467,7 @@ mod tests {
         let cli =
             Cli::try_parse_from(["ste", "--tracker", "netlink", "ls", "-l", "--color"]).unwrap();
         assert_eq!(cli.run.command, ["ls", "-l", "--color"]);
-        assert_eq!(cli.run.tracking.tracker, Some(TrackerKind::Netlink));
+        assert_eq!(cli.run.tracking.tracker, Some(TrackerArg::Netlink));
         let cli = Cli::try_parse_from(["ste", "--", "--weird"]).unwrap();
         assert_eq!(cli.run.command, ["--weird"]);
     }
@@ -561,7 +583,7 @@ mod tests {
 
     #[test]
     fn syscalls_take_an_optional_attached_mode() {
-        use crate::source::syscalls::Mode;
+        use SyscallsArg as Mode;
         let cli = Cli::try_parse_from(["ste", "--syscalls", "ls", "-l"]).unwrap();
         assert_eq!(cli.run.syscalls.syscalls, Some(Mode::Time));
         assert_eq!(cli.run.command, ["ls", "-l"]);

@@ -12,8 +12,8 @@ mod table;
 use crate::model::{CallCount, ErrnoCount, SyscallRow, Syscalls, Uncounted};
 use std::collections::BTreeMap;
 
-/// What `--syscalls` measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// What `--syscalls` measures (its values, `cli`'s, map to these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Calls and errors only: the lowest overhead.
     Count,
