@@ -4,7 +4,6 @@
 
 pub mod options;
 
-use crate::source::track::TrackerKind;
 use clap::{Args, Parser, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -194,7 +193,7 @@ pub struct BenchArgs {
 
     /// How to follow each run's process tree (as for a run).
     #[arg(long, value_enum, value_name = "TRACKER")]
-    pub tracker: Option<TrackerKind>,
+    pub tracker: Option<TrackerArg>,
 
     /// System calls counted on every run, as for a run (adds the `calls` figure).
     #[command(flatten)]
@@ -315,6 +314,29 @@ pub struct MonitorArgs {
     pub source: Option<MonitorSource>,
 }
 
+/// `--tracker`'s values, mapped to `track::TrackerKind` by `options.rs`: clap types stay in
+/// the face.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TrackerArg {
+    /// sched tracepoints through BPF, argv read in the kernel; needs CAP_BPF and CAP_PERFMON.
+    Ebpf,
+    /// fork/exec/exit stops, no syscall stops; exact, needs no privilege.
+    Ptrace,
+    /// The proc connector: no stops; can lose events under fork storms (counted and reported).
+    Netlink,
+}
+
+/// `--syscalls`'s values, mapped to `syscalls::Mode` by `options.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SyscallsArg {
+    /// Calls and errors only: the lowest overhead.
+    Count,
+    /// Calls, errors and the time in each call (the default).
+    Time,
+    /// As `time`, and per process image (each process between its execs).
+    PerProcess,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum MonitorSource {
     Taskstats,
@@ -428,7 +450,7 @@ pub struct TrackingArgs {
     /// How to follow the process tree. Default: ebpf when BPF loads (root), else ptrace, or
     /// netlink when ptrace cannot attach.
     #[arg(long, value_enum, value_name = "TRACKER")]
-    pub tracker: Option<TrackerKind>,
+    pub tracker: Option<TrackerArg>,
 
     /// After the command exits, wait at most DURATION for its remaining descendants (e.g. 2 for
     /// seconds, 500ms). Default: wait for all of them; Ctrl-C stops waiting.
@@ -497,7 +519,7 @@ pub struct MapsArgs {
 
     /// With a COMMAND: how to follow its tree.
     #[arg(long, value_enum, value_name = "TRACKER")]
-    pub tracker: Option<TrackerKind>,
+    pub tracker: Option<TrackerArg>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -522,7 +544,7 @@ pub struct SyscallArgs {
         require_equals = true,
         default_missing_value = "time"
     )]
-    pub syscalls: Option<crate::source::syscalls::Mode>,
+    pub syscalls: Option<SyscallsArg>,
 
     /// Where BPF cannot load, count system calls with ptrace syscall stops instead, like strace:
     /// slow (every call stops the process twice).
@@ -543,6 +565,19 @@ fn parse_percent(s: &str) -> Result<f64, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_syscalls_mode_spells_its_value_as_the_cli_does() {
+        // `ste bench` passes the mode on to the runs it starts.
+        for a in [
+            SyscallsArg::Count,
+            SyscallsArg::Time,
+            SyscallsArg::PerProcess,
+        ] {
+            let name = a.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(crate::source::syscalls::Mode::from(a).flag_value(), name);
+        }
+    }
+
     use super::*;
 
     #[test]
@@ -550,7 +585,7 @@ mod tests {
         let cli =
             Cli::try_parse_from(["ste", "--tracker", "netlink", "ls", "-l", "--color"]).unwrap();
         assert_eq!(cli.run.command, ["ls", "-l", "--color"]);
-        assert_eq!(cli.run.tracking.tracker, Some(TrackerKind::Netlink));
+        assert_eq!(cli.run.tracking.tracker, Some(TrackerArg::Netlink));
         let cli = Cli::try_parse_from(["ste", "--", "--weird"]).unwrap();
         assert_eq!(cli.run.command, ["--weird"]);
     }
@@ -666,7 +701,7 @@ mod tests {
 
     #[test]
     fn syscalls_take_an_optional_attached_mode() {
-        use crate::source::syscalls::Mode;
+        use SyscallsArg as Mode;
         let cli = Cli::try_parse_from(["ste", "--syscalls", "ls", "-l"]).unwrap();
         assert_eq!(cli.run.syscalls.syscalls, Some(Mode::Time));
         assert_eq!(cli.run.command, ["ls", "-l"]);

@@ -71,7 +71,7 @@ impl MapsOptions {
                 record: None,
                 style: style(a.output.is_none(), ColorChoice::Auto),
                 output: a.output,
-                tracker: a.tracker,
+                tracker: a.tracker.map(TrackerKind::from),
                 linger: None,
                 pace: Pace::Budget(0.01),
                 keep_root: false,
@@ -133,7 +133,7 @@ impl RunOptions {
             html: a.reports.html,
             perfetto: a.reports.perfetto,
             record: None,
-            tracker: a.tracking.tracker,
+            tracker: a.tracking.tracker.map(TrackerKind::from),
             linger,
             pace: match a.memory.interval {
                 Some(d) => Pace::Fixed(d),
@@ -141,7 +141,7 @@ impl RunOptions {
             },
             keep_root: a.privileges.keep_root,
             syscalls: a.syscalls.syscalls.map(|mode| SyscallRequest {
-                mode,
+                mode: mode.into(),
                 allow_ptrace: a.syscalls.allow_ptrace,
             }),
             maps_at_peak: a.anatomy.maps_at_peak.then_some(PeakOptions {
@@ -220,6 +220,29 @@ impl ReportOptions {
     }
 }
 
+/// The CLI's values of `--tracker` as the tracker's own kind.
+impl From<super::TrackerArg> for TrackerKind {
+    fn from(a: super::TrackerArg) -> TrackerKind {
+        match a {
+            super::TrackerArg::Ebpf => TrackerKind::Ebpf,
+            super::TrackerArg::Ptrace => TrackerKind::Ptrace,
+            super::TrackerArg::Netlink => TrackerKind::Netlink,
+        }
+    }
+}
+
+/// The CLI's values of `--syscalls` as the syscall source's own mode.
+impl From<super::SyscallsArg> for crate::source::syscalls::Mode {
+    fn from(a: super::SyscallsArg) -> crate::source::syscalls::Mode {
+        use crate::source::syscalls::Mode;
+        match a {
+            super::SyscallsArg::Count => Mode::Count,
+            super::SyscallsArg::Time => Mode::Time,
+            super::SyscallsArg::PerProcess => Mode::PerProcess,
+        }
+    }
+}
+
 /// Checked settings for `ste bench`.
 pub fn bench(a: crate::cli::BenchArgs) -> crate::compare::bench::BenchOptions {
     crate::compare::bench::BenchOptions {
@@ -229,9 +252,9 @@ pub fn bench(a: crate::cli::BenchArgs) -> crate::compare::bench::BenchOptions {
         prepare: a.prepare,
         shell: a.shell,
         show_output: a.show_output,
-        tracker: a.tracker,
+        tracker: a.tracker.map(Into::into),
         syscalls: a.syscalls.syscalls.map(|mode| SyscallRequest {
-            mode,
+            mode: mode.into(),
             allow_ptrace: a.syscalls.allow_ptrace,
         }),
         seed: a.seed,

@@ -264,8 +264,7 @@ fn run_once(
         c.args(["--tracker", t.name()]);
     }
     if let Some(r) = opts.syscalls {
-        let v = clap::ValueEnum::to_possible_value(&r.mode).expect("no mode is hidden");
-        c.arg(format!("--syscalls={}", v.get_name()));
+        c.arg(format!("--syscalls={}", r.mode.flag_value()));
         if r.allow_ptrace {
             c.arg("--allow-ptrace");
         }

@@ -253,6 +253,47 @@ impl Default for ProcFs {
     }
 }
 
+/// An error of a /proc file, naming the file: the kind and the OS error stay readable
+/// ([`os_error`]).
+#[derive(Debug)]
+pub struct PathError {
+    pub path: PathBuf,
+    pub source: io::Error,
+}
+
+impl std::fmt::Display for PathError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.source)
+    }
+}
+
+impl std::error::Error for PathError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// `e`, saying it was `path`'s; its kind is kept.
+fn named(e: io::Error, path: &Path) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        PathError {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    )
+}
+
+/// The OS error number of an error from this module (which names its path), or of any other.
+pub fn os_error(e: &io::Error) -> Option<i32> {
+    e.raw_os_error().or_else(|| {
+        e.get_ref()?
+            .downcast_ref::<PathError>()?
+            .source
+            .raw_os_error()
+    })
+}
+
 impl ProcFs {
     pub fn new(root: impl AsRef<Path>) -> Self {
         ProcFs {
@@ -273,8 +314,9 @@ impl ProcFs {
         self.path.push(&self.root);
         self.path.push(itoa(pid));
         self.path.push(file);
-        let mut f = File::open(&self.path)?;
-        let n = read_all(|b, _| f.read(b), &mut self.buf)?;
+        let path = &self.path;
+        let mut f = File::open(path).map_err(|e| named(e, path))?;
+        let n = read_all(|b, _| f.read(b), &mut self.buf).map_err(|e| named(e, path))?;
         Ok(&self.buf[..n])
     }
 
@@ -291,7 +333,7 @@ impl ProcFs {
             self.path.push(&self.root);
             self.path.push(itoa(pid));
             self.path.push(file);
-            File::open(&self.path)
+            File::open(&self.path).map_err(|e| named(e, &self.path))
         };
         Ok(Held {
             cmdline: open("cmdline")?,
@@ -373,7 +415,9 @@ impl ProcFs {
         self.path.push(&self.root);
         self.path.push(itoa(pid));
         self.path.push("statm");
-        File::open(&self.path).map(StatmFile)
+        File::open(&self.path)
+            .map(StatmFile)
+            .map_err(|e| named(e, &self.path))
     }
 
     pub fn statm_resident_bytes(&mut self, pid: i32) -> io::Result<Option<u64>> {
@@ -716,5 +760,29 @@ SwapPss:               0 kB
         assert!(!fs.is_thread_of(42, 44));
         assert_eq!(fs.pids().unwrap(), vec![42]);
         assert!(fs.smaps_rollup(7).is_err());
+    }
+
+    #[test]
+    fn errors_name_the_file_and_keep_the_os_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut fs = ProcFs::new(dir.path());
+        let path = dir.path().join("7").join("status");
+        for e in [
+            fs.status(7).unwrap_err(),
+            fs.hold(7, false).err().unwrap(),
+            fs.open_statm(7).err().unwrap(),
+        ] {
+            assert_eq!(e.kind(), io::ErrorKind::NotFound);
+            assert_eq!(os_error(&e), Some(libc::ENOENT));
+            assert!(
+                e.to_string().starts_with(dir.path().to_str().unwrap()),
+                "{e}"
+            );
+        }
+        let e = fs.status(7).unwrap_err();
+        assert!(
+            e.to_string().starts_with(&format!("{}: ", path.display())),
+            "{e}"
+        );
     }
 }

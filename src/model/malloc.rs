@@ -64,7 +64,7 @@ pub struct MallocImage {
     pub last: Option<MallocState>,
     /// Snapshots (mallinfo2, malloc_info) taken in the image's own threads, and the thread CPU
     /// they cost it in all, exact. Paced to 1 % of the image's time by their measured cost and
-    /// the cost predicted for the next (`malloc::Pacing`).
+    /// the cost predicted for the next (`source::malloc::pacing`).
     #[serde(default)]
     pub snapshots: u64,
     #[serde(default)]

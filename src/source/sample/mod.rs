@@ -1357,8 +1357,10 @@ impl Round<'_> {
             // No mm (a zombie) or gone since the list was taken: nothing to count.
             Ok(None) => {}
             Err(e)
-                if e.raw_os_error() == Some(libc::ENOENT)
-                    || e.raw_os_error() == Some(libc::ESRCH) => {}
+                if matches!(
+                    crate::kernel::proc::os_error(&e),
+                    Some(libc::ENOENT | libc::ESRCH)
+                ) => {}
             Err(_) => {
                 self.sample.unreadable += 1;
                 self.refused.push(pid);

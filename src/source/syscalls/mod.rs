@@ -12,8 +12,8 @@ mod table;
 use crate::model::{CallCount, ErrnoCount, SyscallRow, Syscalls, Uncounted};
 use std::collections::BTreeMap;
 
-/// What `--syscalls` measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// What `--syscalls` measures (its values, `cli`'s, map to these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Calls and errors only: the lowest overhead.
     Count,
@@ -30,6 +30,15 @@ impl Mode {
 
     pub fn per_process(self) -> bool {
         self == Mode::PerProcess
+    }
+
+    /// Its value of `--syscalls=` (the CLI's spelling, for a run ste starts itself).
+    pub fn flag_value(self) -> &'static str {
+        match self {
+            Mode::Count => "count",
+            Mode::Time => "time",
+            Mode::PerProcess => "per-process",
+        }
     }
 }
 

@@ -21,7 +21,8 @@ use crate::bus::tree::TreeWatcher;
 use crate::source::syscalls;
 use std::sync::Arc;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// How the tree is followed (`--tracker`, whose values `cli` maps to these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TrackerKind {
     /// sched tracepoints through BPF, argv read in the kernel; needs CAP_BPF and CAP_PERFMON.
     Ebpf,

@@ -8,7 +8,8 @@
 //! Owns nothing ste runs: only `examples/ebpf_floor.rs` calls it. It must not touch the
 //! tracker's reader or the session.
 
-use super::{Config, load_object, register_root};
+use super::loading::{Config, load_object};
+use super::register_root;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 

@@ -1,0 +1,334 @@
+//! Loading the BPF object before the command is released: the embedded object, the
+//! kernel-structure offsets taken from the kernel's BTF, the programs attached for the run's
+//! configuration (and uprobes on the SDT sites), the ring buffer mapped, and the reasons it
+//! cannot load, said plainly.
+//!
+//! Owns what the object is loaded with; the loading itself is `kernel::bpf`'s. Must not read
+//! records: the reader does, once `start` registers the root.
+
+use super::*;
+
+/// The object, aligned for the ELF parser.
+#[repr(C, align(8))]
+pub(super) struct Aligned<T: ?Sized>(T);
+pub(super) static OBJECT: &Aligned<[u8]> = &Aligned(*include_bytes!("../../../../bpf/ste.bpf.o"));
+
+/// The kernel's BTF, unless `STE_KERNEL_BTF` names another file: a diagnostic knob (the tests
+/// check that a corrupt or foreign blob is refused clearly); any other file than the running
+/// kernel's BTF is wrong, as the tracepoints' ids are the kernel's own.
+pub(super) const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
+
+/// What the tracker is asked to do besides following the tree.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    pub syscalls: Option<Mode>,
+}
+
+/// The object loaded, its programs attached and its ring buffer mapped, before the command is
+/// released: loading (the verifier checks each program) takes a few milliseconds, which must
+/// not count as the command's time. Nothing is followed until [`start`] registers the root.
+pub struct Loaded {
+    pub(super) ebpf: Bpf,
+    /// The `events` ring buffer, mapped.
+    pub(super) ring: RingBuf,
+    pub(super) config: Config,
+    /// The SDT probe sites, each marked attached or not.
+    pub(super) sdt: Option<Plan>,
+}
+
+/// Loads the object and attaches what `config` needs (and uprobes on the sites of `sdt`), or
+/// says why it cannot. An SDT site that cannot be attached is marked so, not an error.
+pub fn load(config: Config, mut sdt: Option<Plan>) -> Result<Loaded, String> {
+    if !cfg!(target_arch = "x86_64") {
+        return Err(format!(
+            "the BPF object is built for x86_64, not {}",
+            std::env::consts::ARCH
+        ));
+    }
+    if let Some(mask) = caps::effective() {
+        let bpf = caps::has(mask, caps::CAP_BPF) && caps::has(mask, caps::CAP_PERFMON);
+        if !bpf && !caps::has(mask, caps::CAP_SYS_ADMIN) {
+            return Err(format!(
+                "loading BPF programs needs CAP_BPF and CAP_PERFMON (run ste as root){}",
+                unprivileged_knob()
+            ));
+        }
+    }
+    let with_sdt = sdt.as_ref().is_some_and(|p| !p.sites.is_empty());
+    let (mut ebpf, ring) = load_object(config, with_sdt).map_err(|e| explain(&e))?;
+    if let Some(plan) = sdt.as_mut().filter(|p| !p.sites.is_empty())
+        && let Err(e) = attach_sdt(&mut ebpf, plan)
+    {
+        for o in plan.objects.iter_mut().filter(|o| o.found > 0) {
+            o.not_attached.push(format!("the uprobe program: {e}"));
+        }
+    }
+    Ok(Loaded {
+        ebpf,
+        ring,
+        config,
+        sdt,
+    })
+}
+
+/// The kernel-structure offsets the BPF object reads at (`off_*` and `size_*` in
+/// `bpf/ste.bpf.c`), from the kernel's BTF; with `syscalls`, also the check that
+/// `thread_info.status`, which the system-call programs read directly, is where they read it.
+pub(super) fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32)>, String> {
+    let names = ["task_struct", "signal_struct", "mm_struct", "thread_info"];
+    let wanted: Vec<(u32, &str)> = names.iter().map(|n| (btf::STRUCT, *n)).collect();
+    let ids = btf.find_many(&wanted).map_err(|e| e.to_string())?;
+    let id = |i: usize| ids[i].ok_or_else(|| format!("it has no `struct {}`", names[i]));
+    let (task, signal, mm) = (id(0)?, id(1)?, id(2)?);
+    // The offset of `path` in `ty`, whose field must have `size` bytes.
+    let field = |ty: u32, path: &str, size: u64| -> Result<u32, String> {
+        let (off, t) = btf.offset_of(ty, path).map_err(|e| e.to_string())?;
+        let have = btf.size_of(t).map_err(|e| e.to_string())?;
+        if have != size {
+            return Err(format!(
+                "`{}.{path}` has {have} bytes, not {size}",
+                btf.type_name(ty)
+            ));
+        }
+        u32::try_from(off).map_err(|_| format!("`{path}` is too far in"))
+    };
+    // mm_struct.rss_stat: an array of percpu_counter, indexed by MM_FILEPAGES etc. (< 4).
+    let (rss_stat, stat_ty) = btf.offset_of(mm, "rss_stat").map_err(|e| e.to_string())?;
+    let stat = btf
+        .resolve(stat_ty)
+        .and_then(|t| btf.get(t))
+        .map_err(|e| e.to_string())?;
+    let (counter, _) = btf
+        .array(&stat)
+        .filter(|&(_, n)| n >= 4)
+        .ok_or("`mm_struct.rss_stat` is not an array of at least 4 counters")?;
+    let counter_size = btf.size_of(counter).map_err(|e| e.to_string())?;
+    let out = vec![
+        ("off_task_pid", field(task, "pid", 4)?),
+        ("off_task_tgid", field(task, "tgid", 4)?),
+        ("off_task_exit_code", field(task, "exit_code", 4)?),
+        ("off_task_mm", field(task, "mm", 8)?),
+        ("off_task_signal", field(task, "signal", 8)?),
+        ("off_task_group_leader", field(task, "group_leader", 8)?),
+        ("off_signal_live", field(signal, "live.counter", 4)?),
+        (
+            "off_signal_group_exit_code",
+            field(signal, "group_exit_code", 4)?,
+        ),
+        ("off_signal_flags", field(signal, "flags", 4)?),
+        ("off_mm_hiwater_rss", field(mm, "hiwater_rss", 8)?),
+        ("off_mm_arg_start", field(mm, "arg_start", 8)?),
+        ("off_mm_arg_end", field(mm, "arg_end", 8)?),
+        ("off_mm_rss_stat", rss_stat as u32),
+        ("size_percpu_counter", counter_size as u32),
+        ("off_percpu_counter_count", field(counter, "count", 8)?),
+    ];
+    if syscalls {
+        // thread_info first in task_struct (CONFIG_THREAD_INFO_IN_TASK), status at 16: the
+        // layout bpf/ste.bpf.c declares, read directly on every system call.
+        let thread_info = id(3)?;
+        let at = field(task, "thread_info", btf.size_of(thread_info).unwrap_or(0))?;
+        let status = field(thread_info, "status", 4)?;
+        if (at, status) != (0, 16) {
+            return Err(format!(
+                "`task_struct.thread_info.status` is at byte {} of task_struct, not 16 as ste's system-call programs read it",
+                u64::from(at) + u64::from(status)
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The ring buffer's size. Its pages are allocated, zeroed and charged when it is created, and
+/// mapped (twice) when ste maps it: each MiB costs `ste true` about 0.6 ms here (4 MiB → 1 MiB
+/// took 1.8 ms off). A record that does not fit is counted, reported as lost, and the tree
+/// rebuilt from /proc, but the execs it carried are gone, so the size is set by the bursts it
+/// must hold, not by start-up: 2 MiB held 8 parallel execs with 200 KB of argv each (300 of
+/// them, 4 runs, nothing lost) where 1 MiB lost 5–30 of the 300 execs; the fork storm of the
+/// tests (20,000 forks) never had more than 1.6 KB waiting.
+pub(super) const RING_BYTES: u32 = 2 << 20;
+
+/// What the kernel's BTF tells the loader: the offsets to set and the tracepoints' ids.
+pub(super) struct FromBtf {
+    pub(super) layout: Vec<(&'static str, u32)>,
+    pub(super) tracepoint_ids: Vec<u32>,
+}
+
+/// Reads the kernel's BTF (mapped where the kernel allows it) for `layout` and the ids of
+/// `tracepoints`.
+pub(super) fn from_btf<S: AsRef<str>>(
+    syscalls: bool,
+    tracepoints: &[S],
+) -> Result<FromBtf, String> {
+    let path = std::env::var_os("STE_KERNEL_BTF").unwrap_or_else(|| VMLINUX.into());
+    let shown = std::path::Path::new(&path).display().to_string();
+    let blob = btf::read(std::path::Path::new(&path)).map_err(|e| {
+        format!("cannot read the kernel's BTF ({shown}, CONFIG_DEBUG_INFO_BTF): {e}")
+    })?;
+    let kernel =
+        Btf::parse(&blob).map_err(|e| format!("cannot read the kernel's BTF ({shown}): {e}"))?;
+    let layout =
+        layout(&kernel, syscalls).map_err(|e| format!("the kernel's BTF ({shown}): {e}"))?;
+    let tracepoint_ids = crate::kernel::bpf::loader::tracepoint_ids(&kernel, tracepoints)
+        .map_err(|e| format!("loading the tracepoint programs: {e}"))?;
+    Ok(FromBtf {
+        layout,
+        tracepoint_ids,
+    })
+}
+
+/// Loads the object and attaches what `config` needs (and creates what the uprobe program
+/// needs, `with_sdt`), and maps the ring buffer. Detaches on drop.
+pub(super) fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBuf), String> {
+    let obj = Object::parse(&OBJECT.0).map_err(|e| e.to_string())?;
+    let timed: u32 = config.syscalls.is_some_and(Mode::timed).into();
+    let per_thread: u32 = config.syscalls.is_some_and(Mode::per_process).into();
+    let sigreturn = syscalls::native_nr("rt_sigreturn").unwrap_or(u32::MAX);
+    let mut programs = vec!["handle_fork", "handle_exec", "handle_exit"];
+    if config.syscalls.is_some() {
+        programs.push("sys_exit");
+    }
+    if timed == 1 {
+        programs.push("sys_enter");
+    }
+    let tracepoints = programs
+        .iter()
+        .map(|p| {
+            obj.tracepoint(p)
+                .ok_or(format!("the BPF object has no tracepoint program `{p}`"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // Only tp_btf programs are loaded with their tracepoint's BTF id.
+    let typed: Vec<&str> = tracepoints
+        .iter()
+        .filter_map(|t| match t {
+            Tracepoint::Btf(name) => Some(*name),
+            Tracepoint::Raw(_) => None,
+        })
+        .collect();
+    let cpus = sys::possible_cpus().map_err(|e| format!("possible CPUs: {e}"))?;
+    let mut loader = Loader::new(obj.clone());
+    loader
+        .max_entries("scratch", cpus)
+        .max_entries("events", RING_BYTES);
+    let mut maps_for = programs.clone();
+    if with_sdt {
+        maps_for.push("sdt_memory");
+    }
+    // Side by side, on this thread and one helper started on another CPU: the helper walks
+    // the kernel's BTF while this thread has the kernel allocate the maps; both then load and
+    // attach the programs in turn, and the helper maps the ring buffer when it has no program
+    // left. One helper for all three, rather than a thread each: starting a thread costs
+    // ~0.05 ms here, and up to ~1 ms when several threads map memory at once (each waits for
+    // the others' hold on ste's memory map).
+    let want: Vec<String> = typed.iter().map(|t| t.to_string()).collect();
+    let with_syscalls = config.syscalls.is_some();
+    let (btf_tx, btf_rx) = mpsc::channel();
+    let (work_tx, work_rx) = mpsc::channel::<(Arc<Tracepoints>, Map)>();
+    let helper = spawn_elsewhere("ste-bpf-helper", move || {
+        let btf = crate::bus::phases::span("bpf: kernel BTF", || from_btf(with_syscalls, &want));
+        let _ = btf_tx.send(btf);
+        // No work when the loading stopped short: its error says why.
+        let (tracepoints, events) = work_rx.recv().ok()?;
+        let turns = tracepoints.take_turns();
+        let ring = crate::bus::phases::span("bpf: map ring", || RingBuf::new(events));
+        Some((turns, ring))
+    })
+    .ok();
+    let created = crate::bus::phases::span("bpf: create maps", || loader.create_maps(&maps_for));
+    // The BTF's error first, as when the two ran in turn: it says what this kernel lacks.
+    let btf = match (&helper, btf_rx.recv()) {
+        (Some(_), Ok(btf)) => btf?,
+        _ => from_btf(with_syscalls, &typed)?,
+    };
+    let mut ebpf = created.map_err(|e| e.to_string())?;
+    for (name, value) in &btf.layout {
+        ebpf.set_global(name, value).map_err(|e| e.to_string())?;
+    }
+    ebpf.set_global("cfg_timed", &timed)
+        .and_then(|l| l.set_global("cfg_per_thread", &per_thread))
+        .and_then(|l| l.set_global("cfg_sigreturn_nr", &sigreturn))
+        .map_err(|e| e.to_string())?;
+    let mut ids = btf.tracepoint_ids.into_iter();
+    let attach: Vec<(&str, u32)> = programs
+        .iter()
+        .zip(&tracepoints)
+        .map(|(&p, t)| match t {
+            Tracepoint::Btf(_) => (p, ids.next().unwrap_or_default()),
+            Tracepoint::Raw(_) => (p, 0),
+        })
+        .collect();
+    let events = ebpf.map("events").map_err(|e| e.to_string())?;
+    let work = Arc::new(ebpf.tracepoints(&attach).map_err(|e| e.to_string())?);
+    let helped = helper.is_some() && work_tx.send((Arc::clone(&work), events)).is_ok();
+    let mine = crate::bus::phases::span("bpf: load+attach programs", || work.take_turns());
+    let (theirs, ring) = match helper.filter(|_| helped).and_then(joined) {
+        Some((theirs, ring)) => (Some(theirs), ring),
+        // No helper: this thread took every program; it maps the ring buffer too.
+        None => (
+            None,
+            ebpf.map("events")
+                .map_err(|e| std::io::Error::other(e.to_string()))
+                .and_then(RingBuf::new),
+        ),
+    };
+    ebpf.attached(&work, std::iter::once(mine).chain(theirs))
+        .map_err(|e| e.to_string())?;
+    let ring = ring.map_err(|e| format!("mapping the ring buffer: {e}"))?;
+    Ok((ebpf, ring))
+}
+
+/// The result of a helper thread (a panic goes on in the caller).
+pub(super) fn joined<T>(h: std::thread::JoinHandle<T>) -> T {
+    h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+}
+
+/// Writes each site's spec to `sdt_sites` (the cookie indexes it), loads the uprobe program and
+/// attaches it at every site; a site that cannot be attached is marked with why.
+pub(super) fn attach_sdt(ebpf: &mut Bpf, plan: &mut Plan) -> Result<(), String> {
+    let map = ebpf.map("sdt_sites").map_err(|e| e.to_string())?;
+    let sites: Array<SdtSite> = Array::new(map).map_err(|e| e.to_string())?;
+    for (i, s) in plan.sites.iter().enumerate() {
+        let spec = SdtSite {
+            kind: s.kind,
+            pad: 0,
+            size: SdtArg::of(s.size),
+        };
+        sites
+            .set(i as u32, &spec)
+            .map_err(|e| format!("sdt_sites: {e}"))?;
+    }
+    let prog = ebpf.load_uprobe("sdt_memory").map_err(|e| e.to_string())?;
+    let Plan { objects, sites, .. } = plan;
+    for (i, site) in sites.iter_mut().enumerate() {
+        let object = &mut objects[site.object];
+        match ebpf.attach_uprobe(prog, &object.path, site.file_offset, i as u64) {
+            Ok(()) => site.attached = true,
+            Err(e) => object.not_attached.push(format!(
+                "the site at file offset {:#x}: {e}",
+                site.file_offset
+            )),
+        }
+    }
+    Ok(())
+}
+
+/// Why BPF did not load, in words a user can act on.
+pub(super) fn explain(text: &str) -> String {
+    let denied = text.contains("Operation not permitted") || text.contains("Permission denied");
+    if denied {
+        format!(
+            "loading BPF programs needs CAP_BPF and CAP_PERFMON (run ste as root){}: {text}",
+            unprivileged_knob()
+        )
+    } else {
+        text.to_string()
+    }
+}
+
+/// `; kernel.unprivileged_bpf_disabled=N`, for messages.
+pub(super) fn unprivileged_knob() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/unprivileged_bpf_disabled")
+        .map(|s| format!("; kernel.unprivileged_bpf_disabled={}", s.trim()))
+        .unwrap_or_default()
+}

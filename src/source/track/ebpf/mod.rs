@@ -1,0 +1,216 @@
+//! The ebpf tracker: sched_process_fork/exec/exit tracepoints, the tree filtered in the kernel,
+//! argv read in the kernel at exec, exit statuses and peak RSS read in the kernel at exit;
+//! with `--syscalls`, the tree's system calls counted in the kernel; with `--malloc`, uprobes on
+//! glibc's `memory_*` SDT probe sites (`malloc::sdt` plans them), counted for the tree's tasks.
+//!
+//! Owns the BPF object (`bpf/ste.bpf.o`, built from `bpf/ste.bpf.c` by `bpf/build.sh` and
+//! embedded here, so building ste needs no clang), what it is loaded with (the kernel-structure
+//! offsets it reads at, taken from the kernel's BTF; its configuration; which programs are
+//! attached), the reader thread that turns ring-buffer records into Events, and the system-call
+//! maps. The loading itself is `kernel::bpf`'s (ste's own loader: its header says why not
+//! aya). Reaping is the shared reaper's (`track::reaper`); the live tree is `track::tree`'s.
+//!
+//! The programs attach as raw tracepoints, in two kinds the kernel calls the same way: exec
+//! and exit, which run in the task they trace, are plain raw tracepoints, and find that task's
+//! typed pointer, which the task-storage filter (`bpf_task_storage_get`) requires, with
+//! `bpf_get_current_task_btf`; fork, which must mark the child, and the system-call programs,
+//! which read `pt_regs` directly on every call, are `tp_btf` (BTF-typed: their arguments are
+//! typed pointers), loaded with the id of the `btf_trace_<tracepoint>` typedef of the kernel's
+//! BTF, found by the same walk of the BTF as the offsets. A `tp_btf` load costs the kernel a
+//! linear search of its BTF (~0.15 ms each here), which is why only those that need it are.
+//! Uprobes attach through perf events linked with
+//! `BPF_LINK_CREATE` and a cookie (one per SDT site, which the program reads to know its site).
+//!
+//! The root is registered before it is released: the kernel map of tracked tasks (task-local
+//! storage) gets the root's entry through a pidfd, marked "launching" so that ste's own launch
+//! code in the child (the pipe read, PATH search) is not counted as the command's system calls.
+//! The kernel writes a task's exit record before the task becomes a zombie, so once the reaper
+//! has reaped every child, every record is in the ring buffer. Records that do not fit are
+//! counted in the kernel; the reader reports them as lost and rebuilds the tree from /proc.
+//!
+//! Its rooms: `abi` (the mirrors of `bpf/ste.bpf.c`), `loading` (the object loaded before the
+//! release), `reader` (the ring-buffer reader thread), `syscall_maps` (the system-call maps read
+//! at the end); this file registers the root and starts them.
+
+use crate::bus::event::Event;
+use crate::bus::launched::Launched;
+use crate::bus::sink::{Msg, Sink};
+use crate::bus::tree::TreeWatcher;
+use crate::kernel::affinity::spawn_elsewhere;
+use crate::kernel::bpf::btf::{self, Btf};
+use crate::kernel::bpf::loader::{Loaded as Bpf, Loader, Tracepoints};
+use crate::kernel::bpf::maps::Map;
+use crate::kernel::bpf::maps::{Array, Hash, PerCpuArray, Pod};
+use crate::kernel::bpf::object::{Object, Tracepoint};
+use crate::kernel::bpf::ringbuf::RingBuf;
+use crate::kernel::bpf::sys;
+use crate::kernel::bytes::{i32_at, u32_at, u64_at};
+use crate::kernel::caps;
+use crate::kernel::proc::parse_cmdline;
+use crate::model::{Arg, CallCount, Source, Syscalls, Termination, Uncounted};
+use crate::source::from_kernel;
+use crate::source::malloc::sdt::{self, Plan};
+use crate::source::syscalls::{self, Counts, Errnos, Mode};
+use crate::source::track::argv_check::{self, Later, Probe, Verdict};
+use crate::source::track::reaper::{self, Done};
+use crate::source::track::tree::Tree;
+use std::collections::HashSet;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+mod abi;
+pub mod floor;
+mod loading;
+mod reader;
+mod syscall_maps;
+
+use abi::*;
+pub use loading::{Config, Loaded, load};
+use reader::*;
+use syscall_maps::*;
+
+/// Registers the root, and starts the reader and the reaper. Returns the system-call source
+/// when `--syscalls` was asked for.
+pub fn start(
+    loaded: Loaded,
+    child: &mut Launched,
+    sink: Sink,
+    sampler: Arc<dyn TreeWatcher>,
+) -> Result<Option<Arc<dyn syscalls::Source>>, String> {
+    let Loaded {
+        ebpf,
+        ring,
+        config,
+        sdt,
+    } = loaded;
+    let tasks = ebpf.map("tasks").map_err(|e| e.to_string())?;
+    register_root(&tasks, child.pid)
+        .map_err(|e| format!("cannot register the command with BPF: {e}"))?;
+    let map = |name: &str| ebpf.map(name).map_err(|e| e.to_string());
+    let counters: Array<u64> = Array::new(map("counters")?).map_err(|e| e.to_string())?;
+    let source = match config.syscalls {
+        Some(mode) => Some(Arc::new(BpfSyscalls {
+            mode,
+            maps: Mutex::new(SyscallMaps {
+                totals: PerCpuArray::new(map("totals")?).map_err(|e| e.to_string())?,
+                errnos: Hash::new(map("errnos")?).map_err(|e| e.to_string())?,
+                // A second handle on the counters, for the system-call summary.
+                counters: Array::new(map("counters")?).map_err(|e| e.to_string())?,
+            }),
+        })),
+        None => None,
+    };
+    // With sites to attach, the end of the run says what became of them, even of none.
+    let sdt = match sdt.filter(|p| !p.sites.is_empty()) {
+        Some(plan) if plan.sites.iter().any(|s| s.attached) => Some(SdtMaps {
+            plan,
+            maps: Some((
+                PerCpuArray::new(map("sdt_totals")?).map_err(|e| e.to_string())?,
+                Hash::new(map("sdt_sizes")?).map_err(|e| e.to_string())?,
+            )),
+        }),
+        Some(plan) => Some(SdtMaps { plan, maps: None }),
+        None => None,
+    };
+    let done = Done::new().map_err(|e| format!("eventfd: {e}"))?;
+    declare_sources(&sink, config);
+    if sdt.as_ref().is_some_and(|s| s.maps.is_some()) {
+        sink.emit(Event::Source {
+            figure: "malloc_sdt_probes".into(),
+            source: Source::exact(
+                "uprobes on libc:memory_* SDT probe sites (BPF), counted in the kernel for the tree's tasks",
+            ),
+        });
+    }
+    let report = child.take_exec_outcome();
+    let root = child.pid;
+    let mut reader = Reader {
+        _ebpf: ebpf,
+        ring,
+        counters,
+        dropped: 0,
+        sdt,
+        state: State {
+            tree: Tree::new(root, sink.clone(), sampler),
+            deferred_leaders: HashSet::new(),
+            page_size: crate::kernel::proc::page_size(),
+            timed: config.syscalls.is_some_and(Mode::timed),
+            peaks_from_exit: true,
+            judged: None,
+        },
+    };
+    // The session wakes once per drain, not once per record.
+    reader.state.tree.batch();
+    let reader_done = Arc::clone(&done);
+    std::thread::Builder::new()
+        .name("ste-ebpf".into())
+        .spawn(move || {
+            crate::launch::privilege::limit_or_say(
+                crate::launch::privilege::Role::Tracker,
+                &reader.state.tree.sink,
+            );
+            reader.run(&reader_done)
+        })
+        .map_err(|e| format!("cannot start the ebpf reader: {e}"))?;
+    reaper::spawn(root, report, sink, done)?;
+    Ok(source.map(|s| s as Arc<dyn syscalls::Source>))
+}
+
+/// Gives the root its `struct task_state` (launching until its exec) through a pidfd.
+fn register_root(tasks: &crate::kernel::bpf::maps::Map, pid: i32) -> std::io::Result<()> {
+    // SAFETY: pidfd_open with integer arguments; returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    // enter_ns: u64, flags: u32, enter_nr: u32
+    let mut value = [0u8; 16];
+    value[8..12].copy_from_slice(&TASK_LAUNCHING.to_ne_bytes());
+    // A task-storage map takes a pidfd as its key.
+    sys::map_update(
+        tasks.as_fd(),
+        &pidfd.as_raw_fd().to_ne_bytes(),
+        &value,
+        0, // BPF_ANY
+    )
+}
+
+fn declare_sources(sink: &Sink, config: Config) {
+    let mut figures = vec![
+        (
+            "processes",
+            "sched_process_fork tracepoint (BPF), filtered to the tree in the kernel",
+        ),
+        (
+            "threads",
+            "sched_process_fork tracepoint (BPF), filtered to the tree in the kernel",
+        ),
+        (
+            "execs",
+            "sched_process_exec tracepoint (BPF), argv read from the new image's argument area in the kernel",
+        ),
+        (
+            "peak_rss_bytes",
+            "hiwater_rss and the RSS counters of the process's memory, read by BPF at sched_process_exit (how /proc/PID/status computes VmHWM)",
+        ),
+    ];
+    if let Some(mode) = config.syscalls {
+        figures.push((
+            "syscalls",
+            if mode.timed() {
+                "raw_syscalls:sys_enter and sys_exit tracepoints (BPF), counted in the kernel"
+            } else {
+                "raw_syscalls:sys_exit tracepoint (BPF), counted in the kernel"
+            },
+        ));
+    }
+    for (figure, from) in figures {
+        sink.emit(Event::Source {
+            figure: figure.into(),
+            source: Source::exact(from),
+        });
+    }
+}

@@ -1,0 +1,625 @@
+//! The ring-buffer reader: decodes the records the BPF programs write (forks, execs with their
+//! argv, exits with status and peak RSS, per-process system-call counts), keeps the live tree
+//! through `track::tree`, judges long argvs against /proc, and reports drops with their size.
+//!
+//! Owns the reader thread's state. Must not load or attach anything: `loading` did.
+
+use super::*;
+
+/// Counter `i` (`CNT_*`) of the kernel's `counters` array. The map is ste's own, so a read
+/// fails only on a kernel or ste bug; then ste says so rather than take a loss counter for 0
+/// silently.
+pub(super) fn read_counter(counters: &Array<u64>, i: u32) -> u64 {
+    counters.get(i).unwrap_or_else(|e| {
+        unreadable(&format!("counter {i}"), "taken as 0", &e);
+        0
+    })
+}
+
+/// Says on stderr that a BPF map could not be read, and what that did to the figures.
+pub(super) fn unreadable(what: &str, so: &str, e: &dyn std::error::Error) {
+    eprintln!("ste: cannot read {what} from the BPF maps ({e}): {so}");
+}
+
+/// The ring-buffer reader: owns the loaded object (dropping it detaches the programs).
+pub(super) struct Reader {
+    pub(super) _ebpf: Bpf,
+    pub(super) ring: RingBuf,
+    pub(super) counters: Array<u64>,
+    /// Dropped records and untracked tasks already reported.
+    pub(super) dropped: u64,
+    /// The SDT probes' counts, when a uprobe was attached.
+    pub(super) sdt: Option<SdtMaps>,
+    pub(super) state: State,
+}
+
+/// The SDT probe sites and the kernel's counts of their hits (per kind, and sizes), when a
+/// site was attached.
+pub(super) struct SdtMaps {
+    pub(super) plan: Plan,
+    pub(super) maps: Option<(SdtTotals, SdtSizes)>,
+}
+
+pub(super) type SdtTotals = PerCpuArray<SdtTotal>;
+pub(super) type SdtSizes = Hash<SdtSizeKey, u64>;
+
+impl SdtMaps {
+    /// What the tree's tasks hit, as an event; every task of the tree has ended, so the counts
+    /// are final.
+    pub(super) fn event(&self, sizes_dropped: u64) -> Event {
+        let Some((totals, sizes)) = &self.maps else {
+            return Event::MallocProbes {
+                text: self.plan.text_after(),
+                counts: None,
+            };
+        };
+        let totals: Vec<(u64, u64, u64)> = (0..self.plan.kinds.len() as u32)
+            .map(|k| match totals.get(k) {
+                Ok(per_cpu) => per_cpu.iter().fold((0, 0, 0), |(h, s, b), t| {
+                    (h + t.hits, s + t.sized, b + t.bytes)
+                }),
+                Err(e) => {
+                    unreadable(&format!("SDT probe kind {k}'s hits"), "taken as 0", &e);
+                    (0, 0, 0)
+                }
+            })
+            .collect();
+        let sizes: Vec<(u32, u64, u64)> = sizes
+            .iter()
+            .flatten()
+            .map(|(k, n)| (k.kind, k.size, n))
+            .collect();
+        Event::MallocProbes {
+            text: self.plan.text_after(),
+            counts: Some(Box::new(self.plan.counts(&totals, &sizes, sizes_dropped))),
+        }
+    }
+}
+
+pub(super) struct State {
+    pub(super) tree: Tree,
+    /// Processes whose leader exited before the rest: its end is reported with the process's,
+    /// as `wait(2)` reports a leader only once its group is gone.
+    pub(super) deferred_leaders: HashSet<i32>,
+    pub(super) page_size: u64,
+    pub(super) timed: bool,
+    /// Whether exit records carry the memory (Linux ≥ 6.16 traces the exit before exit_mm).
+    pub(super) peaks_from_exit: bool,
+    /// The argv of the exec record at the head of the ring, judged by [`Reader::judge_argv`],
+    /// for `handle` to take.
+    pub(super) judged: Option<Judged>,
+}
+
+pub(super) enum Judged {
+    Argv(Vec<Arg>),
+    /// The process was gone (or had no memory left) when read.
+    Unread,
+    /// The read may be of a later image.
+    Doubt,
+}
+
+/// An exec record whose argument area was larger than the kernel's copy, read whole from
+/// /proc but not yet judged (see `track::argv_check`).
+pub(super) struct ToJudge {
+    pub(super) tgid: i32,
+    /// The /proc read, when it matched the record (its length, and the kernel's copy as its
+    /// start).
+    pub(super) argv: Judged,
+    pub(super) read_start_ns: u64,
+}
+
+impl Reader {
+    /// Drains the ring until the run is done. While records are sparse it wakes on the ring's
+    /// notification, so a lone exec is seen at once (the sampler reads a new program soon
+    /// after its exec); while they keep coming it sleeps [`BATCH`] between drains instead,
+    /// and the kernel, which notifies only when the reader has caught up, stops waking it.
+    pub(super) fn run(mut self, done: &Done) {
+        let mut last_check = Instant::now();
+        let mut last_drain = Instant::now();
+        let mut batching = false;
+        let end_ns = loop {
+            let mut fds = [
+                libc::pollfd {
+                    fd: done.wake.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: self.ring.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            let (n, timeout) = if batching {
+                (1, BATCH)
+            } else {
+                (2, DROP_CHECK)
+            };
+            // SAFETY: polling one or two valid descriptors of a local array.
+            unsafe { libc::poll(fds.as_mut_ptr(), n, timeout.as_millis() as i32) };
+            let records = self.drain();
+            // Records again within two batches of the last drain: a storm, so batch.
+            batching = records > 0 && last_drain.elapsed() <= 2 * BATCH;
+            last_drain = Instant::now();
+            if last_check.elapsed() >= DROP_CHECK {
+                self.check_drops();
+                last_check = Instant::now();
+            }
+            if let Some(t) = done.get() {
+                // Every exit record was written before its task was reaped.
+                self.drain();
+                self.check_drops();
+                break t;
+            }
+            self.state.tree.flush();
+        };
+        if let Some(sdt) = &self.sdt {
+            let dropped = read_counter(&self.counters, CNT_SDT_SIZES_FULL);
+            self.state.tree.emit(sdt.event(dropped));
+        }
+        self.state.tree.finish();
+        self.state.tree.flush();
+        self.state.tree.sink.send(Msg::TrackerDone {
+            t_ns: end_ns,
+            error: None,
+        });
+        // What is left of this thread is detaching the programs, as `self` drops: the kernel
+        // rewrites the tracepoints' call sites (~0.3 ms here, with a round of interrupts on
+        // every CPU). The session thread, just woken by the message above, finishes the
+        // report meanwhile; the kernel places a woken thread on its waker's CPU, where it
+        // waited for the whole detach (0.3 ms in the run queue, the other CPU idle). So this
+        // thread leaves that CPU to it first.
+        crate::kernel::affinity::leave_this_cpu();
+    }
+
+    /// Handles every record in the ring; returns how many.
+    pub(super) fn drain(&mut self) -> usize {
+        let mut records = 0;
+        loop {
+            let state = &mut self.state;
+            let mut to_judge = None;
+            records += self.ring.drain_while(|record| {
+                to_judge = state.read_long_argv(record);
+                if to_judge.is_none() {
+                    state.handle(record);
+                }
+                to_judge.is_none()
+            });
+            let Some(j) = to_judge else { break };
+            // The record stays at the head of the ring: the records behind it are what the
+            // judgement looks at; the next round hands it to `handle` with the verdict.
+            let judged = self.judge_argv(j);
+            self.state.judged = Some(judged);
+        }
+        records
+    }
+
+    /// Whether a larger-than-copied argv read from /proc is the record's image's (see
+    /// `track::argv_check`): where the process is, then the records written behind its
+    /// exec's, then whether the kernel dropped any.
+    pub(super) fn judge_argv(&mut self, j: ToJudge) -> Judged {
+        let Judged::Argv(argv) = j.argv else {
+            return j.argv;
+        };
+        let dropped_before = self.drops();
+        let ring = &self.ring;
+        let state = &mut self.state;
+        let counters = &self.counters;
+        let verdict = argv_check::judge(j.read_start_ns, |wait| {
+            std::thread::sleep(wait);
+            let probe = Probe::of(state.tree.procfs.syscall(j.tgid).ok().flatten());
+            let mut first = None;
+            let mut head = true;
+            ring.peek(|record| {
+                if std::mem::take(&mut head) {
+                    return true; // the exec being judged
+                }
+                first = later_of(j.tgid, record, state.timed);
+                first.is_none()
+            });
+            if drops(counters) > dropped_before {
+                first = Some(Later::Lost);
+            }
+            (probe, first)
+        });
+        match verdict {
+            Verdict::Keep => Judged::Argv(argv),
+            _ => Judged::Doubt,
+        }
+    }
+
+    pub(super) fn drops(&self) -> u64 {
+        drops(&self.counters)
+    }
+
+    /// Reports records the kernel could not queue and new tasks it could not mark (so did not
+    /// follow), and rebuilds the tree from /proc.
+    pub(super) fn check_drops(&mut self) {
+        let now = self.drops();
+        if now <= self.dropped {
+            return;
+        }
+        let lost = now - self.dropped;
+        self.dropped = now;
+        self.drain();
+        let zombies = self.state.tree.recover(1, lost);
+        self.state.deferred_leaders.extend(zombies);
+    }
+}
+
+/// Records the kernel could not queue, and new tasks it could not mark, so far.
+pub(super) fn drops(counters: &Array<u64>) -> u64 {
+    read_counter(counters, CNT_DROPPED) + read_counter(counters, CNT_UNTRACKED)
+}
+
+/// What a record written after an exec of `tgid` says of that exec's argv read (see
+/// `track::argv_check`): another exec of the process, or its end.
+pub(super) fn later_of(tgid: i32, record: &[u8], timed: bool) -> Option<Later> {
+    match decode(record, timed)? {
+        Record::Exec { tgid: t, .. } if t == tgid => Some(Later::Exec),
+        Record::Exit {
+            tgid: t,
+            ts,
+            group_dead: true,
+            ..
+        } if t == tgid => Some(Later::Exit {
+            ts_ns: ts,
+            last: true,
+        }),
+        _ => None,
+    }
+}
+
+/// One ring-buffer record, decoded (layouts: `bpf/ste.bpf.c`).
+#[derive(Debug, PartialEq)]
+pub(super) enum Record<'a> {
+    Fork {
+        parent_tgid: i32,
+        child_tid: i32,
+        child_tgid: i32,
+        ts: u64,
+    },
+    Exec {
+        tgid: i32,
+        former_tid: i32,
+        ts: u64,
+        argv: &'a [u8],
+        /// The argument area was larger than the kernel copied.
+        truncated: bool,
+        /// The argument area's size.
+        total: u64,
+    },
+    Exit {
+        tid: i32,
+        tgid: i32,
+        ts: u64,
+        /// The wait status of the process, when this was its last thread.
+        status: Option<i32>,
+        /// VmHWM in pages, when this was the last thread and its memory was still attached.
+        hiwater_pages: Option<u64>,
+        group_dead: bool,
+    },
+    Calls {
+        tgid: i32,
+        calls: Vec<CallCount>,
+    },
+}
+
+/// A call counter of the kernel's arrays as a model count (`idx`: nr, or 512 + nr for compat).
+pub(super) fn call_count(
+    idx: u32,
+    calls: u64,
+    errors: u64,
+    ns: u64,
+    max_ns: u64,
+    timed: bool,
+) -> CallCount {
+    CallCount {
+        nr: idx % (NIDX / 2),
+        compat: idx >= NIDX / 2,
+        calls,
+        errors,
+        total_ns: timed.then_some(ns),
+        max_ns: timed.then_some(max_ns),
+    }
+}
+
+pub(super) fn decode(b: &[u8], timed: bool) -> Option<Record<'_>> {
+    match u32_at(b, 0)? {
+        EV_FORK => Some(Record::Fork {
+            parent_tgid: i32_at(b, 4)?,
+            child_tid: i32_at(b, 8)?,
+            child_tgid: i32_at(b, 12)?,
+            ts: u64_at(b, 16)?,
+        }),
+        EV_EXEC => {
+            let len = u32_at(b, 12)? as usize;
+            let total = u64_at(b, 24)?;
+            Some(Record::Exec {
+                tgid: i32_at(b, 4)?,
+                former_tid: i32_at(b, 8)?,
+                ts: u64_at(b, 16)?,
+                argv: b.get(32..32 + len)?,
+                truncated: total > len as u64,
+                total,
+            })
+        }
+        EV_EXIT => {
+            let flags = u32_at(b, 12)?;
+            let group_dead = flags & EXIT_GROUP_DEAD != 0;
+            Some(Record::Exit {
+                tid: i32_at(b, 4)?,
+                tgid: i32_at(b, 8)?,
+                ts: u64_at(b, 16)?,
+                status: group_dead.then_some(i32_at(b, 24)?),
+                hiwater_pages: (group_dead && flags & EXIT_HAS_MM != 0).then_some(u64_at(b, 32)?),
+                group_dead,
+            })
+        }
+        EV_CALLS => {
+            let n = u32_at(b, 12)? as usize;
+            let calls = (0..n)
+                .map(|i| {
+                    let e = 24 + i * 40;
+                    Some(call_count(
+                        u32_at(b, e)?,
+                        u64_at(b, e + 8)?,
+                        u64_at(b, e + 16)?,
+                        u64_at(b, e + 24)?,
+                        u64_at(b, e + 32)?,
+                        timed,
+                    ))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some(Record::Calls {
+                tgid: i32_at(b, 8)?,
+                calls,
+            })
+        }
+        _ => None,
+    }
+}
+
+impl State {
+    /// An exec record of the tree whose argument area was larger than the kernel's copy and
+    /// that is not judged yet: read it whole from /proc now, to be judged.
+    pub(super) fn read_long_argv(&mut self, bytes: &[u8]) -> Option<ToJudge> {
+        let Some(Record::Exec {
+            tgid,
+            argv,
+            truncated: true,
+            total,
+            ..
+        }) = decode(bytes, self.timed)
+        else {
+            return None;
+        };
+        if self.judged.is_some() || !self.tree.has_process(tgid) {
+            return None;
+        }
+        // One read of the whole area (one image), which must be as long as the record says
+        // and begin with what the kernel copied.
+        let read_start_ns = crate::bus::sink::monotonic_ns();
+        let read = self.tree.procfs.cmdline_whole(tgid);
+        let argv = match read {
+            Ok(b) if b.len() as u64 == total && b.starts_with(argv) => {
+                Judged::Argv(from_kernel::argv(parse_cmdline(b)))
+            }
+            Ok(b) if !b.is_empty() => Judged::Doubt,
+            _ => Judged::Unread,
+        };
+        Some(ToJudge {
+            tgid,
+            argv,
+            read_start_ns,
+        })
+    }
+
+    pub(super) fn handle(&mut self, bytes: &[u8]) {
+        let Some(rec) = decode(bytes, self.timed) else {
+            return;
+        };
+        let clock = self.tree.sink.clock();
+        match rec {
+            Record::Fork {
+                parent_tgid,
+                child_tid,
+                child_tgid,
+                ts,
+            } => {
+                let t = clock.from_monotonic(ts);
+                if child_tid == child_tgid {
+                    self.tree.add_process(t, parent_tgid, child_tid);
+                } else {
+                    self.tree.add_thread(t, child_tgid, child_tid);
+                }
+            }
+            Record::Exec {
+                tgid,
+                former_tid,
+                ts,
+                argv,
+                truncated,
+                ..
+            } => {
+                if self.tree.exec(tgid).is_none() {
+                    return;
+                }
+                self.deferred_leaders.remove(&tgid);
+                let t = clock.from_monotonic(ts);
+                let (argv, doubtful) = match (truncated, self.judged.take()) {
+                    // Larger than the kernel copies: read whole from /proc and judged.
+                    (true, Some(Judged::Argv(argv))) => (Some(argv), false),
+                    (true, Some(Judged::Unread)) => (None, false),
+                    (true, _) => (None, true),
+                    (false, _) => (
+                        Some(from_kernel::argv(parse_cmdline(argv))).filter(|a| !a.is_empty()),
+                        false,
+                    ),
+                };
+                self.tree.emit_at(
+                    t,
+                    Event::Exec {
+                        tgid,
+                        former_tid,
+                        argv,
+                    },
+                );
+                if doubtful {
+                    self.tree.emit_at(t, argv_check::doubt());
+                }
+            }
+            Record::Exit {
+                tid,
+                tgid,
+                ts,
+                status,
+                hiwater_pages,
+                group_dead,
+            } => {
+                let t = clock.from_monotonic(ts);
+                if !group_dead {
+                    if tid == tgid && self.tree.threads(tgid) > 1 {
+                        self.deferred_leaders.insert(tgid);
+                    } else {
+                        self.tree.exit(t, tid, None);
+                    }
+                    return;
+                }
+                self.accounts(t, tgid, hiwater_pages);
+                let status = status.and_then(Termination::from_wait_status);
+                self.tree
+                    .exit(t, tid, if tid == tgid { status } else { None });
+                if tid != tgid && self.deferred_leaders.remove(&tgid) {
+                    self.tree.exit(t, tgid, status);
+                }
+            }
+            Record::Calls { tgid, calls } => {
+                if self.tree.has_process(tgid) {
+                    self.tree.emit(Event::SyscallsOf { tgid, calls });
+                }
+            }
+        }
+    }
+
+    /// The peak RSS of a process that just ended, read in the kernel; on a kernel that traces
+    /// the exit after the memory is gone, the sampler reads peaks from then on.
+    pub(super) fn accounts(&mut self, t: u64, tgid: i32, hiwater_pages: Option<u64>) {
+        match hiwater_pages {
+            Some(pages) => {
+                let bytes = pages * self.page_size;
+                self.tree.emit(Event::Accounts {
+                    tgid,
+                    peak_rss_bytes: Some(bytes),
+                    io: None,
+                });
+                // Growth after the sampler's last read of it may have made the tree's peak.
+                self.tree.sampler.exit_peak(tgid, t, bytes);
+            }
+            None if self.peaks_from_exit => {
+                self.peaks_from_exit = false;
+                self.tree.sampler.read_peaks();
+                self.tree.emit(Event::Note {
+                    text: "this kernel traces a process's exit after its memory is released (before Linux 6.16): peak RSS is sampled instead".into(),
+                });
+            }
+            None => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(words: &[(usize, u64)], len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        for &(off, v) in words {
+            b[off..off + 8].copy_from_slice(&v.to_ne_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn decodes_each_record_kind() {
+        let mut fork = bytes(&[(16, 99)], 24);
+        fork[0..4].copy_from_slice(&EV_FORK.to_ne_bytes());
+        fork[4..8].copy_from_slice(&10i32.to_ne_bytes());
+        fork[8..12].copy_from_slice(&11i32.to_ne_bytes());
+        fork[12..16].copy_from_slice(&11i32.to_ne_bytes());
+        assert_eq!(
+            decode(&fork, false),
+            Some(Record::Fork {
+                parent_tgid: 10,
+                child_tid: 11,
+                child_tgid: 11,
+                ts: 99
+            })
+        );
+
+        let mut exec = bytes(&[(16, 5), (24, 10)], 32);
+        exec[0..4].copy_from_slice(&EV_EXEC.to_ne_bytes());
+        exec[4..8].copy_from_slice(&11i32.to_ne_bytes());
+        exec[8..12].copy_from_slice(&12i32.to_ne_bytes());
+        exec[12..16].copy_from_slice(&8u32.to_ne_bytes());
+        exec.extend_from_slice(b"ls\0-l\0/\0");
+        assert_eq!(
+            decode(&exec, false),
+            Some(Record::Exec {
+                tgid: 11,
+                former_tid: 12,
+                ts: 5,
+                argv: b"ls\0-l\0/\0",
+                truncated: true,
+                total: 10
+            })
+        );
+
+        let mut exit = bytes(&[(16, 7), (32, 300)], 40);
+        exit[0..4].copy_from_slice(&EV_EXIT.to_ne_bytes());
+        exit[4..8].copy_from_slice(&11i32.to_ne_bytes());
+        exit[8..12].copy_from_slice(&11i32.to_ne_bytes());
+        exit[12..16].copy_from_slice(&(EXIT_GROUP_DEAD | EXIT_HAS_MM).to_ne_bytes());
+        exit[24..28].copy_from_slice(&(3i32 << 8).to_ne_bytes());
+        assert_eq!(
+            decode(&exit, false),
+            Some(Record::Exit {
+                tid: 11,
+                tgid: 11,
+                ts: 7,
+                status: Some(3 << 8),
+                hiwater_pages: Some(300),
+                group_dead: true
+            })
+        );
+        exit[12..16].copy_from_slice(&0u32.to_ne_bytes());
+        assert!(matches!(
+            decode(&exit, false),
+            Some(Record::Exit {
+                status: None,
+                hiwater_pages: None,
+                group_dead: false,
+                ..
+            })
+        ));
+
+        let mut calls = bytes(&[(16, 1)], 24);
+        calls[0..4].copy_from_slice(&EV_CALLS.to_ne_bytes());
+        calls[8..12].copy_from_slice(&11i32.to_ne_bytes());
+        calls[12..16].copy_from_slice(&2u32.to_ne_bytes());
+        for (idx, n) in [(110u32, 5u64), (512 + 20, 1)] {
+            let mut e = bytes(&[(8, n), (16, 0), (24, 50), (32, 20)], 40);
+            e[0..4].copy_from_slice(&idx.to_ne_bytes());
+            calls.extend_from_slice(&e);
+        }
+        let Some(Record::Calls { tgid, calls: got }) = decode(&calls, true) else {
+            panic!("calls record not decoded");
+        };
+        assert_eq!(tgid, 11);
+        assert_eq!((got[0].nr, got[0].compat, got[0].calls), (110, false, 5));
+        assert_eq!((got[1].nr, got[1].compat), (20, true));
+        assert_eq!(got[1].total_ns, Some(50));
+        // A truncated record is refused rather than misread.
+        assert_eq!(decode(&calls[..70], true), None);
+    }
+}
