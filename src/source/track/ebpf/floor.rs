@@ -64,20 +64,29 @@ pub fn run(argv: &[String], timer: Option<Duration>) -> Result<Floor, String> {
         libc::close(go[0]);
         libc::close(go[1]);
     }
+    // The command's end wakes the reader at once, as ste's reaper does.
+    // SAFETY: pidfd_open with integer arguments; returns a new descriptor or -1.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
     let mut floor = Floor::default();
     loop {
-        match timer {
-            Some(t) => std::thread::sleep(t),
-            None => {
-                let mut fd = libc::pollfd {
-                    fd: ring.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: polling one valid descriptor; 100 ms so the exit is noticed.
-                unsafe { libc::poll(&mut fd, 1, 100) };
-            }
-        }
+        let mut fds = [
+            libc::pollfd {
+                fd: pidfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: ring.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let (n, ms) = match timer {
+            Some(t) => (1, t.as_millis() as i32),
+            None => (2, -1),
+        };
+        // SAFETY: polling one or two valid descriptors of a local array.
+        unsafe { libc::poll(fds.as_mut_ptr(), n, ms) };
         floor.wakes += 1;
         floor.records += ring.drain_while(|_| true) as u64;
         let mut status = 0;
@@ -88,5 +97,7 @@ pub fn run(argv: &[String], timer: Option<Duration>) -> Result<Floor, String> {
             break;
         }
     }
+    // SAFETY: closing the pidfd opened above (harmless if it was -1).
+    unsafe { libc::close(pidfd) };
     Ok(floor)
 }
