@@ -18,7 +18,7 @@ pub use accounting::{
     process_peak,
 };
 pub use arg::{Arg, Escaped, join_escaped};
-pub use syscalls::{CallCount, ErrnoCount, ImageCalls, SyscallRow, Syscalls, Uncounted};
+pub use syscalls::{CallCount, Counts, ErrnoCount, ImageCalls, SyscallRow, Syscalls, Uncounted};
 pub use timeline::{ProcessSample, ThreadLifetime};
 
 use serde::{Deserialize, Serialize};

@@ -86,6 +86,10 @@ pub struct ImageCalls {
     pub calls: Vec<CallCount>,
 }
 
+/// Calls counted per system call, keyed by (compat, nr): what a source gathers and the
+/// ledger folds per process image.
+pub type Counts = std::collections::BTreeMap<(bool, u32), CallCount>;
+
 /// One system call of one image.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallCount {

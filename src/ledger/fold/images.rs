@@ -1,8 +1,8 @@
 //! Per-image system call counts, as the recorder folds `SyscallsOf` events: a pure tally, so a
 //! replayed record gives the same images.
 
+use crate::model::Counts;
 use crate::model::{CallCount, ImageCalls, Syscalls};
-use crate::source::syscalls::Counts;
 use std::collections::BTreeMap;
 
 /// Calls per (process index, exec index): the pid and the counts.

@@ -9,7 +9,7 @@
 #[allow(dead_code)]
 mod table;
 
-use crate::model::{CallCount, ErrnoCount, SyscallRow, Syscalls, Uncounted};
+use crate::model::{ErrnoCount, SyscallRow, Syscalls, Uncounted};
 use std::collections::BTreeMap;
 
 /// What `--syscalls` measures (its values, `cli`'s, map to these).
@@ -128,8 +128,8 @@ pub trait Source: Send + Sync {
     fn summary(&self) -> Syscalls;
 }
 
-/// Counts of one source, keyed by (compat, nr).
-pub type Counts = BTreeMap<(bool, u32), CallCount>;
+/// Counts of one source, keyed by (compat, nr): the model's, which the ledger folds too.
+pub use crate::model::Counts;
 /// Failed calls keyed by (compat, nr, errno).
 pub type Errnos = BTreeMap<(bool, u32, i32), u64>;
 
@@ -198,6 +198,7 @@ pub fn summarize(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::CallCount;
 
     #[test]
     fn table_is_sorted_and_knows_the_common_calls() {
