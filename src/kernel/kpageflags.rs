@@ -2,7 +2,9 @@
 //! frame, its flags and the number of times it is mapped. Root only (CAP_SYS_ADMIN).
 //! See Documentation/admin-guide/mm/pagemap.rst and include/uapi/linux/kernel-page-flags.h.
 //!
-//! Owns the flag numbering and the batched reads: frames are read in sorted, coalesced runs
+//! Owns the bits ste tests itself (anonymous, THP, zero page) and the batched reads; the
+//! flags' letters and names, which the Run stores, are the model's (`model::maps::PAGE_FLAGS`,
+//! applied by `source::from_kernel`). The batched reads: frames are read in sorted, coalesced runs
 //! (one `pread` per run of nearby frames instead of one per page: ~3× faster, docs/kernel-notes.md).
 //! Knows nothing about processes or mappings.
 
@@ -11,35 +13,9 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-/// Flag bits of kpageflags, with the letters and names `page-types` (tools/mm) uses. The
-/// table lives in the model, which stores the letters and whose reports print the names.
-pub use crate::model::maps::PAGE_FLAGS as FLAGS;
-
-/// The bits ste keeps. The other "kernel hacking" bits (32–41: reserved, mappedtodisk — which
-/// is also anon-exclusive on anonymous pages —, private, arch, …) vary with kernel internals
-/// and would split ranges for no reader's benefit.
-pub const KEPT: u64 = {
-    let mut m = 0u64;
-    let mut i = 0;
-    while i < FLAGS.len() {
-        m |= 1 << FLAGS[i].0;
-        i += 1;
-    }
-    m
-};
-
 pub const ANON: u64 = 1 << 12;
 pub const THP: u64 = 1 << 22;
 pub const ZERO_PAGE: u64 = 1 << 24;
-
-/// The letters of the set flags, in bit order (`UlMab`).
-pub fn letters(flags: u64) -> String {
-    FLAGS
-        .iter()
-        .filter(|(b, _, _)| flags & (1 << b) != 0)
-        .map(|(_, c, _)| *c)
-        .collect()
-}
 
 /// Splits sorted frame numbers into runs to read at once: a new run starts when the next frame
 /// is more than `max_gap` frames past the end of the current one, or when the run would exceed
@@ -186,18 +162,6 @@ enum Which {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn letters_of_captured_flags() {
-        // Read as root on this machine: the head and a tail page of an anonymous THP, with
-        // bit 34 (mappedtodisk, i.e. anon-exclusive) set, which ste drops.
-        let head = 0x40240d828u64;
-        let tail = 0x402415828u64;
-        assert_eq!(letters(head & KEPT), "UlMabHti");
-        assert_eq!(letters(tail & KEPT), "UlMabTti");
-        assert_eq!(head & !KEPT, 1 << 34);
-        assert!(head & THP != 0 && head & ANON != 0);
-    }
 
     #[test]
     fn coalescing_runs() {

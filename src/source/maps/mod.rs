@@ -11,7 +11,7 @@
 pub mod peak;
 
 use crate::bus::sink::thread_cpu_ns;
-use crate::kernel::kpageflags::{self, FrameInfo, KPages};
+use crate::kernel::kpageflags::{FrameInfo, KPages};
 use crate::kernel::pagemap::{Entry, Pagemap, PteBits};
 use crate::kernel::proc::page_size;
 use crate::kernel::smaps::{MapHeader, SmapsFields, read_smaps};
@@ -153,7 +153,7 @@ impl MapReader {
                             .as_mut()
                             .and_then(|it| it.next())
                             .map(|f| FrameInfo {
-                                flags: f.flags & kpageflags::KEPT,
+                                flags: f.flags & crate::source::from_kernel::KEPT_PAGE_FLAGS,
                                 map_count: f.map_count,
                             })
                     } else {
@@ -189,7 +189,7 @@ impl MapReader {
             });
         }
         let flags = frames.as_ref().map(|_| {
-            let mut v: Vec<FlagCount> = kpageflags::FLAGS
+            let mut v: Vec<FlagCount> = crate::model::maps::PAGE_FLAGS
                 .iter()
                 .filter_map(|(bit, letter, name)| {
                     flag_pages.get(bit).map(|&pages| FlagCount {
@@ -317,7 +317,9 @@ impl Grouper {
                     PageState::Present
                 },
                 pte: k.pte.letters(),
-                flags: k.info.map(|f| kpageflags::letters(f.flags)),
+                flags: k
+                    .info
+                    .map(|f| crate::source::from_kernel::page_flag_letters(f.flags)),
                 map_count: k.info.map(|f| f.map_count),
             });
         }
@@ -555,7 +557,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
             &[(4, present | 30), (5, present | 31), (6, present | 10)],
         );
         let flags: Vec<u8> = (0..64u64)
-            .flat_map(|_| (kpageflags::ANON | 1 << 5).to_ne_bytes())
+            .flat_map(|_| (crate::kernel::kpageflags::ANON | 1 << 5).to_ne_bytes())
             .collect();
         let counts: Vec<u8> = (0..64u64)
             .flat_map(|i| (if i == 10 { 2u64 } else { 1 }).to_ne_bytes())
