@@ -196,15 +196,10 @@ fn memory(run: &Run, a: &Accounting) -> crate::model::MemoryReconciled {
         });
     }
     if let Some(b) = run.totals.max_pss_bytes {
-        // Exact when the peak is an exact round's; carried and exit peaks are bounded.
-        let exact = run.samples.iter().any(|s| {
-            Some(s.t_ns) == run.totals.max_pss_t_ns
-                && s.pss_bytes == b
-                && s.kind == crate::model::SampleKind::Exact
-        });
         m.pss_max = Some(MemoryFigure {
             bytes: b,
-            exact,
+            // Exact when the peak is an exact round's; carried and exit peaks are bounded.
+            exact: run.totals.max_pss_kind == Some(crate::model::SampleKind::Exact),
             from: "PSS of /proc/PID/smaps_rollup summed over the live tree".into(),
             pid: None,
             processes: None,

@@ -546,16 +546,15 @@
     return `<span class="badge ${s.exact ? 'exact' : 'sampled'}" title="${esc(title)}">${s.exact ? 'exact' : 'sampled'}</span>`;
   }
 
-  // Max PSS's badge from the sample it came from: an exact round, a carried tick (within its
-  // bound) or the high-water mark at an exit (an upper bound).
+  // Max PSS's badge from how its sample was read (the totals' kind): an exact round, a carried
+  // tick (within its bound) or the high-water mark at an exit (an upper bound).
   function maxPssBadge(run) {
-    const t = run.totals;
-    const s = (run.samples || []).find((x) => x.t_ns === t.max_pss_t_ns && x.pss_bytes === t.max_pss_bytes);
-    if (!s) return sourceBadge(run, 'max_pss_bytes');
+    const kind = run.totals.max_pss_kind;
+    if (kind == null) return sourceBadge(run, 'max_pss_bytes');
     const src = run.sources && run.sources.max_pss_bytes;
     const title = src ? src.from : '';
-    if (s.kind === 'exit_peak') return `<span class="badge sampled" title="${esc(title)}">upper bound</span>`;
-    return badge(s.kind === 'exact', title);
+    if (kind === 'exit_peak') return `<span class="badge sampled" title="${esc(title)}">upper bound</span>`;
+    return badge(kind === 'exact', title);
   }
 
   function drawSummary(M, s) {

@@ -454,42 +454,45 @@ impl Sampler {
         let Some(beyond) = carry::beyond_last_read(est, seen, hwm_bytes) else {
             return;
         };
-        let mut st = self.state.lock().expect("sampler lock");
+        let st = self.state.lock().expect("sampler lock");
         let others: u64 = st
             .live
             .iter()
             .filter(|(p, c)| **p != tgid && !c.before_exec && !c.unreadable)
             .map(|(_, c)| c.pss)
             .sum();
-        let total = others + beyond.pss_bytes;
-        if total <= st.max_pss {
+        let sample = Sample {
+            t_ns,
+            pss_bytes: others + beyond.pss_bytes,
+            // The others' as of the last tick, with this process at its high-water mark.
+            rss_bytes: (st.tick_rss_bytes + hwm_bytes).saturating_sub(last_resident),
+            kind: SampleKind::ExitPeak,
+            bound_bytes: Some(beyond.bound_bytes),
+            ..Default::default()
+        };
+        self.emit_exit_high(st, sample);
+    }
+
+    /// Emits `sample`, taken at a process's exit, when it is a new maximum: after the tick
+    /// held back for its window, with the live tree's counts of processes. `st` is the
+    /// sampler's state, locked by the caller since the maximum was compared.
+    fn emit_exit_high(&self, mut st: std::sync::MutexGuard<'_, State>, mut sample: Sample) {
+        if sample.pss_bytes <= st.max_pss {
             return;
         }
-        st.max_pss = total;
-        let unreadable = st.live.values().filter(|c| c.unreadable).count() as u32;
-        let processes = st
+        st.max_pss = sample.pss_bytes;
+        sample.processes = st
             .live
             .values()
             .filter(|c| !c.before_exec && !c.unreadable)
             .count() as u32;
-        // The others' as of the last tick, with this process at its high-water mark.
-        let rss_bytes = (st.tick_rss_bytes + hwm_bytes).saturating_sub(last_resident);
+        sample.unreadable = st.live.values().filter(|c| c.unreadable).count() as u32;
         let pending = st.pending.take();
         drop(st);
         if let Some(p) = pending {
             self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
         }
-        let sample = Sample {
-            t_ns,
-            pss_bytes: total,
-            rss_bytes,
-            processes,
-            unreadable,
-            per_process: None,
-            kind: SampleKind::ExitPeak,
-            bound_bytes: Some(beyond.bound_bytes),
-        };
-        self.sink.emit_at(t_ns, Event::Sample { sample });
+        self.sink.emit_at(sample.t_ns, Event::Sample { sample });
     }
 
     /// Called by a tracker while process `tgid` is stopped in its exit with its memory still
@@ -573,37 +576,25 @@ impl Sampler {
         if let Some(l) = st.live.get_mut(&tgid) {
             l.pss = e.pss_bytes;
         }
-        let readable: Vec<&Cached> = st
-            .live
-            .values()
-            .filter(|c| !c.before_exec && !c.unreadable)
-            .collect();
-        let total: u64 = readable.iter().map(|c| c.pss).sum();
-        if total <= st.max_pss {
-            return;
-        }
         let sample = Sample {
             t_ns: t,
-            pss_bytes: total,
+            pss_bytes: st
+                .live
+                .values()
+                .filter(|c| !c.before_exec && !c.unreadable)
+                .map(|c| c.pss)
+                .sum(),
             // The others' as of the last tick, with this process's size now.
             rss_bytes: (st.tick_rss_bytes + now.resident * page).saturating_sub(last_resident),
-            processes: readable.len() as u32,
-            unreadable: st.live.values().filter(|c| c.unreadable).count() as u32,
-            per_process: None,
             kind: SampleKind::Carried,
             // The others' as of the last tick (this process's counted twice: a bound).
             bound_bytes: Some(
                 e.bound_bytes
                     .saturating_add(st.tick_bound_bytes.unwrap_or(0)),
             ),
+            ..Default::default()
         };
-        st.max_pss = total;
-        let pending = st.pending.take();
-        drop(st);
-        if let Some(p) = pending {
-            self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
-        }
-        self.sink.emit_at(t, Event::Sample { sample });
+        self.emit_exit_high(st, sample);
     }
 
     /// Stops the thread and reports how sampling went.

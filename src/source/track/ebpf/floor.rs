@@ -67,6 +67,10 @@ pub fn run(argv: &[String], timer: Option<Duration>) -> Result<Floor, String> {
     // The command's end wakes the reader at once, as ste's reaper does.
     // SAFETY: pidfd_open with integer arguments; returns a new descriptor or -1.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    if pidfd < 0 {
+        // Without it the reader would never learn of the end: say so rather than hang.
+        return Err(format!("pidfd_open: {}", std::io::Error::last_os_error()));
+    }
     let mut floor = Floor::default();
     loop {
         let mut fds = [
@@ -97,7 +101,7 @@ pub fn run(argv: &[String], timer: Option<Duration>) -> Result<Floor, String> {
             break;
         }
     }
-    // SAFETY: closing the pidfd opened above (harmless if it was -1).
+    // SAFETY: closing the pidfd opened above.
     unsafe { libc::close(pidfd) };
     Ok(floor)
 }
