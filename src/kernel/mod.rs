@@ -2,6 +2,7 @@
 //! that are unit-tested on captured text, and knows nothing about output or the Run.
 
 pub mod affinity;
+pub mod alarm;
 pub mod auxv;
 pub mod bpf;
 pub mod bytes;

@@ -965,3 +965,37 @@ matrix!(
         assert!(run.processes[0].end_ns.is_some());
     }
 );
+
+matrix!(exec_lines_appear_while_the_command_runs, |mode: Mode| {
+    // Trackers hold their events briefly (to wake the session less often): an EXEC line must
+    // still reach the terminal within a moment, not when the command ends. The command sleeps
+    // 6 s after its exec; its line must be out long before.
+    use std::io::{BufRead, BufReader};
+    use std::time::{Duration, Instant};
+    let json = scratch("live.json");
+    let mut c = ste_command(
+        mode,
+        &[],
+        &json,
+        &[],
+        &["/bin/sh", "-c", "exec /bin/sleep 6"],
+    );
+    c.stderr(std::process::Stdio::piped());
+    let start = Instant::now();
+    let mut child = c.spawn().expect("cannot run ste");
+    let mut seen = None;
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line.starts_with("EXEC: [/bin/sleep 6]") {
+            seen = Some(start.elapsed());
+            break;
+        }
+    }
+    // ste forwards a SIGTERM sent to it alone to the command, so the sleep ends too.
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&json);
+    let seen = seen.expect("no EXEC line for the sleep");
+    assert!(seen < Duration::from_secs(4), "EXEC line after {seen:?}");
+});

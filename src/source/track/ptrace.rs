@@ -15,6 +15,7 @@ use crate::bus::event::Event;
 use crate::bus::launched::{ExecOutcome, Launched};
 use crate::bus::sink::{Batch, Msg, Sink};
 use crate::bus::tree::TreeWatcher;
+use crate::kernel::alarm::Alarm;
 use crate::kernel::proc::{Held, ProcFs};
 use crate::model::{AccountEvent, CallCount, Figures, LedgerSource, Source, Termination};
 use crate::source::syscalls::Mode;
@@ -22,6 +23,12 @@ use crate::source::track::ptrace_syscalls::SyscallStops;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::mpsc::sync_channel;
+use std::time::Duration;
+
+/// How long events may be held before they go to the session: the live `EXEC:` lines lag by at
+/// most this (twice it when the alarm rings just before the wait), far below anything the
+/// session does on a clock.
+const HOLD: Duration = Duration::from_millis(20);
 
 /// A syscall stop's signal under `PTRACE_O_TRACESYSGOOD`.
 const SYSCALL_STOP: i32 = libc::SIGTRAP | 0x80;
@@ -83,7 +90,7 @@ pub fn start(
                 ledger,
             );
             let error = tracer.run().err();
-            tracer.sink.flush();
+            tracer.flush();
             sink.send(Msg::TrackerDone {
                 t_ns: sink.now_ns(),
                 error,
@@ -177,11 +184,12 @@ struct Tracer {
     reaped: HashMap<i32, Figures>,
     /// `--syscalls` at syscall stops: resume with `PTRACE_SYSCALL` and count each stop.
     syscalls: Option<SyscallStops>,
-    /// The stop just handled announces another within microseconds (an exit stop: the task's
-    /// end follows), so the events buffered need not be sent before waiting for it.
-    imminent: bool,
-    /// Events were buffered since the last flush.
-    unsent: bool,
+    /// Run time of the first event buffered since the last flush, if any.
+    unsent_since: Option<u64>,
+    /// Rings every `HOLD` while events are buffered, interrupting the blocking wait so they
+    /// are sent on time; `None` if no timer could be made (then every burst of stops is sent
+    /// before the wait blocks).
+    alarm: Option<Alarm>,
     /// Run time at which waitpid reported the stop (or end) being handled.
     stop_ns: u64,
     /// Live processes' /proc files, opened while they run so that their exec and exit stops
@@ -220,8 +228,8 @@ impl Tracer {
             parent: HashMap::new(),
             reaped: HashMap::new(),
             syscalls,
-            imminent: false,
-            unsent: false,
+            unsent_since: None,
+            alarm: Alarm::new(HOLD).ok(),
             stop_ns: 0,
             held: HashMap::new(),
             hold_max: hold_max(),
@@ -255,18 +263,32 @@ impl Tracer {
             let mut status = 0;
             // SAFETY: a zeroed rusage is a valid output buffer.
             let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-            // Before blocking, send what this burst produced, unless nothing is buffered or the
-            // next stop is already on its way (see `imminent`); a pending stop is taken first,
-            // so a burst of stops (make -j) is sent at once.
+            // Events are held until they are HOLD old, then sent at the next stop or when the
+            // alarm interrupts the wait (EINTR, below).
             let mut pid = 0;
-            let imminent = std::mem::take(&mut self.imminent);
-            if self.unsent && !imminent {
-                // SAFETY: waiting for any traced task or child; `status` and `ru` are valid.
-                pid =
-                    unsafe { libc::wait4(-1, &mut status, libc::__WALL | libc::WNOHANG, &mut ru) };
-                if pid == 0 {
-                    self.sink.flush();
-                    self.unsent = false;
+            if let Some(since) = self.unsent_since {
+                match &mut self.alarm {
+                    // A fork loop's stops come one at a time: sending each burst woke the
+                    // session a few times per process.
+                    Some(alarm) => {
+                        if self.sink.sink().now_ns().saturating_sub(since) >= HOLD.as_nanos() as u64
+                        {
+                            self.flush();
+                        } else {
+                            alarm.arm();
+                        }
+                    }
+                    // No alarm: send before blocking, unless a stop is already waiting.
+                    None => {
+                        // SAFETY: waiting for any traced task or child; `status` and `ru` are
+                        // valid.
+                        pid = unsafe {
+                            libc::wait4(-1, &mut status, libc::__WALL | libc::WNOHANG, &mut ru)
+                        };
+                        if pid == 0 {
+                            self.flush();
+                        }
+                    }
                 }
             }
             if pid == 0 {
@@ -433,9 +455,6 @@ impl Tracer {
         if let Some(finish) = round {
             finish();
         }
-        // Its end (or, for an old leader replaced by an exec, that exec's stop) comes next:
-        // these events can wait for it rather than wake the session on their own.
-        self.imminent = true;
         self.syscalls_of(tgid, |s| s.thread_exit(tid));
         let mut figures = Figures {
             cpu_ns: sched.map(|s| s.0),
@@ -586,7 +605,16 @@ impl Tracer {
     /// observer stamped at the stop (the malloc source's exec check).
     fn emit(&mut self, event: Event) {
         self.sink.emit_at(self.stop_ns, event);
-        self.unsent = true;
+        self.unsent_since.get_or_insert(self.stop_ns);
+    }
+
+    /// Sends the events held, and stops the alarm until the next one is held.
+    fn flush(&mut self) {
+        self.sink.flush();
+        self.unsent_since = None;
+        if let Some(alarm) = &mut self.alarm {
+            alarm.disarm();
+        }
     }
 
     /// Restarts a stopped tracee, delivering `sig` (0: none), to its next syscall stop when
