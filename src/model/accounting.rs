@@ -169,17 +169,17 @@ pub struct BeforeRelease {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct Ledger {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub taskstats: Option<Figures>,
+    pub taskstats: Option<Box<Figures>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_stop: Option<Figures>,
+    pub exit_stop: Option<Box<Figures>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait4: Option<Figures>,
+    pub wait4: Option<Box<Figures>>,
     /// taskstats records folded in: one per thread that exited.
     pub taskstats_records: u32,
 }
 
 impl Ledger {
-    pub fn group_mut(&mut self, s: LedgerSource) -> &mut Option<Figures> {
+    pub fn group_mut(&mut self, s: LedgerSource) -> &mut Option<Box<Figures>> {
         match s {
             LedgerSource::Taskstats => &mut self.taskstats,
             LedgerSource::ExitStop => &mut self.exit_stop,
@@ -195,7 +195,7 @@ impl Ledger {
             (LedgerSource::Wait4, &self.wait4),
         ]
         .into_iter()
-        .find_map(|(s, f)| f.as_ref().and_then(&pick).map(|v| (v, s)))
+        .find_map(|(s, f)| f.as_deref().and_then(&pick).map(|v| (v, s)))
     }
 
     /// User + system CPU, or the exact runtime when no split is known.
@@ -515,18 +515,27 @@ mod tests {
         assert_eq!(g.cpu_ns, Some(9));
     }
 
+    /// A Run keeps every process, so its record's fixed size is ste's memory per process
+    /// beyond the argv: the ledger's figures live on the heap, only for the sources that
+    /// measured the process (they were inline, three times over, in every record).
+    #[test]
+    fn a_process_record_stays_small() {
+        assert!(std::mem::size_of::<Ledger>() <= 32);
+        assert!(std::mem::size_of::<super::super::Process>() <= 256);
+    }
+
     #[test]
     fn best_source_wins() {
         let l = Ledger {
-            taskstats: Some(Figures {
+            taskstats: Some(Box::new(Figures {
                 peak_rss_bytes: Some(7),
                 ..Default::default()
-            }),
-            exit_stop: Some(Figures {
+            })),
+            exit_stop: Some(Box::new(Figures {
                 peak_rss_bytes: Some(6),
                 cpu_ns: Some(3),
                 ..Default::default()
-            }),
+            })),
             ..Default::default()
         };
         assert_eq!(

@@ -86,7 +86,7 @@ matrix!(group_peak_and_exact_process_peaks, |mode: Mode| {
             );
             for pid in reported.keys() {
                 let l = process(run, *pid).ledger.as_ref().expect("a ledger");
-                let ts = l.taskstats.expect("taskstats figures");
+                let ts = l.taskstats.as_deref().expect("taskstats figures");
                 assert!(ts.cpu_ns.is_some() && ts.minor_faults.unwrap() > 25_000);
             }
             assert!(run.sources.contains_key("ledger.taskstats"));
@@ -98,8 +98,8 @@ matrix!(group_peak_and_exact_process_peaks, |mode: Mode| {
             if mode.tracker == Tracker::Ptrace {
                 let p = process(run, *reported.keys().next().unwrap());
                 let l = p.ledger.as_ref().expect("exit-stop figures");
-                assert!(l.exit_stop.unwrap().cpu_ns.is_some());
-                assert!(l.wait4.unwrap().minor_faults.unwrap() > 25_000);
+                assert!(l.exit_stop.as_deref().unwrap().cpu_ns.is_some());
+                assert!(l.wait4.as_deref().unwrap().minor_faults.unwrap() > 25_000);
             }
         }
     }
@@ -138,7 +138,10 @@ matrix!(
             assert_eq!((mode.tracker, mode.who), (Tracker::Netlink, Who::Nobody));
             return;
         };
-        for (source, f) in [("taskstats", l.taskstats), ("exit_stop", l.exit_stop)] {
+        for (source, f) in [
+            ("taskstats", l.taskstats.as_deref()),
+            ("exit_stop", l.exit_stop.as_deref()),
+        ] {
             let Some(f) = f else { continue };
             let spent = f.cpu_ns.unwrap_or(0) + f.run_queue_ns.unwrap_or(0);
             assert!(
@@ -155,6 +158,7 @@ matrix!(
         if mode.who == Who::Root {
             let t = l
                 .taskstats
+                .as_deref()
                 .expect("taskstats as root")
                 .task_time_ns
                 .unwrap();

@@ -505,7 +505,11 @@ mod tests {
             ),
         );
         let run = Recorder::replay(&ev);
-        let sh = run.processes[0].ledger.as_ref().unwrap().taskstats.unwrap();
+        let taskstats = |i: usize| {
+            let p: &crate::model::Process = &run.processes[i];
+            p.ledger.as_ref().unwrap().taskstats.as_deref().unwrap()
+        };
+        let sh = taskstats(0);
         assert_eq!(sh.task_time_ns, Some(865 * MS));
         assert_eq!(sh.cpu_ns, Some(2 * MS));
         assert_eq!(sh.run_queue_ns, Some(0), "saturates, never wraps");
@@ -513,7 +517,7 @@ mod tests {
         assert_eq!(t.cpu_ns, Some(753 * MS));
         assert_eq!(t.task_time_ns, Some(3663 * MS));
         // Another process's figures are left alone.
-        let cc = run.processes[1].ledger.as_ref().unwrap().taskstats.unwrap();
+        let cc = taskstats(1);
         assert_eq!(cc.task_time_ns, Some(599 * MS));
     }
 
@@ -580,6 +584,7 @@ mod tests {
                 .as_ref()
                 .unwrap()
                 .taskstats
+                .as_deref()
                 .unwrap()
                 .peak_rss_bytes,
             Some(100 << 20)
