@@ -7,6 +7,7 @@
 
 pub mod event;
 pub mod launched;
+pub mod mailbox;
 pub mod phases;
 pub mod sink;
 pub mod tree;

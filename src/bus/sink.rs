@@ -2,12 +2,13 @@
 //!
 //! Owns time-stamping (nanoseconds of `CLOCK_MONOTONIC` since launch, the clock the proc
 //! connector and BPF also use) and the message type the session loop receives. Sources hold a
-//! `Sink`; only the session holds the receiving end.
+//! `Sink`; only the session holds the receiving end (`bus::mailbox`, which says which messages
+//! are urgent).
 
 use crate::bus::event::{Event, Stamped};
+use crate::bus::mailbox::{Receiver, Sender, channel};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
 
 /// `CLOCK_MONOTONIC` in nanoseconds.
 pub fn monotonic_ns() -> u64 {
@@ -78,11 +79,12 @@ pub enum Msg {
         t_ns: u64,
         error: Option<String>,
     },
-    /// A taskstats exit record of some thread on the machine, received at `t_ns`; the session
-    /// matches it to the tree (see `account::matcher`).
-    Task {
+    /// Taskstats exit records of threads on the machine, received at `t_ns` (one drain of the
+    /// listener's socket: a message per record woke the session once per exit); the session
+    /// matches them to the tree (see `account::matcher`).
+    Tasks {
         t_ns: u64,
-        stats: Box<crate::kernel::taskstats::TaskStats>,
+        stats: Vec<Box<crate::kernel::taskstats::TaskStats>>,
     },
 }
 
@@ -115,12 +117,14 @@ impl Sink {
 
     /// Emits an event stamped with a run time the source measured itself.
     pub fn emit_at(&self, t_ns: u64, event: Event) {
-        // The receiver only goes away when the session has finished; late events are moot.
-        let _ = self.tx.send(Msg::Event(Stamped { t_ns, event }));
+        self.tx.send(Msg::Event(Stamped { t_ns, event }), false);
     }
 
+    /// Sends a message; the end of a tracker and a signal wake the session at once, anything
+    /// else waits for its next look (see `bus::mailbox`).
     pub fn send(&self, msg: Msg) {
-        let _ = self.tx.send(msg);
+        let urgent = matches!(msg, Msg::TrackerDone { .. } | Msg::Signal { .. });
+        self.tx.send(msg, urgent);
     }
 }
 

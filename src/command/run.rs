@@ -99,7 +99,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     }
     // From the command's start: until its release, its time is ste's set-up (see below).
     let clock = Clock::start_at(child.started_ns);
-    let (sink, rx) = Sink::new(clock.clone());
+    let (sink, mut rx) = Sink::new(clock.clone());
     let sampler = Sampler::new(opts.pace, sink.clone());
     let peak_maps = crate::source::maps::peak::attach(opts.maps_at_peak, &sampler, &sink);
     // Before BPF is there, while this thread would only wait: signals blocked since the
@@ -177,7 +177,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     let (end_ns, stopped_waiting) = loop {
         match event_loop(
             &mut rec,
-            &rx,
+            &mut rx,
             &mut out,
             opts,
             root,
@@ -223,7 +223,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
                     apply(&mut rec, e, &mut out, opts, &mut accounting);
                 }
             }
-            Msg::Task { t_ns, stats } => task(&mut rec, &mut accounting, t_ns, stats),
+            Msg::Tasks { t_ns, stats } => tasks(&mut rec, &mut accounting, t_ns, stats),
             _ => {}
         }
     }
@@ -325,7 +325,7 @@ enum Ended {
 /// descendants.
 fn event_loop(
     rec: &mut Recorder,
-    rx: &std::sync::mpsc::Receiver<Msg>,
+    rx: &mut crate::bus::mailbox::Receiver<Msg>,
     out: &mut Output,
     opts: &RunOptions,
     root: i32,
@@ -367,7 +367,7 @@ fn event_loop(
                     }
                 }
             }
-            Ok(Msg::Task { t_ns, stats }) => task(rec, acc, t_ns, stats),
+            Ok(Msg::Tasks { t_ns, stats }) => tasks(rec, acc, t_ns, stats),
             Ok(Msg::Signal {
                 signo,
                 from_terminal,
@@ -463,14 +463,20 @@ fn apply(
 }
 
 /// A taskstats record: applied when it is one of the tree's.
-fn task(
+#[allow(
+    clippy::vec_box,
+    reason = "each record moves on alone into the matcher, which parks the box"
+)]
+fn tasks(
     rec: &mut Recorder,
     acc: &mut account::Session,
     t_ns: u64,
-    stats: Box<crate::kernel::taskstats::TaskStats>,
+    stats: Vec<Box<crate::kernel::taskstats::TaskStats>>,
 ) {
-    if let Some(event) = acc.on_task(rec, t_ns, stats) {
-        rec.apply(&Stamped { t_ns, event });
+    for stats in stats {
+        if let Some(event) = acc.on_task(rec, t_ns, stats) {
+            rec.apply(&Stamped { t_ns, event });
+        }
     }
 }
 

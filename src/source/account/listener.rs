@@ -3,7 +3,7 @@
 //! figures.
 //!
 //! Owns the taskstats socket once registered and the sampling clock. Records go to the
-//! session raw (`Msg::Task`), because only the session's ledger can tell which belong to the
+//! session raw (`Msg::Tasks`, one message per drain), because only the session's ledger can tell which belong to the
 //! tree; cgroup samples go out as events. On stop it drains what the kernel already queued:
 //! every exit of the tree was queued before the tracker saw the process end, so nothing of
 //! the tree is left behind. The end figures are read here rather than by the session, so
@@ -13,7 +13,7 @@
 use super::group::Group;
 use crate::bus::event::Event;
 use crate::bus::sink::{Msg, Sink};
-use crate::kernel::taskstats::{Message, Received, Taskstats};
+use crate::kernel::taskstats::{Message, Received, TaskStats, Taskstats};
 use crate::model::{AccountEvent, GroupEnd};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -130,16 +130,17 @@ fn sample(group: &Group, sink: &Sink, max: &mut Maxima, last: bool) -> bool {
     moved
 }
 
-fn forward(received: Received, sink: &Sink) {
+/// Collects the records of one drain, for one message.
+#[allow(
+    clippy::vec_box,
+    reason = "the kernel reader boxes each record; the session moves each box on alone"
+)]
+fn forward(received: Received, sink: &Sink, records: &mut Vec<Box<TaskStats>>) {
     match received {
-        Received::Messages(ms) => {
-            let t_ns = sink.now_ns();
-            for m in ms {
-                if let Message::Stats { stats, .. } = m {
-                    sink.send(Msg::Task { t_ns, stats });
-                }
-            }
-        }
+        Received::Messages(ms) => records.extend(ms.into_iter().filter_map(|m| match m {
+            Message::Stats { stats, .. } => Some(stats),
+            _ => None,
+        })),
         Received::Overrun => sink.emit(Event::Accounting {
             event: AccountEvent::TaskstatsOverrun,
         }),
@@ -185,11 +186,18 @@ fn run(
 
 /// Forwards every record already queued.
 fn drain(t: &mut Taskstats, sink: &Sink) {
+    let mut records = Vec::new();
     loop {
         match t.recv_now() {
-            Ok(Received::Timeout) | Err(_) => return,
-            Ok(r) => forward(r, sink),
+            Ok(Received::Timeout) | Err(_) => break,
+            Ok(r) => forward(r, sink, &mut records),
         }
+    }
+    if !records.is_empty() {
+        sink.send(Msg::Tasks {
+            t_ns: sink.now_ns(),
+            stats: records,
+        });
     }
 }
 

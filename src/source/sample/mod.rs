@@ -1388,7 +1388,7 @@ mod tests {
     use super::*;
     use crate::bus::sink::{Clock, Msg};
 
-    fn samples(rx: &std::sync::mpsc::Receiver<Msg>) -> Vec<Sample> {
+    fn samples(rx: &mut crate::bus::mailbox::Receiver<Msg>) -> Vec<Sample> {
         rx.try_iter()
             .filter_map(|m| match m {
                 Msg::Event(crate::bus::event::Stamped {
@@ -1404,7 +1404,7 @@ mod tests {
     /// then lets it go: here it is killed and reaped), and the others at `finish`.
     #[test]
     fn an_exit_round_reads_the_exiting_process_before_it_is_let_go() {
-        let (sink, rx) = crate::bus::sink::Sink::new(Clock::start());
+        let (sink, mut rx) = crate::bus::sink::Sink::new(Clock::start());
         let sampler = Sampler::new(Pace::Fixed(Duration::from_secs(3600)), sink);
         let mut exiting = std::process::Command::new("sleep")
             .arg("60")
@@ -1422,13 +1422,13 @@ mod tests {
             .at_exit(e, 1 << 40)
             .expect("a round at the exit stop");
         assert!(
-            samples(&rx).is_empty(),
+            samples(&mut rx).is_empty(),
             "nothing emitted before the round is finished"
         );
         exiting.kill().unwrap();
         exiting.wait().unwrap();
         round.finish(&sampler);
-        let s = samples(&rx);
+        let s = samples(&mut rx);
         assert_eq!(s.len(), 1);
         let pids: Vec<i32> = s[0]
             .per_process

@@ -313,7 +313,7 @@ mod tests {
     /// have waited.
     #[test]
     fn a_batching_tree_holds_events_until_the_tracker_flushes() {
-        let (sink, rx) = Sink::new(Clock::start());
+        let (sink, mut rx) = Sink::new(Clock::start());
         let sampler = Sampler::new(Pace::Fixed(Duration::from_secs(3600)), sink.clone());
         let mut tree = Tree::new(1, sink, sampler);
         tree.batch();
@@ -402,7 +402,7 @@ mod tests {
     /// Without `batch` (the ebpf tracker), every event goes out at once.
     #[test]
     fn a_plain_tree_sends_each_event() {
-        let (sink, rx) = Sink::new(Clock::start());
+        let (sink, mut rx) = Sink::new(Clock::start());
         let sampler = Sampler::new(Pace::Fixed(Duration::from_secs(3600)), sink.clone());
         let mut tree = Tree::new(1, sink, sampler);
         tree.add_process(10, 1, 2);
