@@ -25,10 +25,11 @@ use std::sync::Arc;
 use std::sync::mpsc::sync_channel;
 use std::time::Duration;
 
-/// How long events may be held before they go to the session: the live `EXEC:` lines lag by at
-/// most this (twice it when the alarm rings just before the wait), far below anything the
-/// session does on a clock.
-const HOLD: Duration = Duration::from_millis(20);
+/// How long events may be held before they go to the session (as the ebpf reader's batch):
+/// with the session's own nap (`bus::mailbox::NAP`), the live `EXEC:` lines lag by at most
+/// twice this plus the nap (when the alarm rings just before the wait), far below anything
+/// the session does on a clock.
+const HOLD: Duration = Duration::from_millis(10);
 
 /// A syscall stop's signal under `PTRACE_O_TRACESYSGOOD`.
 const SYSCALL_STOP: i32 = libc::SIGTRAP | 0x80;
