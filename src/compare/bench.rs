@@ -365,7 +365,8 @@ impl Progress {
     }
 }
 
-/// A bench's results: what `--json` writes.
+/// A bench's results: what `--json` writes. docs/bench-diff-json.md documents every field and
+/// tests/it/bench.rs holds the output to it: change the three together.
 #[derive(Debug, Serialize)]
 pub struct Report {
     /// Complete rounds measured (fewer than asked when the bench stopped).
@@ -402,7 +403,8 @@ pub struct FigureStats {
     /// `(max − min) / median`.
     pub spread: Option<f64>,
     /// To the first command's: the median of per-round ratios and its 95 % bootstrap
-    /// interval; `None` for the first command and where no round has both figures.
+    /// interval; `None` for the first command and where no round has a ratio (both figures
+    /// measured and the first command's not 0).
     pub ratio: Option<RatioStats>,
 }
 

@@ -29,7 +29,8 @@ pub struct DiffOptions {
     pub budgets: Vec<Budget>,
 }
 
-/// What `--json` writes.
+/// What `--json` writes. docs/bench-diff-json.md documents every field and tests/it/diff.rs
+/// holds the output to it: change the three together.
 #[derive(Debug, Serialize)]
 pub struct Diff {
     pub a: String,
@@ -58,6 +59,7 @@ pub struct ProgramChange {
     pub b: Option<Program>,
     /// B's CPU − A's, a missing program counting as none; `None` when a CPU is unknown.
     pub cpu_change_ns: Option<i128>,
+    /// B's largest peak − A's, the same way.
     pub largest_peak_change_bytes: Option<i128>,
 }
 

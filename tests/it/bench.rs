@@ -2,11 +2,15 @@
 //! PSS ratio of 2 with an interval that excludes 1 and a wall ratio whose interval holds 1;
 //! `--prepare` runs before every run; a failing run stops the bench and keeps the complete
 //! rounds; budgets are checked against the median. Run as the invoking user (as root in CI,
-//! where the default tracker is ebpf).
+//! where the default tracker is ebpf). Every `--json` export is held to the schema of
+//! docs/bench-diff-json.md by the strict mirror below (as tests/it/json.rs holds the Run's).
 
 use crate::harness::*;
+use crate::json::{conforms, refuses};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::process::{Command, Output, Stdio};
+use ste::compare::stats::median;
 
 /// `ste ARGS...` as the invoking user, in the shared directory, stdin closed.
 pub fn ste_in_dir(args: &[&str]) -> Output {
@@ -38,8 +42,222 @@ fn figure<'a>(report: &'a Value, i: usize, figure: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {figure} in {report}"))
 }
 
+/// The `--json` export at `path`, held to the schema.
 fn read_json(path: &std::path::Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    let bytes = std::fs::read(path).unwrap();
+    conforms::<Report>(&bytes);
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// The figures a bench and a diff compare, with their units, in the order
+/// docs/bench-diff-json.md lists them (`calls` only with `--syscalls`).
+pub const FIGURES: [(&str, &str); 10] = [
+    ("wall", "ns"),
+    ("user", "ns"),
+    ("system", "ns"),
+    ("cpu", "ns"),
+    ("max-pss", "bytes"),
+    ("peak-rss", "bytes"),
+    ("group-peak", "bytes"),
+    ("processes", "count"),
+    ("execs", "count"),
+    ("calls", "count"),
+];
+
+// The mirror of `ste bench --json` (docs/bench-diff-json.md): strict types that reject a field
+// they do not name and, re-serialised, must give the same JSON, so none is missing either.
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Report {
+    rounds: usize,
+    rounds_asked: usize,
+    warmup: usize,
+    seed: u64,
+    stopped: Option<String>,
+    commands: Vec<CommandStats>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct CommandStats {
+    command: String,
+    figures: Vec<FigureStats>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct FigureStats {
+    figure: String,
+    unit: String,
+    values: Vec<Option<u64>>,
+    unmeasured: usize,
+    why: Option<String>,
+    median: Option<f64>,
+    min: Option<f64>,
+    max: Option<f64>,
+    spread: Option<f64>,
+    ratio: Option<RatioStats>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RatioStats {
+    median: f64,
+    ci95: Option<[f64; 2]>,
+    rounds: usize,
+}
+
+/// Whether `a` and `b` are both unknown or equal to the last digit or so: serde_json reads a
+/// fraction back to within one unit in the last place, not always to the same `f64`.
+pub fn close(a: Option<f64>, b: Option<f64>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-12 * a.abs().max(b.abs()),
+        (a, b) => a.is_none() && b.is_none(),
+    }
+}
+
+/// A bench of two tiny commands as `nobody`, who has no cgroup: the export follows the schema,
+/// each statistic is what the page says of the values beside it, a figure no run measured is
+/// `null` with its reason (never 0), a verdict is printed exactly where the interval excludes
+/// 1, and the mirror refuses a field missing, unknown or retyped.
+#[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
+fn the_json_follows_its_schema() {
+    let json = scratch("schema-bench.json");
+    let commands = ["true", "sleep 0.01"];
+    let o = command_as(Who::Nobody, &bins().ste)
+        .current_dir(&bins().dir)
+        .args(["bench", "-n", "3", "-w", "0", "--seed", "11", "--json"])
+        .arg(&json)
+        .args(commands)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let bytes = std::fs::read(&json).unwrap();
+    let r = conforms::<Report>(&bytes);
+    assert_eq!((r.rounds, r.rounds_asked, r.warmup, r.seed), (3, 3, 0, 11));
+    assert_eq!(r.stopped, None);
+    let listed: Vec<&str> = r.commands.iter().map(|c| c.command.as_str()).collect();
+    assert_eq!(listed, commands);
+    for (i, c) in r.commands.iter().enumerate() {
+        let names: Vec<(&str, &str)> = c
+            .figures
+            .iter()
+            .map(|f| (f.figure.as_str(), f.unit.as_str()))
+            .collect();
+        assert_eq!(names, FIGURES[..9], "calls only with --syscalls");
+        for (k, f) in c.figures.iter().enumerate() {
+            let what = format!("#{} {}", i + 1, f.figure);
+            assert_eq!(f.values.len(), r.rounds, "{what}");
+            let unknown = f.values.iter().filter(|v| v.is_none()).count();
+            assert_eq!(f.unmeasured, unknown, "{what}");
+            assert_eq!(f.why.is_some(), unknown > 0, "{what}");
+            let mut known: Vec<f64> = f.values.iter().flatten().map(|&v| v as f64).collect();
+            known.sort_by(f64::total_cmp);
+            assert_eq!(f.median, median(&known), "{what}");
+            assert_eq!(f.min, known.first().copied(), "{what}");
+            assert_eq!(f.max, known.last().copied(), "{what}");
+            let spread = f
+                .median
+                .filter(|&m| m != 0.0)
+                .map(|m| (f.max.unwrap() - f.min.unwrap()) / m);
+            assert!(close(f.spread, spread), "{what}: {:?} {spread:?}", f.spread);
+            // The per-round ratios: both measured, the baseline's not 0.
+            let base = &r.commands[0].figures[k].values;
+            let ratios: Vec<f64> = f
+                .values
+                .iter()
+                .zip(base)
+                .filter_map(|(v, b)| Some(((*v)? as f64, (*b)? as f64)))
+                .filter(|&(_, b)| b > 0.0)
+                .map(|(v, b)| v / b)
+                .collect();
+            let expected = (i > 0).then(|| median(&ratios)).flatten();
+            let ratio = f.ratio.as_ref();
+            let got = ratio.map(|r| r.median);
+            assert!(close(got, expected), "{what}: {got:?} {expected:?}");
+            assert_eq!(ratio.map(|r| r.rounds), expected.map(|_| ratios.len()));
+            assert!(
+                ratio.is_none_or(|r| r.ci95.is_some() == (r.rounds >= 2)),
+                "{what}"
+            );
+        }
+    }
+    let figure = |i: usize, name: &str| {
+        let c = &r.commands[i];
+        c.figures.iter().find(|f| f.figure == name).unwrap()
+    };
+    // Known answers: one process and one exec each; `sleep 0.01` takes at least its 10 ms.
+    for i in 0..2 {
+        assert_eq!(figure(i, "processes").values, [Some(1); 3]);
+        assert_eq!(figure(i, "execs").values, [Some(1); 3]);
+        // nobody has no cgroup: every value unknown, with the reason, and no statistic.
+        let g = figure(i, "group-peak");
+        assert_eq!(
+            (g.values.as_slice(), g.median),
+            ([None; 3].as_slice(), None)
+        );
+        assert!(g.why.as_deref().unwrap().contains("cgroup"), "{:?}", g.why);
+    }
+    assert!(
+        figure(1, "wall")
+            .values
+            .iter()
+            .all(|v| v.unwrap() >= 10_000_000)
+    );
+    // Both sides of the verdict rule are exercised: the wall time of `sleep 0.01` is above
+    // that of `true` in every round; their counts are equal, an interval of [1, 1].
+    let wall = figure(1, "wall").ratio.as_ref().unwrap();
+    assert!(wall.ci95.unwrap()[0] > 1.0, "{err}");
+    let processes = figure(1, "processes").ratio.as_ref().unwrap();
+    assert_eq!((processes.median, processes.ci95), (1.0, Some([1.0, 1.0])));
+    // The verdict: a line exactly for the ratios whose interval excludes 1.
+    for f in &r.commands[1].figures {
+        let line = format!("#2 {}: ", f.figure);
+        let printed = err
+            .lines()
+            .any(|l| l.starts_with(&line) && l.contains("× #1 ["));
+        let Some([lo, hi]) = f.ratio.as_ref().and_then(|r| r.ci95) else {
+            assert!(
+                !printed,
+                "{}: a verdict without an interval\n{err}",
+                f.figure
+            );
+            continue;
+        };
+        assert!(lo <= hi, "{}", f.figure);
+        assert_eq!(printed, lo > 1.0 || hi < 1.0, "{}\n{err}", f.figure);
+    }
+    let original: Value = serde_json::from_slice(&bytes).unwrap();
+    type Change<'a> = &'a dyn Fn(&mut Value);
+    let cases: [(&str, Change); 4] = [
+        ("missing", &|v| {
+            v["commands"][0]["figures"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("spread");
+        }),
+        ("missing", &|v| {
+            v.as_object_mut().unwrap().remove("stopped");
+        }),
+        ("unknown", &|v| {
+            v["commands"][1]["figures"][0]["ratio"]["verdict"] = true.into();
+        }),
+        ("retyped", &|v| v["seed"] = "11".into()),
+    ];
+    for (what, change) in cases {
+        assert!(
+            refuses::<Report>(&original, change),
+            "a {what} field passed"
+        );
+    }
 }
 
 /// `ste bench -n 5 --seed SEED --json` of two commands that differ only in the memory they

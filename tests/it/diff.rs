@@ -1,11 +1,56 @@
 //! `ste diff` (issue 17): two records of a fixture tree show the program that appeared and the
 //! one whose CPU doubled, budgets on the change in percent, and a run of another schema
-//! version is refused in one line.
+//! version is refused in one line. Every `--json` export is held to the schema of
+//! docs/bench-diff-json.md by the strict mirror below (as tests/it/json.rs holds the Run's).
 
-use crate::bench::ste_in_dir;
+use crate::bench::{FIGURES, close, ste_in_dir};
 use crate::harness::*;
+use crate::json::{Program, conforms, refuses};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
+
+// The mirror of `ste diff --json` (docs/bench-diff-json.md): strict types that reject a field
+// they do not name and, re-serialised, must give the same JSON, so none is missing either.
+// A program's sides are the Run's own `Program` (tests/it/json.rs).
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Diff {
+    a: String,
+    b: String,
+    totals: Vec<TotalChange>,
+    programs: Vec<ProgramChange>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct TotalChange {
+    figure: String,
+    a: Option<u64>,
+    b: Option<u64>,
+    change: Option<i64>,
+    change_percent: Option<f64>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct ProgramChange {
+    program: String,
+    status: Status,
+    a: Option<Program>,
+    b: Option<Program>,
+    cpu_change_ns: Option<i64>,
+    largest_peak_change_bytes: Option<i64>,
+}
+
+#[derive(Deserialize, Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum Status {
+    Both,
+    Appeared,
+    Vanished,
+}
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -59,7 +104,9 @@ fn a_program_appeared_and_one_doubled_its_cpu() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let d: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let bytes = std::fs::read(&json).unwrap();
+    conforms::<Diff>(&bytes);
+    let d: Value = serde_json::from_slice(&bytes).unwrap();
     let programs = d["programs"].as_array().unwrap();
     let program = |name: &str| {
         programs
@@ -123,4 +170,124 @@ fn a_run_of_another_schema_version_is_refused() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("schema version 99"), "{err}");
     assert!(o.stdout.is_empty());
+}
+
+/// `ste --json` of `script` with `extra` options, and the Run it wrote.
+fn run_json(json: &Path, extra: &[&str], script: &str) -> ste::model::Run {
+    let args = [
+        &["--json", s(json), "-q"],
+        extra,
+        &["--", "sh", "-c", script],
+    ]
+    .concat();
+    let o = ste_in_dir(&args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap()
+}
+
+/// Two tiny runs, A counting system calls and running `/bin/true`, B running `sleep`: the
+/// export follows the schema; the totals are the runs' own figures with their change, and a
+/// figure B did not measure (`calls`) is `null` with no change, never 0; a program is in both,
+/// one vanished, one appeared, each change is B's figure less A's (an absent program's being
+/// 0), the largest first; and the mirror refuses a field missing, unknown or retyped.
+#[test]
+fn the_json_follows_its_schema() {
+    let (a, b) = (scratch("schema-a.json"), scratch("schema-b.json"));
+    let ra = run_json(&a, &["--syscalls=count", "--allow-ptrace"], "/bin/true; :");
+    let rb = run_json(&b, &[], "sleep 0.01; :");
+    let json = scratch("schema-diff.json");
+    let o = ste_in_dir(&["diff", s(&a), s(&b), "--json", s(&json)]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let bytes = std::fs::read(&json).unwrap();
+    let d = conforms::<Diff>(&bytes);
+    assert_eq!((d.a.as_str(), d.b.as_str()), (s(&a), s(&b)));
+
+    // Every figure, `calls` too since A counted them.
+    let names: Vec<&str> = d.totals.iter().map(|t| t.figure.as_str()).collect();
+    let documented: Vec<&str> = FIGURES.iter().map(|f| f.0).collect();
+    assert_eq!(names, documented);
+    let total = |name: &str| d.totals.iter().find(|t| t.figure == name).unwrap();
+    for t in &d.totals {
+        let change = t.a.zip(t.b).map(|(a, b)| b as i64 - a as i64);
+        assert_eq!(t.change, change, "{}", t.figure);
+        let percent =
+            t.a.zip(t.b)
+                .filter(|&(a, _)| a > 0)
+                .map(|(a, b)| (b as f64 - a as f64) / a as f64 * 100.0);
+        assert!(close(t.change_percent, percent), "{}", t.figure);
+    }
+    let sides = |name: &str| (total(name).a, total(name).b);
+    assert_eq!(
+        sides("wall"),
+        (Some(ra.totals.wall_ns), Some(rb.totals.wall_ns))
+    );
+    assert_eq!(sides("processes"), (Some(2), Some(2)), "{text}");
+    assert_eq!(
+        sides("execs"),
+        (Some(ra.totals.execs), Some(rb.totals.execs))
+    );
+    let (calls_a, calls_b) = sides("calls");
+    assert!(
+        calls_a.is_some_and(|c| c > 0) && calls_b.is_none(),
+        "{text}"
+    );
+
+    let status = |name: &str| {
+        let p = d.programs.iter().find(|p| p.program == name);
+        p.unwrap_or_else(|| panic!("no {name} in\n{text}")).status
+    };
+    assert_eq!(d.programs.len(), 3, "{text}");
+    assert_eq!(status("sh"), Status::Both);
+    assert_eq!(status("true"), Status::Vanished);
+    assert_eq!(status("sleep"), Status::Appeared);
+    type Get = fn(&Program) -> Option<u64>;
+    let change = |p: &ProgramChange, get: Get| {
+        let side = |s: &Option<Program>| s.as_ref().map_or(Some(0), get);
+        Some(side(&p.b)? as i64 - side(&p.a)? as i64)
+    };
+    for p in &d.programs {
+        let expected = match (&p.a, &p.b) {
+            (Some(_), Some(_)) => Status::Both,
+            (None, Some(_)) => Status::Appeared,
+            (Some(_), None) => Status::Vanished,
+            (None, None) => panic!("{}: on neither run", p.program),
+        };
+        assert_eq!(p.status, expected, "{}", p.program);
+        assert_eq!(p.cpu_change_ns, change(p, |p| p.cpu_ns), "{}", p.program);
+        let peak = change(p, |p| p.largest_peak_bytes);
+        assert_eq!(p.largest_peak_change_bytes, peak, "{}", p.program);
+    }
+    // The largest change first: CPU, then the peak, then the name.
+    let size = |x: Option<i64>| x.map_or(0, i64::unsigned_abs);
+    let key = |p: &ProgramChange| {
+        let big = |x| std::cmp::Reverse(size(x));
+        (
+            big(p.cpu_change_ns),
+            big(p.largest_peak_change_bytes),
+            p.program.clone(),
+        )
+    };
+    assert!(d.programs.is_sorted_by_key(key), "{text}");
+
+    let original: Value = serde_json::from_slice(&bytes).unwrap();
+    type Change<'a> = &'a dyn Fn(&mut Value);
+    let cases: [(&str, Change); 4] = [
+        ("missing", &|v| {
+            v["totals"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("change_percent");
+        }),
+        ("missing", &|v| {
+            v["programs"][0].as_object_mut().unwrap().remove("status");
+        }),
+        ("unknown", &|v| v["programs"][0]["verdict"] = "worse".into()),
+        ("retyped", &|v| v["totals"][0]["change"] = "+1".into()),
+    ];
+    for (what, change) in cases {
+        assert!(refuses::<Diff>(&original, change), "a {what} field passed");
+    }
 }
