@@ -333,3 +333,63 @@ fn netlink_fork_loop_with_exec_events_on_their_own_socket() {
 fn netlink_fork_loop_with_every_event_on_one_socket() {
     netlink_fork_loop(true);
 }
+
+/// The netlink reader asks for the scheduler's shortest slice (0.1 ms, Linux 6.12+), so an
+/// exec event wakes it ahead of a running thread; nothing else of ste does. As root and as
+/// `nobody` (no privilege is needed). The command reads `se.slice` of each of ste's threads
+/// from /proc (shown where the kernel has its scheduler debug fields).
+fn reader_slice(who: Who) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut v = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|s| s.parse::<u32>().ok());
+    if (v.next().unwrap_or(0), v.next().unwrap_or(0)) < (6, 12) {
+        eprintln!(
+            "skipped: kernel {} has no slice per thread (6.12+)",
+            release.trim()
+        );
+        return;
+    }
+    let script = "i=0; until grep -qx ste-sampler /proc/$PPID/task/*/comm; do \
+                  i=$((i+1)); [ $i -lt 500 ] || exit 9; sleep 0.01; done; \
+                  for t in /proc/$PPID/task/*; do \
+                  echo $(cat $t/comm) $(grep -s '^se.slice ' $t/sched | tr -dc 0-9); done";
+    let mode = Mode {
+        tracker: Tracker::Netlink,
+        who,
+    };
+    let o = ste(mode, &["-o", "/dev/null"], &["sh", "-c", script]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let out = o.stdout();
+    let slices: Vec<(&str, Option<u64>)> = out
+        .lines()
+        .filter_map(|l| {
+            let (name, slice) = l.split_once(' ')?;
+            Some((name, slice.trim().parse::<u64>().ok()))
+        })
+        .collect();
+    if slices.iter().all(|(_, s)| s.is_none()) {
+        eprintln!("skipped: /proc/PID/task/TID/sched shows no se.slice: {out}");
+        return;
+    }
+    for (name, slice) in &slices {
+        let short = *slice == Some(100_000);
+        assert_eq!(short, *name == "ste-netlink", "{name}: {out}");
+    }
+}
+
+#[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
+fn netlink_reader_runs_with_the_shortest_slice_root() {
+    reader_slice(Who::Root);
+}
+
+#[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
+fn netlink_reader_runs_with_the_shortest_slice_nobody() {
+    reader_slice(Who::Nobody);
+}

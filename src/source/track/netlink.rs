@@ -53,6 +53,10 @@ const RCVBUF_BYTES: usize = 4 << 20;
 /// records within 2 s).
 const HOLD_NS: u64 = 20_000_000;
 
+/// The reader thread's scheduler slice: the shortest the kernel allows, so that it preempts
+/// ordinary work as soon as an exec wakes it (see `kernel::calls::set_thread_slice`).
+const READER_SLICE: Duration = Duration::from_micros(100);
+
 /// Subscribes, checks that events really arrive, and starts the reader and waiter threads.
 pub fn start(
     child: &mut Launched,
@@ -93,6 +97,12 @@ pub fn start(
             // argv is read from /proc when the exec event arrives, so every microsecond this
             // thread waits for a CPU is a chance for a short process to be gone.
             super::raise_priority();
+            // A nice value alone does not let it preempt a running thread when an exec wakes
+            // it: it waits for that thread's slice to end (up to ~0.75 ms on a busy machine),
+            // long enough for a short process to be gone. With fork and exit events on their
+            // own socket nothing wakes it earlier to pay that wait before the exec. Ignored
+            // before Linux 6.12.
+            let _ = crate::kernel::calls::set_thread_slice(READER_SLICE);
             crate::launch::privilege::limit_or_say(
                 crate::launch::privilege::Role::Tracker,
                 &reader.tree.sink,
