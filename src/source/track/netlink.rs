@@ -98,8 +98,8 @@ pub fn start(
             // thread waits for a CPU is a chance for a short process to be gone.
             super::raise_priority();
             // A nice value alone does not let it preempt a running thread when an exec wakes
-            // it: it waits for that thread's slice to end (up to ~0.75 ms on a busy machine),
-            // long enough for a short process to be gone. With fork and exit events on their
+            // it: it waits for that thread's slice to end, long enough for a short process to
+            // be gone. With fork and exit events on their
             // own socket nothing wakes it earlier to pay that wait before the exec. Ignored
             // before Linux 6.12.
             let _ = crate::kernel::calls::set_thread_slice(READER_SLICE);
