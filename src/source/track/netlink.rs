@@ -8,7 +8,8 @@
 //! Two sockets, where the kernel filters events (6.6+): only an exec needs the reader at once
 //! (its argv must be read from /proc before the process execs again or ends), so exec events
 //! come on a socket of their own, which the reader waits on, and fork and exit events on
-//! another, which never wakes it: it is drained every `HOLD_NS`, before an exec is handled
+//! another, which never wakes it: it is drained every `HOLD_NS` (more often while it fills
+//! fast, see `next_drain_period`), before an exec is handled
 //! (the exec'ing process's fork is there: the kernel sends a child's fork event before the
 //! child runs), while an argv is judged, and at the end. `cn_proc::Merged` hands the events of
 //! both back in the kernel's order. A fork or an exit thus reaches the session up to
@@ -44,8 +45,14 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Receive buffer asked for: 4 MiB holds ~5,000 queued events (832 bytes each).
+/// Receive buffer asked for: 4 MiB holds ~5,000 queued events (`EVENT_BYTES` each).
 const RCVBUF_BYTES: usize = 4 << 20;
+
+/// What one queued event takes of a socket's receive buffer.
+const EVENT_BYTES: usize = 832;
+
+/// The shortest period between drains of the fork-and-exit socket (see `next_drain_period`).
+const MIN_DRAIN_PERIOD: Duration = Duration::from_millis(1);
 
 /// How long events may be held before they go to the session (20 ms; see `Tree::batch`): the live
 /// `EXEC:` lines lag by at most this, and it is far below anything the session does with
@@ -112,6 +119,21 @@ pub fn start(
         .map_err(|e| format!("cannot start the netlink reader: {e}"))?;
     reaper::spawn(root, report, sink, done)?;
     Ok(())
+}
+
+/// The period until the next timed drain of the fork-and-exit socket, after a drain that took
+/// `taken` datagrams from a socket that holds `capacity`: halved (down to `MIN_DRAIN_PERIOD`)
+/// when that filled a quarter of it, so a fork storm without execs (nothing else drains the
+/// socket then) does not overrun a small buffer (`net.core.rmem_max` for an unprivileged
+/// ste); doubled back up to `HOLD_NS` when it filled less than a sixteenth.
+fn next_drain_period(period: Duration, taken: usize, capacity: usize) -> Duration {
+    if taken >= capacity / 4 {
+        (period / 2).max(MIN_DRAIN_PERIOD)
+    } else if taken < capacity / 16 {
+        (period * 2).min(Duration::from_nanos(HOLD_NS))
+    } else {
+        period
+    }
 }
 
 /// Set (to anything), the tracker subscribes as on a kernel without the event filter (before
@@ -189,11 +211,12 @@ struct Reader {
     root: i32,
     /// The socket the reader waits on: exec events, or every event without the kernel filter.
     waited: Connector,
-    /// With the filter, fork and exit events: drained every `HOLD_NS`, before an exec is
-    /// handled and while an argv is judged, never waited on alone.
+    /// With the filter, fork and exit events: drained every `drain_period`, before an exec
+    /// is handled and while an argv is judged, never waited on alone.
     drained: Option<Connector>,
-    /// When `drained` is next due.
+    /// When `drained` is next due, and how long after a drain.
     drain_due: Instant,
+    drain_period: Duration,
     /// Whether the kernel filters events (then a sequence gap is a loss only after an overrun).
     filtered: bool,
     tree: Tree,
@@ -225,6 +248,7 @@ impl Reader {
             waited,
             drained,
             drain_due: Instant::now(),
+            drain_period: Duration::from_nanos(HOLD_NS),
             tree,
             last_seq: HashMap::new(),
             overrun_pending: HashSet::new(),
@@ -320,17 +344,23 @@ impl Reader {
                 None => return Ok(()),
             },
         };
+        let mut taken = 0;
         let result = loop {
             match conn.recv_now() {
                 Ok(Received::Timeout) => break Ok(()),
-                Ok(r) => self.merged.push(side, r),
+                Ok(r) => {
+                    taken += 1;
+                    self.merged.push(side, r);
+                }
                 Err(e) => break Err(e),
             }
         };
+        let capacity = conn.rcvbuf_bytes / EVENT_BYTES;
         // Counted even after an error, so `merged` never asks for this drain again.
         self.merged.drained(side);
         if side == Side::Drained {
-            self.drain_due = Instant::now() + Duration::from_nanos(HOLD_NS);
+            self.drain_period = next_drain_period(self.drain_period, taken, capacity);
+            self.drain_due = Instant::now() + self.drain_period;
         }
         result
     }
@@ -555,5 +585,35 @@ impl Reader {
         let _ = self.handle_queued(Some(&mut overruns));
         let zombies = self.tree.recover(overruns, 0);
         self.deferred_leaders.extend(zombies);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_drain_period_follows_how_fast_the_socket_fills() {
+        let hold = Duration::from_nanos(HOLD_NS);
+        let ms = Duration::from_millis;
+        // 4 MiB (5,041 events): a fork loop's few events a drain keep the full period.
+        assert_eq!(next_drain_period(hold, 40, 5_041), hold);
+        // The default rmem_max (208 KiB, 256 events): a storm halves it down to 1 ms...
+        let mut p = hold;
+        for want in [
+            ms(10),
+            ms(5),
+            Duration::from_micros(2_500),
+            Duration::from_micros(1_250),
+            ms(1),
+            ms(1),
+        ] {
+            p = next_drain_period(p, 100, 256);
+            assert_eq!(p, want);
+        }
+        // ...a steady fill between a sixteenth and a quarter keeps it, and calm doubles it back.
+        assert_eq!(next_drain_period(p, 20, 256), p);
+        assert_eq!(next_drain_period(ms(5), 3, 256), ms(10));
+        assert_eq!(next_drain_period(ms(15), 0, 256), hold);
     }
 }
