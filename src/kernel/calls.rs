@@ -1,6 +1,6 @@
 //! Safe functions over the plain system calls that rooms outside `kernel/` need: the clocks,
 //! ids, signals to pids, an eventfd to wake a thread, polling one descriptor, `flock`,
-//! `getrusage` and the calling thread's own filesystem credentials.
+//! `getrusage`, the calling thread's own filesystem credentials and scheduler slice.
 //!
 //! Owns only the calls: each takes and returns plain values, so the `unsafe` they need stays in
 //! `kernel/` (docs/DESIGN.md lists the rooms that may hold `unsafe`). Knows nothing of the Run,
@@ -123,4 +123,51 @@ pub fn set_thread_fs_ids(uid: libc::uid_t, gid: libc::gid_t) -> (libc::uid_t, li
         )
     };
     (uid, gid)
+}
+
+/// `struct sched_attr` (include/uapi/linux/sched/types.h), its first version with the
+/// utilization clamps.
+#[repr(C)]
+#[derive(Default)]
+struct SchedAttr {
+    size: u32,
+    sched_policy: u32,
+    sched_flags: u64,
+    sched_nice: i32,
+    sched_priority: u32,
+    sched_runtime: u64,
+    sched_deadline: u64,
+    sched_period: u64,
+    sched_util_min: u32,
+    sched_util_max: u32,
+}
+
+/// Asks for scheduler slices of `slice` for the calling thread, keeping its policy, nice and
+/// the rest (read first with `sched_getattr`). With Linux 6.12+ a normal thread's
+/// `sched_runtime` is its slice (0.1 to 100 ms), and a waking thread whose slice is shorter
+/// than the running one's preempts it at once instead of waiting for that slice to end.
+/// Earlier kernels ignore it for normal threads.
+pub fn set_thread_slice(slice: Duration) -> io::Result<()> {
+    let size = std::mem::size_of::<SchedAttr>() as u32;
+    let mut attr = SchedAttr::default();
+    // SAFETY: sched_getattr writes at most `size` bytes into `attr`, a repr(C) sched_attr.
+    if unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            0,
+            &mut attr as *mut SchedAttr,
+            size,
+            0,
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    attr.size = size;
+    attr.sched_runtime = slice.as_nanos().min(u64::MAX as u128) as u64;
+    // SAFETY: sched_setattr reads `attr.size` bytes of a valid sched_attr.
+    if unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

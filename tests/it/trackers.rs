@@ -257,3 +257,139 @@ fn ebpf_never_shows_a_later_images_long_argv() {
     }
     eprintln!("{whole} whole, {unknown} [?]");
 }
+
+/// The fork loop of 2,000 `/bin/true` under the netlink tracker as root, on each of its paths:
+/// two sockets (exec events waited on, fork and exit events drained; the default on a kernel
+/// with the event filter, 6.6+) and one socket getting every event (older kernels, forced
+/// here with `STE_NETLINK_NO_FILTER`). Both count every process and exec exactly, lose no
+/// event, and show every argv as `/bin/true` or count it as not shown.
+fn netlink_fork_loop(no_filter: bool) {
+    let mode = Mode {
+        tracker: Tracker::Netlink,
+        who: Who::Root,
+    };
+    let script = "i=0; while [ $i -lt 2000 ]; do /bin/true; i=$((i+1)); done";
+    let o = ste_with(
+        mode,
+        &["-o", "/dev/null"],
+        &["/bin/sh", "-c", script],
+        |c| {
+            if no_filter {
+                c.env("STE_NETLINK_NO_FILTER", "1");
+            }
+        },
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    assert_eq!(run.tracker, "netlink");
+    assert_eq!(
+        (run.totals.processes, run.totals.threads, run.totals.execs),
+        (2001, 2001, 2001),
+        "{}",
+        o.stderr()
+    );
+    let lost = &run.overhead.lost;
+    assert_eq!(run.overhead.lost_events, Some(0), "{lost:?}");
+    // The root's argv too may be unproven (a loaded machine may never find it asleep).
+    let mut shown = 0;
+    for (i, p) in run.processes.iter().enumerate() {
+        assert_eq!(p.execs.len(), 1, "pid {}", p.pid);
+        if let Some(a) = &p.execs[0].argv {
+            let a: Vec<String> = a.iter().map(|a| a.to_string_lossy()).collect();
+            let want = if i == 0 {
+                vec!["/bin/sh", "-c", script]
+            } else {
+                vec!["/bin/true"]
+            };
+            assert_eq!(a, want, "pid {}", p.pid);
+            shown += 1;
+        }
+        assert_eq!(p.exit_code, Some(0), "pid {}", p.pid);
+    }
+    assert_eq!(
+        shown + lost.argv_unread + lost.argv_doubtful,
+        2001,
+        "{lost:?}"
+    );
+    eprintln!("{shown} of 2001 argv shown; {lost:?}");
+}
+
+#[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
+fn netlink_fork_loop_with_exec_events_on_their_own_socket() {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    if !ste::kernel::cn_proc::kernel_has_filter(release.trim()) {
+        eprintln!(
+            "skipped: kernel {} has no proc connector event filter (6.6+), so ste uses one socket",
+            release.trim()
+        );
+        return;
+    }
+    netlink_fork_loop(false);
+}
+
+#[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
+fn netlink_fork_loop_with_every_event_on_one_socket() {
+    netlink_fork_loop(true);
+}
+
+/// The netlink reader asks for the scheduler's shortest slice (0.1 ms, Linux 6.12+), so an
+/// exec event wakes it ahead of a running thread; nothing else of ste does. As root and as
+/// `nobody` (no privilege is needed). The command reads `se.slice` of each of ste's threads
+/// from /proc (shown where the kernel has its scheduler debug fields).
+fn reader_slice(who: Who) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut v = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|s| s.parse::<u32>().ok());
+    if (v.next().unwrap_or(0), v.next().unwrap_or(0)) < (6, 12) {
+        eprintln!(
+            "skipped: kernel {} has no slice per thread (6.12+)",
+            release.trim()
+        );
+        return;
+    }
+    let script = "i=0; until grep -qx ste-sampler /proc/$PPID/task/*/comm; do \
+                  i=$((i+1)); [ $i -lt 500 ] || exit 9; sleep 0.01; done; \
+                  for t in /proc/$PPID/task/*; do \
+                  echo $(cat $t/comm) $(grep -s '^se.slice ' $t/sched | tr -dc 0-9); done";
+    let mode = Mode {
+        tracker: Tracker::Netlink,
+        who,
+    };
+    let o = ste(mode, &["-o", "/dev/null"], &["sh", "-c", script]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let out = o.stdout();
+    let slices: Vec<(&str, Option<u64>)> = out
+        .lines()
+        .filter_map(|l| {
+            let (name, slice) = l.split_once(' ')?;
+            Some((name, slice.trim().parse::<u64>().ok()))
+        })
+        .collect();
+    if slices.iter().all(|(_, s)| s.is_none()) {
+        eprintln!("skipped: /proc/PID/task/TID/sched shows no se.slice: {out}");
+        return;
+    }
+    for (name, slice) in &slices {
+        let short = *slice == Some(100_000);
+        assert_eq!(short, *name == "ste-netlink", "{name}: {out}");
+    }
+}
+
+#[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
+fn netlink_reader_runs_with_the_shortest_slice_root() {
+    reader_slice(Who::Root);
+}
+
+#[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
+fn netlink_reader_runs_with_the_shortest_slice_nobody() {
+    reader_slice(Who::Nobody);
+}

@@ -1,41 +1,68 @@
 //! The netlink tracker: the proc connector's fork/exec/exit events, filtered to the tree.
 //!
-//! Owns a reader thread that follows the connector socket and keeps the set of tasks in the
-//! tree; the shared reaper (`track::reaper`) reaps ste's children and ends the run when none are
-//! left. The kernel queues a task's exit event before the task becomes a zombie, so when
-//! `waitpid` reports no children every exit is already in the socket. Losses are never silent: an overrun (`ENOBUFS`) is counted, bounded with the
-//! connector's per-CPU sequence numbers, and followed by a rescan of /proc that adds the
-//! processes and threads the lost events would have announced and ends those that are gone.
-//! argv is read from /proc as soon as the exec event arrives; a process already gone by then
-//! is recorded with an unknown argv, which the report counts. The process may also have
-//! exec'd again before the read: `track::argv_check` decides from where the process is and
-//! the events queued after the read, which the reader takes into its own queue (`pending`,
-//! handled in order afterwards); an argv that may be a later image's is not shown, and
-//! counted.
+//! Owns a reader thread that follows the connector and keeps the set of tasks in the tree; the
+//! shared reaper (`track::reaper`) reaps ste's children and ends the run when none are left.
+//! The kernel queues a task's exit event before the task becomes a zombie, so when `waitpid`
+//! reports no children every exit is already queued.
+//!
+//! Two sockets, where the kernel filters events (6.6+): only an exec needs the reader at once
+//! (its argv must be read from /proc before the process execs again or ends), so exec events
+//! come on a socket of their own, which the reader waits on, and fork and exit events on
+//! another, which never wakes it: it is drained every `HOLD_NS` (more often while it fills
+//! fast, see `next_drain_period`), before an exec is handled
+//! (the exec'ing process's fork is there: the kernel sends a child's fork event before the
+//! child runs), while an argv is judged, and at the end. `cn_proc::Merged` hands the events of
+//! both back in the kernel's order. A fork or an exit thus reaches the session up to
+//! `HOLD_NS` later than an exec, as every event of the batching tree may anyway. Without the
+//! filter (older kernels, or `STE_NETLINK_NO_FILTER` set, for tests) one socket gets every
+//! event and wakes the reader for each.
+//!
+//! Losses are never silent: an overrun (`ENOBUFS`) of either socket is counted, bounded with
+//! the connector's per-CPU sequence numbers (numbered before the kernel filters, so each
+//! socket sees its CPUs' numbers in order, with gaps: a gap is a loss only on the first event
+//! after an overrun, or on an unfiltered socket), and followed by a rescan of /proc that adds
+//! the processes and threads the lost events would have announced and ends those that are
+//! gone. argv is read from /proc as soon as the exec event is handled; a process already gone
+//! by then is recorded with an unknown argv, which the report counts. The process may also
+//! have exec'd again before the read: `track::argv_check` decides from where the process is
+//! and the events queued after the read, which the reader takes from both sockets into its
+//! queues (handled in order afterwards); an argv that may be a later image's is not shown,
+//! and counted.
 
 use crate::bus::event::Event;
 use crate::bus::launched::Launched;
 use crate::bus::sink::{Msg, Sink};
 use crate::bus::tree::TreeWatcher;
 use crate::kernel::cn_proc::{
-    Connector, ProcEvent, ProcEventKind, Received, kernel_has_filter, seq_gap,
+    Connector, Events, Merged, Next, ProcEvent, ProcEventKind, Received, Side, kernel_has_filter,
+    seq_gap,
 };
 use crate::model::{Source, Termination};
 use crate::source::track::argv_check::{self, Later, Probe, Verdict};
 use crate::source::track::reaper::{self, Done};
 use crate::source::track::tree::Tree;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Receive buffer asked for: 4 MiB holds ~5,000 queued events (832 bytes each).
+/// Receive buffer asked for: 4 MiB holds ~5,000 queued events (`EVENT_BYTES` each).
 const RCVBUF_BYTES: usize = 4 << 20;
+
+/// What one queued event takes of a socket's receive buffer.
+const EVENT_BYTES: usize = 832;
+
+/// The shortest period between drains of the fork-and-exit socket (see `next_drain_period`).
+const MIN_DRAIN_PERIOD: Duration = Duration::from_millis(1);
 
 /// How long events may be held before they go to the session (20 ms; see `Tree::batch`): the live
 /// `EXEC:` lines lag by at most this, and it is far below anything the session does with
 /// events on a clock (naming the descendants it waits for after 1 s, matching taskstats
 /// records within 2 s).
 const HOLD_NS: u64 = 20_000_000;
+
+/// The reader thread's scheduler slice: the shortest the kernel allows, so that it preempts
+/// ordinary work as soon as an exec wakes it (see `kernel::calls::set_thread_slice`).
+const READER_SLICE: Duration = Duration::from_micros(100);
 
 /// Subscribes, checks that events really arrive, and starts the reader and waiter threads.
 pub fn start(
@@ -44,17 +71,22 @@ pub fn start(
     sampler: Arc<dyn TreeWatcher>,
 ) -> Result<(), String> {
     let root = child.pid;
-    let release = nix::sys::utsname::uname()
-        .map(|u| u.release().to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut conn = Connector::open(RCVBUF_BYTES, kernel_has_filter(&release))
-        .map_err(|e| format!("cannot subscribe to the proc connector: {e}"))?;
-    probe(&mut conn)?;
-    if conn.rcvbuf_bytes < RCVBUF_BYTES {
+    let (mut waited, mut drained) =
+        open().map_err(|e| format!("cannot subscribe to the proc connector: {e}"))?;
+    // Fork events come on the fork-and-exit socket when there is one.
+    match &mut drained {
+        Some(d) => probe(d)?,
+        None => probe(&mut waited)?,
+    }
+    let granted = drained
+        .iter()
+        .map(|d| d.rcvbuf_bytes)
+        .fold(waited.rcvbuf_bytes, usize::min);
+    if granted < RCVBUF_BYTES {
         sink.emit(Event::Note {
             text: format!(
                 "netlink receive buffer is {} (asked for {}; raising it needs CAP_NET_ADMIN or net.core.rmem_max): fork storms may overrun it",
-                crate::units::bytes_human(conn.rcvbuf_bytes as u64),
+                crate::units::bytes_human(granted as u64),
                 crate::units::bytes_human(RCVBUF_BYTES as u64)
             ),
         });
@@ -64,7 +96,7 @@ pub fn start(
     sampler.read_peaks();
     let done = Done::new().map_err(|e| format!("eventfd: {e}"))?;
     let report = child.take_exec_outcome();
-    let reader = Reader::new(root, conn, sink.clone(), sampler);
+    let reader = Reader::new(root, (waited, drained), sink.clone(), sampler);
     let reader_done = Arc::clone(&done);
     std::thread::Builder::new()
         .name("ste-netlink".into())
@@ -72,6 +104,12 @@ pub fn start(
             // argv is read from /proc when the exec event arrives, so every microsecond this
             // thread waits for a CPU is a chance for a short process to be gone.
             super::raise_priority();
+            // A nice value alone does not let it preempt a running thread when an exec wakes
+            // it: it waits for that thread's slice to end, long enough for a short process to
+            // be gone. With fork and exit events on their
+            // own socket nothing wakes it earlier to pay that wait before the exec. Ignored
+            // before Linux 6.12.
+            let _ = crate::kernel::calls::set_thread_slice(READER_SLICE);
             crate::launch::privilege::limit_or_say(
                 crate::launch::privilege::Role::Tracker,
                 &reader.tree.sink,
@@ -81,6 +119,39 @@ pub fn start(
         .map_err(|e| format!("cannot start the netlink reader: {e}"))?;
     reaper::spawn(root, report, sink, done)?;
     Ok(())
+}
+
+/// The period until the next timed drain of the fork-and-exit socket, after a drain that took
+/// `taken` datagrams from a socket that holds `capacity`: halved (down to `MIN_DRAIN_PERIOD`)
+/// when that filled a quarter of it, so a fork storm without execs (nothing else drains the
+/// socket then) does not overrun a small buffer (`net.core.rmem_max` for an unprivileged
+/// ste); doubled back up to `HOLD_NS` when it filled less than a sixteenth.
+fn next_drain_period(period: Duration, taken: usize, capacity: usize) -> Duration {
+    if taken >= capacity / 4 {
+        (period / 2).max(MIN_DRAIN_PERIOD)
+    } else if taken < capacity / 16 {
+        (period * 2).min(Duration::from_nanos(HOLD_NS))
+    } else {
+        period
+    }
+}
+
+/// Set (to anything), the tracker subscribes as on a kernel without the event filter (before
+/// 6.6): one socket, every event. Tests use it to keep that path tested.
+const NO_FILTER_ENV: &str = "STE_NETLINK_NO_FILTER";
+
+/// The sockets: with the kernel's filter, one for exec events (waited on) and one for fork and
+/// exit events (drained); without it, one that gets every event.
+fn open() -> std::io::Result<(Connector, Option<Connector>)> {
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if !kernel_has_filter(&release) || std::env::var_os(NO_FILTER_ENV).is_some() {
+        return Ok((Connector::open_for(RCVBUF_BYTES, None)?, None));
+    }
+    let waited = Connector::open_for(RCVBUF_BYTES, Some(Events::EXEC))?;
+    let drained = Connector::open_for(RCVBUF_BYTES, Some(Events::FORK_EXIT))?;
+    Ok((waited, Some(drained)))
 }
 
 fn declare_sources(sink: &Sink) {
@@ -129,47 +200,83 @@ fn probe(conn: &mut Connector) -> Result<(), String> {
     Err("the proc connector delivered no events to ste (unprivileged listeners receive them only while a privileged one is subscribed)".into())
 }
 
-/// How far `Reader::first_later` has looked through `pending`, and the threads of the process
-/// it counted so far.
+/// How far `Reader::first_later` has looked through each queue of `Reader::merged`, and the
+/// threads of the process it counted so far.
 struct Scan {
-    at: usize,
+    at: [usize; 2],
     threads: usize,
 }
 
 struct Reader {
     root: i32,
-    conn: Connector,
+    /// The socket the reader waits on: exec events, or every event without the kernel filter.
+    waited: Connector,
+    /// With the filter, fork and exit events: drained every `drain_period`, before an exec
+    /// is handled and while an argv is judged, never waited on alone.
+    drained: Option<Connector>,
+    /// When `drained` is next due, and how long after a drain.
+    drain_due: Instant,
+    drain_period: Duration,
+    /// Whether the kernel filters events (then a sequence gap is a loss only after an overrun).
+    filtered: bool,
     tree: Tree,
-    /// Last sequence number seen per CPU.
-    last_seq: HashMap<u32, u32>,
-    /// CPUs whose next sequence gap measures an overrun.
-    overrun_pending: HashSet<u32>,
+    /// Last sequence number seen per socket and CPU: the kernel numbers the events of each CPU
+    /// before it filters them, so each socket sees them in order, with gaps.
+    last_seq: HashMap<(Side, u32), u32>,
+    /// Sockets and CPUs whose next sequence gap measures an overrun.
+    overrun_pending: HashSet<(Side, u32)>,
     /// Processes whose main thread ended while other threads went on (`pthread_exit`): the
     /// leader's exit is held until the last thread ends, which carries the process's status.
     deferred_leaders: HashSet<i32>,
-    /// Datagrams taken from the socket while judging an argv (see `argv_check`), handled
-    /// before any newer one: only events and overruns.
-    pending: VecDeque<Received>,
+    /// Datagrams taken and not yet handled, in the kernel's order: only events and overruns.
+    merged: Merged,
 }
 
 impl Reader {
-    fn new(root: i32, conn: Connector, sink: Sink, sampler: Arc<dyn TreeWatcher>) -> Self {
+    fn new(
+        root: i32,
+        (waited, drained): (Connector, Option<Connector>),
+        sink: Sink,
+        sampler: Arc<dyn TreeWatcher>,
+    ) -> Self {
         let mut tree = Tree::new(root, sink, sampler);
         tree.batch();
         Reader {
             root,
-            conn,
+            filtered: waited.filtered,
+            merged: Merged::new(drained.is_some()),
+            waited,
+            drained,
+            drain_due: Instant::now(),
+            drain_period: Duration::from_nanos(HOLD_NS),
             tree,
             last_seq: HashMap::new(),
             overrun_pending: HashSet::new(),
             deferred_leaders: HashSet::new(),
-            pending: VecDeque::new(),
         }
     }
 
     fn run(mut self, done: &Done) {
         let mut error = None;
         let end_ns = loop {
+            if let Some(t) = done.get() {
+                // Every exit was queued before its reaping: drain what is left.
+                self.take_all();
+                let _ = self.handle_queued(None);
+                self.final_resync();
+                break t;
+            }
+            if self.drained.is_some()
+                && Instant::now() >= self.drain_due
+                && let Err(e) = self.drain(Side::Drained)
+            {
+                error = Some(format!("proc connector: {e}"));
+                break self.tree.sink.now_ns();
+            }
+            if let Err(e) = self.handle_queued(None) {
+                error = Some(format!("proc connector: {e}"));
+                break self.tree.sink.now_ns();
+            }
             // Flushed here, not only on a timeout: under a steady stream the receive never
             // times out.
             let held_ns = self
@@ -179,34 +286,15 @@ impl Reader {
             if held_ns.is_some_and(|h| h >= HOLD_NS) {
                 self.tree.flush();
             }
-            let timeout = match held_ns {
+            let mut timeout = match held_ns {
                 Some(h) if h < HOLD_NS => Duration::from_nanos(HOLD_NS - h),
                 _ => Duration::from_secs(1),
             };
-            let received = match self.pending.pop_front() {
-                Some(r) => Ok(r),
-                None => self.conn.recv(timeout, Some(&done.wake)),
-            };
-            match received {
-                Ok(Received::Event(ev)) => self.handle(ev),
-                Ok(Received::Overrun) => self.overrun(),
-                Ok(Received::Ignored) => {}
-                Ok(Received::Timeout) => {
-                    self.tree.flush();
-                    if let Some(t) = done.get() {
-                        // Every exit was queued before its reaping: drain what is left.
-                        loop {
-                            match self.next_now() {
-                                Ok(Received::Event(ev)) => self.handle(ev),
-                                Ok(Received::Overrun) => self.overrun(),
-                                Ok(Received::Ignored) => {}
-                                Ok(Received::Timeout) | Err(_) => break,
-                            }
-                        }
-                        self.final_resync();
-                        break t;
-                    }
-                }
+            if self.drained.is_some() {
+                timeout = timeout.min(self.drain_due.saturating_duration_since(Instant::now()));
+            }
+            match self.waited.recv(timeout, Some(&done.wake)) {
+                Ok(r) => self.merged.push(Side::Waited, r),
                 Err(e) => {
                     error = Some(format!("proc connector: {e}"));
                     break self.tree.sink.now_ns();
@@ -221,13 +309,78 @@ impl Reader {
         });
     }
 
-    fn handle(&mut self, ev: ProcEvent) {
+    /// Handles every datagram taken, in the kernel's order, draining a socket where that
+    /// order needs it (see `Merged`). An overrun met is recovered from, or, while one is
+    /// (`overruns`), counted. A socket's error is returned once the rest is handled.
+    fn handle_queued(&mut self, mut overruns: Option<&mut u64>) -> std::io::Result<()> {
+        let mut failed = Ok(());
+        loop {
+            match self.merged.pop() {
+                Next::Ready(Received::Event(ev), side) => self.handle(ev, side),
+                Next::Ready(Received::Overrun, side) => match overruns.as_deref_mut() {
+                    Some(n) => {
+                        *n += 1;
+                        self.mark_overrun(side);
+                    }
+                    None => self.overrun(side),
+                },
+                Next::Ready(_, _) => {}
+                Next::Drain(side) => {
+                    if let Err(e) = self.drain(side) {
+                        failed = failed.and(Err(e));
+                    }
+                }
+                Next::Empty => return failed,
+            }
+        }
+    }
+
+    /// Takes every datagram `side` holds now into `merged`.
+    fn drain(&mut self, side: Side) -> std::io::Result<()> {
+        let conn = match side {
+            Side::Waited => &mut self.waited,
+            Side::Drained => match &mut self.drained {
+                Some(c) => c,
+                None => return Ok(()),
+            },
+        };
+        let mut taken = 0;
+        let result = loop {
+            match conn.recv_now() {
+                Ok(Received::Timeout) => break Ok(()),
+                Ok(r) => {
+                    taken += 1;
+                    self.merged.push(side, r);
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        let capacity = conn.rcvbuf_bytes / EVENT_BYTES;
+        // Counted even after an error, so `merged` never asks for this drain again.
+        self.merged.drained(side);
+        if side == Side::Drained {
+            self.drain_period = next_drain_period(self.drain_period, taken, capacity);
+            self.drain_due = Instant::now() + self.drain_period;
+        }
+        result
+    }
+
+    /// Takes every datagram both sockets hold now: the fork-and-exit socket first, so that
+    /// the exec before any exit taken is taken too (it was queued before that exit was sent).
+    fn take_all(&mut self) {
+        let _ = self.drain(Side::Drained);
+        let _ = self.drain(Side::Waited);
+    }
+
+    fn handle(&mut self, ev: ProcEvent, side: Side) {
         let t = self.tree.sink.clock().from_monotonic(ev.timestamp_ns);
-        if let Some(last) = self.last_seq.insert(ev.cpu, ev.seq) {
+        // With the kernel filter on, gaps are the events filtered out (or sent to the other
+        // socket); they only bound a loss on the first event after an overrun. Without it,
+        // every gap is a loss.
+        let after_overrun = self.overrun_pending.remove(&(side, ev.cpu));
+        if let Some(last) = self.last_seq.insert((side, ev.cpu), ev.seq) {
             let gap = seq_gap(last, ev.seq);
-            // With the kernel filter on, gaps are the filtered-out events; they only measure a
-            // loss right after an overrun. Without it, every gap is a loss.
-            if gap > 0 && (self.overrun_pending.remove(&ev.cpu) || !self.conn.filtered) {
+            if gap > 0 && (after_overrun || !self.filtered) {
                 self.tree.emit_at(
                     t,
                     Event::Lost {
@@ -258,8 +411,11 @@ impl Reader {
             ProcEventKind::Exec { tgid, .. } => {
                 // The exec'ing thread is the leader now; a deferred leader exit was its old one.
                 self.deferred_leaders.remove(&tgid);
-                if let Some(former) = self.tree.exec(tgid) {
-                    let (argv, doubtful) = self.argv(tgid);
+                if self.tree.has_process(tgid) {
+                    // Read first: the process may end any moment.
+                    let read = self.read_argv(tgid);
+                    let former = self.tree.exec(tgid).flatten();
+                    let (argv, doubtful) = self.judge_argv(tgid, read);
                     self.tree.emit_at(
                         t,
                         Event::Exec {
@@ -297,19 +453,32 @@ impl Reader {
         }
     }
 
-    /// The argv of `tgid`'s image just reported, and whether a read was thrown away because
-    /// it may be a later image's (see `argv_check`).
-    fn argv(&mut self, tgid: i32) -> (Option<Vec<crate::model::Arg>>, bool) {
+    /// Reads the argv of `tgid`'s image just reported: when the read began, and what it read
+    /// (`None`: the process was gone, or had no argv).
+    fn read_argv(&mut self, tgid: i32) -> (u64, Option<Vec<crate::model::Arg>>) {
         let read_start = crate::bus::sink::monotonic_ns();
         let argv = match self.tree.procfs.cmdline_whole(tgid) {
-            Ok(bytes) if !bytes.is_empty() => {
-                crate::source::from_kernel::argv(crate::kernel::proc::parse_cmdline(bytes))
-            }
-            _ => return (None, false),
+            Ok(bytes) if !bytes.is_empty() => Some(crate::source::from_kernel::argv(
+                crate::kernel::proc::parse_cmdline(bytes),
+            )),
+            _ => None,
         };
-        // Every event in `pending` came after this exec.
+        (read_start, argv)
+    }
+
+    /// The argv read of `tgid`'s image just reported (its exec handled), and whether it was
+    /// thrown away because it may be a later image's (see `argv_check`).
+    fn judge_argv(
+        &mut self,
+        tgid: i32,
+        (read_start, argv): (u64, Option<Vec<crate::model::Arg>>),
+    ) -> (Option<Vec<crate::model::Arg>>, bool) {
+        let Some(argv) = argv else {
+            return (None, false);
+        };
+        // Every datagram still queued came after this exec (`merged` handed it out first).
         let mut scan = Scan {
-            at: 0,
+            at: [0, 0],
             threads: self.tree.threads(tgid),
         };
         let verdict = argv_check::judge(read_start, |wait| {
@@ -317,18 +486,18 @@ impl Reader {
             // ends as soon as one is queued (the usual case for a short process).
             let until = Instant::now() + wait;
             loop {
-                self.take_queue();
+                self.take_all();
                 if let Some(later) = self.first_later(tgid, &mut scan) {
                     return (Probe::Unsure, Some(later));
                 }
                 let left = until.saturating_duration_since(Instant::now());
-                if left.is_zero() || !self.conn.wait(left).unwrap_or(false) {
+                if left.is_zero() || !self.wait_any(left) {
                     break;
                 }
             }
-            // Where the process is first, then the queue: see `argv_check`.
+            // Where the process is first, then the queues: see `argv_check`.
             let probe = Probe::of(self.tree.procfs.syscall(tgid).ok().flatten());
-            self.take_queue();
+            self.take_all();
             (probe, self.first_later(tgid, &mut scan))
         });
         match verdict {
@@ -337,23 +506,29 @@ impl Reader {
         }
     }
 
-    /// Moves every datagram the socket holds now to `pending`.
-    fn take_queue(&mut self) {
-        loop {
-            match self.conn.recv_now() {
-                Ok(r @ (Received::Event(_) | Received::Overrun)) => self.pending.push_back(r),
-                Ok(Received::Ignored) => {}
-                Ok(Received::Timeout) | Err(_) => break,
-            }
+    /// Waits up to `left` for a datagram on either socket; true if one came.
+    fn wait_any(&self, left: Duration) -> bool {
+        match &self.drained {
+            Some(d) => self.waited.wait_either(d, left),
+            None => self.waited.wait(left),
         }
+        .unwrap_or(false)
     }
 
-    /// The first event of process `tgid` in `pending` that bears on its argv, scanning on from
-    /// where `scan` stopped.
+    /// The first event of process `tgid` queued after its exec that bears on its argv,
+    /// scanning on from where `scan` stopped. The exec socket's queue is read first: a later
+    /// exec decides before an exit, which it precedes, and `take_all` took the exec socket
+    /// last, so an exit found in the other queue has every exec before it found here.
     fn first_later(&self, tgid: i32, scan: &mut Scan) -> Option<Later> {
+        self.first_later_in(Side::Waited, tgid, scan)
+            .or_else(|| self.first_later_in(Side::Drained, tgid, scan))
+    }
+
+    fn first_later_in(&self, side: Side, tgid: i32, scan: &mut Scan) -> Option<Later> {
+        let at = &mut scan.at[side as usize];
         let threads = &mut scan.threads;
-        while let Some(r) = self.pending.get(scan.at) {
-            scan.at += 1;
+        for r in self.merged.queued(side).skip(*at) {
+            *at += 1;
             let Received::Event(ev) = r else {
                 return Some(Later::Lost);
             };
@@ -379,14 +554,6 @@ impl Reader {
         None
     }
 
-    /// The next datagram without waiting: one taken earlier first.
-    fn next_now(&mut self) -> std::io::Result<Received> {
-        match self.pending.pop_front() {
-            Some(r) => Ok(r),
-            None => self.conn.recv_now(),
-        }
-    }
-
     /// The tree has ended: a process it still holds that /proc no longer shows ended unseen,
     /// its exit lost without the socket saying so (the proc connector can drop events for a
     /// listener without an `ENOBUFS`, e.g. with the machine flooded by other forks): end it,
@@ -398,18 +565,55 @@ impl Reader {
         }
     }
 
-    /// The kernel dropped events: drain the queue, then rebuild the tree from /proc.
-    fn overrun(&mut self) {
-        let cpus: Vec<u32> = self.last_seq.keys().copied().collect();
-        self.overrun_pending.extend(cpus);
-        loop {
-            match self.next_now() {
-                Ok(Received::Event(ev)) => self.handle(ev),
-                Ok(Received::Ignored) | Ok(Received::Overrun) => {}
-                Ok(Received::Timeout) | Err(_) => break,
-            }
-        }
-        let zombies = self.tree.recover(1, 0);
+    /// The next event on each CPU of `side` bounds what the kernel dropped there.
+    fn mark_overrun(&mut self, side: Side) {
+        let keys: Vec<(Side, u32)> = self
+            .last_seq
+            .keys()
+            .filter(|(s, _)| *s == side)
+            .copied()
+            .collect();
+        self.overrun_pending.extend(keys);
+    }
+
+    /// The kernel dropped events for `side`: handle what both sockets hold (counting any
+    /// further overrun), then rebuild the tree from /proc.
+    fn overrun(&mut self, side: Side) {
+        self.mark_overrun(side);
+        let mut overruns = 1;
+        self.take_all();
+        let _ = self.handle_queued(Some(&mut overruns));
+        let zombies = self.tree.recover(overruns, 0);
         self.deferred_leaders.extend(zombies);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_drain_period_follows_how_fast_the_socket_fills() {
+        let hold = Duration::from_nanos(HOLD_NS);
+        let ms = Duration::from_millis;
+        // 4 MiB (5,041 events): a fork loop's few events a drain keep the full period.
+        assert_eq!(next_drain_period(hold, 40, 5_041), hold);
+        // The default rmem_max (208 KiB, 256 events): a storm halves it down to 1 ms...
+        let mut p = hold;
+        for want in [
+            ms(10),
+            ms(5),
+            Duration::from_micros(2_500),
+            Duration::from_micros(1_250),
+            ms(1),
+            ms(1),
+        ] {
+            p = next_drain_period(p, 100, 256);
+            assert_eq!(p, want);
+        }
+        // ...a steady fill between a sixteenth and a quarter keeps it, and calm doubles it back.
+        assert_eq!(next_drain_period(p, 20, 256), p);
+        assert_eq!(next_drain_period(ms(5), 3, 256), ms(10));
+        assert_eq!(next_drain_period(ms(15), 0, 256), hold);
     }
 }
