@@ -2,12 +2,13 @@
 //! receiver that is not woken for every message.
 //!
 //! With `std::sync::mpsc` every send to a blocked receiver wakes it: on a fork loop the
-//! session thread woke a few hundred times a second for samples, taskstats records and the
-//! trackers' batches, each wake a context switch beside the workload. Here the receiver, once
-//! it has had a message, naps for [`NAP`] and takes what piled up meanwhile in one go; only
-//! an urgent message (the tracker's end, a signal) cuts a nap short. A receiver that found
-//! nothing during a nap sleeps until the next message of any kind, so the first event after a
-//! quiet spell (a lone EXEC line) is seen at once, and an idle run costs no wake-ups at all.
+//! session thread woke thousands of times for samples, taskstats records and the ptrace
+//! tracer's events, each wake a context switch beside the workload. Here the receiver, once it
+//! has had a message, naps for [`NAP`] and takes what piled up meanwhile in one go; only an
+//! urgent message cuts a nap short (the sender says which: `bus::sink` makes the trackers'
+//! batches urgent, which come at most every 10–20 ms). A receiver that found nothing during a
+//! nap sleeps until the next message of any kind, so the first event after a quiet spell (a
+//! lone EXEC line) is seen at once, and an idle run costs no wake-ups at all.
 //!
 //! Owns the queue and its wake-up rule; knows nothing of what the messages mean (the sender
 //! says whether one is urgent).

@@ -120,10 +120,15 @@ impl Sink {
         self.tx.send(Msg::Event(Stamped { t_ns, event }), false);
     }
 
-    /// Sends a message; the end of a tracker and a signal wake the session at once, anything
-    /// else waits for its next look (see `bus::mailbox`).
+    /// Sends a message; the end of a tracker, a signal and a tracker's batch of events wake the
+    /// session at once, anything else waits for its next look (see `bus::mailbox`). The
+    /// batches come at most every 10–20 ms; letting them wait for the session's nap too made
+    /// the netlink tracker read many more argv too late (bench/README.md, issue 18).
     pub fn send(&self, msg: Msg) {
-        let urgent = matches!(msg, Msg::TrackerDone { .. } | Msg::Signal { .. });
+        let urgent = matches!(
+            msg,
+            Msg::TrackerDone { .. } | Msg::Signal { .. } | Msg::Events(_)
+        );
         self.tx.send(msg, urgent);
     }
 }

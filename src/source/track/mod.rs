@@ -281,15 +281,18 @@ fn start_counting(
     })
 }
 
-/// Runs the calling tracker thread ahead of ordinary work (nice −10) where allowed: root, and
-/// only before the thread drops its capabilities (`CAP_SYS_NICE` goes with them), so call it
-/// first. Unprivileged it fails and nothing changes; `STE_TRACKER_NICE` sets another value
-/// (bench/trackers_cost.sh compares them).
-fn raise_priority() {
+/// Sets the calling tracker thread's nice value to `default` (−10: ahead of ordinary work)
+/// where allowed: root, and only before the thread drops its capabilities (`CAP_SYS_NICE`
+/// goes with them), so call it first. Unprivileged it fails and nothing changes;
+/// `STE_TRACKER_NICE` sets another value (bench/trackers_cost.sh compares them).
+fn set_priority(default: i32) {
     let nice = std::env::var("STE_TRACKER_NICE")
         .ok()
         .and_then(|v| v.parse::<i32>().ok())
-        .unwrap_or(-10);
+        .unwrap_or(default);
+    if nice == 0 {
+        return;
+    }
     // SAFETY: setpriority on the calling thread's id.
     unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
 }

@@ -103,7 +103,7 @@ pub fn start(
         .spawn(move || {
             // argv is read from /proc when the exec event arrives, so every microsecond this
             // thread waits for a CPU is a chance for a short process to be gone.
-            super::raise_priority();
+            super::set_priority(-10);
             // A nice value alone does not let it preempt a running thread when an exec wakes
             // it: it waits for that thread's slice to end, long enough for a short process to
             // be gone. With fork and exit events on their

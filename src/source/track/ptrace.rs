@@ -68,9 +68,10 @@ pub fn start(
     let spawned = std::thread::Builder::new()
         .name("ste-ptrace".into())
         .spawn(move || {
-            // Every tracee stopped at an event waits for this thread, so each moment it waits
-            // for a CPU is added to the command's run time.
-            super::raise_priority();
+            // Every tracee stopped at an event waits for this thread, yet favouring it (nice
+            // −10) cost the fork loop more than running it at the command's own priority, and a
+            // build the same (bench/README.md, issue 18). STE_TRACKER_NICE still sets it.
+            super::set_priority(0);
             crate::launch::privilege::limit_or_say(crate::launch::privilege::Role::Tracker, &sink);
             // SAFETY: seizing a process ste forked; the request takes integer arguments.
             let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, options as libc::c_long) };
