@@ -171,6 +171,8 @@ struct Reader {
 struct State {
     live: BTreeMap<i32, Cached>,
     stop: bool,
+    /// The sampling thread is in a round or a tick (it holds no state lock meanwhile).
+    busy: bool,
     nudged: bool,
     tokens_ns: f64,
     last_refill_ns: u64,
@@ -217,12 +219,14 @@ pub struct Sampler {
     sink: Sink,
     state: Mutex<State>,
     wake: Condvar,
+    /// Notified when the sampling thread ends a round or tick (`State::busy`).
+    idle: Condvar,
     /// Serialises rounds and ticks, taken by the sampling thread and by trackers at an exit.
     reader: Mutex<Reader>,
     /// Also read each process's `VmHWM` every round, for trackers that cannot read it when the
     /// process exits.
     read_peaks: std::sync::atomic::AtomicBool,
-    /// The sampling thread, joined by [`Sampler::stop`].
+    /// The sampling thread, let go by [`Sampler::stop`] once it is out of any round.
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     observers: RwLock<Vec<Arc<dyn RoundObserver>>>,
 }
@@ -236,6 +240,7 @@ impl Sampler {
             state: Mutex::new(State {
                 live: BTreeMap::new(),
                 stop: false,
+                busy: false,
                 nudged: false,
                 tokens_ns: burst,
                 last_refill_ns: 0,
@@ -265,6 +270,7 @@ impl Sampler {
                 last_emit_ns: 0,
             }),
             wake: Condvar::new(),
+            idle: Condvar::new(),
             reader: Mutex::new(Reader {
                 procfs: ProcFs::default(),
                 carried: HashMap::new(),
@@ -599,16 +605,21 @@ impl Sampler {
 
     /// Stops the thread and reports how sampling went.
     pub fn stop(&self) -> SamplerInfo {
-        {
-            let mut st = self.state.lock().expect("sampler lock");
-            st.stop = true;
-            self.wake.notify_one();
-        }
-        // Wait for a round in progress, so nothing is sampled after the figures below.
-        if let Some(handle) = self.thread.lock().expect("sampler thread lock").take() {
-            let _ = handle.join();
-        }
         let mut st = self.state.lock().expect("sampler lock");
+        st.stop = true;
+        self.wake.notify_one();
+        // Wait for a round in progress, so nothing is sampled after the figures below. The
+        // thread starts none once it has seen `stop`, and is let go rather than joined: waking
+        // it only to end it was most of the end of a short run.
+        let thread = self.thread.lock().expect("sampler thread lock").take();
+        // (A thread that died in a round never clears `busy`.)
+        while st.busy && thread.as_ref().is_some_and(|t| !t.is_finished()) {
+            st = self
+                .idle
+                .wait_timeout(st, Duration::from_millis(10))
+                .expect("sampler lock")
+                .0;
+        }
         if let Some(p) = st.pending.take() {
             self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
         }
@@ -697,6 +708,7 @@ impl Sampler {
                 if exact {
                     st.nudged = false;
                 }
+                st.busy = true;
                 drop(st);
                 let between = thread_cpu_ns().saturating_sub(mark);
                 let (moved, new_high) = if exact {
@@ -709,6 +721,8 @@ impl Sampler {
                 // tick that found a new high asks for one, which runs when the budget allows.
                 let asks = new_high;
                 st = self.state.lock().expect("sampler lock");
+                st.busy = false;
+                self.idle.notify_all();
                 st.tokens_ns -= between as f64;
                 st.cpu_ns += between;
                 if asks && !self.observers.read().expect("observers lock").is_empty() {
