@@ -1,23 +1,22 @@
 //! The accounts thread: receives taskstats exit records (every exiting thread on the machine)
-//! and samples ste's cgroup's memory, until the session stops it; then reads the group's end
-//! figures.
+//! and samples ste's cgroup's memory, until the session stops it.
 //!
 //! Owns the taskstats socket once registered and the sampling clock. Records go to the
-//! session raw (`Msg::Tasks`, one message per drain), because only the session's ledger can tell which belong to the
-//! tree; cgroup samples go out as events. On stop it drains what the kernel already queued:
-//! every exit of the tree was queued before the tracker saw the process end, so nothing of
-//! the tree is left behind. The end figures are read here rather than by the session, so
-//! that they are read while the session stops the sampler, beside it rather than after it (a
-//! measurable share of the end of a short run: bench/README.md).
+//! session raw (`Msg::Tasks`, one message per drain), because only the session's ledger can
+//! tell which belong to the tree; cgroup samples go out as events. On stop it drains what the
+//! kernel already queued: every exit of the tree was queued before the tracker saw the
+//! process end, so nothing of the tree is left behind. The session reads the group's end
+//! figures meanwhile, beside the drain rather than after it, and waits for a word from the
+//! thread, not for its exit (the end of a short run is mostly such waits: bench/README.md).
 
 use super::group::Group;
 use crate::bus::event::Event;
 use crate::bus::sink::{Msg, Sink};
 use crate::kernel::taskstats::{Message, Received, TaskStats, Taskstats};
-use crate::model::{AccountEvent, GroupEnd};
+use crate::model::AccountEvent;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::mpsc::{Receiver, sync_channel};
 use std::time::Duration;
 
 /// How often the group's usage is read and queued taskstats records are taken while the usage
@@ -35,7 +34,9 @@ const STAT_EVERY: Duration = Duration::from_secs(1);
 
 pub struct Listener {
     wake: OwnedFd,
-    handle: Option<JoinHandle<Option<GroupEnd>>>,
+    /// Says the thread has drained and taken its last sample; it is let go, not joined
+    /// (waiting for its exit was a wake-up and a thread's teardown more at the end of a run).
+    done: Option<Receiver<()>>,
 }
 
 impl Listener {
@@ -46,32 +47,37 @@ impl Listener {
     ) -> std::io::Result<Listener> {
         let wake = crate::kernel::calls::eventfd()?;
         let thread_wake = wake.try_clone()?;
-        let handle = std::thread::Builder::new()
+        let (done_tx, done) = sync_channel(1);
+        std::thread::Builder::new()
             .name("ste-accounts".into())
             .spawn(move || {
                 crate::launch::privilege::limit_or_say(
                     crate::launch::privilege::Role::Helper,
                     &sink,
                 );
-                run(taskstats, group, &sink, &thread_wake)
+                run(taskstats, group, &sink, &thread_wake);
+                let _ = done_tx.send(());
             })?;
         Ok(Listener {
             wake,
-            handle: Some(handle),
+            done: Some(done),
         })
     }
 
-    /// Asks the thread to drain the records already queued, take its last sample and read
-    /// the group's end figures, then end; [`Listener::stop`] waits for that.
+    /// Asks the thread to drain the records already queued and take its last sample, then
+    /// end; [`Listener::stop`] waits for that. The caller reads the group's end figures
+    /// meanwhile.
     pub fn ask_to_stop(&self) {
         crate::kernel::calls::eventfd_notify(self.wake.as_fd());
     }
 
     /// Stops the thread (see [`Listener::ask_to_stop`]); every message it sent is in the
-    /// channel when this returns. The group's end figures, when it has a group.
-    pub fn stop(&mut self) -> Option<GroupEnd> {
+    /// channel when this returns (or it died, and sent what it did).
+    pub fn stop(&mut self) {
         self.ask_to_stop();
-        self.handle.take().and_then(|h| h.join().ok().flatten())
+        if let Some(done) = self.done.take() {
+            let _ = done.recv();
+        }
     }
 }
 
@@ -148,12 +154,7 @@ fn forward(received: Received, sink: &Sink, records: &mut Vec<Box<TaskStats>>) {
     }
 }
 
-fn run(
-    mut ts: Option<Taskstats>,
-    group: Option<Arc<Group>>,
-    sink: &Sink,
-    wake: &OwnedFd,
-) -> Option<GroupEnd> {
+fn run(mut ts: Option<Taskstats>, group: Option<Arc<Group>>, sink: &Sink, wake: &OwnedFd) {
     let mut max = Maxima::default();
     // Only the group's memory and taskstats records need a clock; a group without its memory
     // controller is read once, at the end.
@@ -177,11 +178,9 @@ fn run(
             break;
         }
     }
-    let g = group?;
-    if g.has_memory() {
-        sample(&g, sink, &mut max, true);
+    if let Some(g) = sampled {
+        sample(g, sink, &mut max, true);
     }
-    Some(g.end())
 }
 
 /// Forwards every record already queued.

@@ -385,11 +385,14 @@ impl Session {
         }
     }
 
-    /// Stops the accounts thread once it has drained what the kernel queued and read the
-    /// group's end figures.
+    /// Reads the group's end figures while the accounts thread drains what the kernel
+    /// queued (asked by [`Session::ask_to_stop`]), then waits for it.
     pub fn stop(&mut self) {
         if let Some(mut l) = self.listener.take() {
-            self.group_end = l.stop();
+            if self.group_end.is_none() {
+                self.group_end = self.group.as_ref().map(|g| g.end());
+            }
+            l.stop();
         }
     }
 
@@ -398,7 +401,7 @@ impl Session {
         self.stop();
         let mut out = Vec::new();
         if let Some(g) = self.group.take() {
-            // Read by the accounts thread, unless it never ran.
+            // Read at the stop, unless no accounts thread ran.
             let end = self.group_end.take().unwrap_or_else(|| g.end());
             out.push(Event::Accounting {
                 event: AccountEvent::GroupEnd { end: Box::new(end) },
