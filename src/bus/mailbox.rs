@@ -48,10 +48,10 @@ impl<T> Clone for Sender<T> {
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        // The last sender gone: a waiting receiver must learn it.
-        if Arc::strong_count(&self.shared) <= 2 {
-            self.shared.ready.notify_one();
-        }
+        // If this was the last sender, a waiting receiver must learn it. Senders are dropped
+        // rarely, so every drop wakes it rather than guess from a count another drop may be
+        // changing at the same moment.
+        self.shared.ready.notify_one();
     }
 }
 

@@ -389,9 +389,7 @@ impl Session {
     /// queued (asked by [`Session::ask_to_stop`]), then waits for it.
     pub fn stop(&mut self) {
         if let Some(mut l) = self.listener.take() {
-            if self.group_end.is_none() {
-                self.group_end = self.group.as_ref().map(|g| g.end());
-            }
+            self.group_end = self.group.as_ref().map(|g| g.end());
             l.stop();
         }
     }
