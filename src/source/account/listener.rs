@@ -120,6 +120,15 @@ fn sample(group: &Group, sink: &Sink, max: &mut Maxima, last: bool) -> bool {
     let Some(stat) = group.stat_now() else {
         return moved;
     };
+    // The split is read after the usage: a group freeing its memory meanwhile (a process
+    // exiting) would pair its highest usage with a split of much less. Such a pair is not
+    // kept; the next tick reads both again.
+    if group
+        .usage_now()
+        .is_some_and(|after| after.saturating_add(STAT_MOVE_BYTES) < usage)
+    {
+        return moved;
+    }
     max.stat_read_at = Some((usage, std::time::Instant::now()));
     if usage > max.usage || stat.anon_bytes > max.anon || stat.file_bytes > max.file {
         max.usage = max.usage.max(usage);
