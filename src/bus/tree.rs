@@ -1,5 +1,6 @@
 //! What a tracker tells the memory sampler about the tree: the one call interface from the
-//! trackers to another source, so a tracker names this trait and never the sampler.
+//! trackers (and from the accounts, for their exit records) to another source, so they name
+//! this trait and never the sampler.
 //!
 //! Owns only the trait. The sampler implements it (`source::sample`); trackers hold an
 //! `Arc<dyn TreeWatcher>`. Must not import a source: everything here is plain values.
@@ -23,6 +24,10 @@ pub trait TreeWatcher: Send + Sync {
     fn process_ended(&self, tgid: i32);
     /// The kernel's high-water resident size of `tgid`, read in its exit at `t_ns`.
     fn exit_peak(&self, tgid: i32, t_ns: u64, hwm_bytes: u64);
+    /// A taskstats exit record of a thread of `tgid` (the accounts thread passes on every one
+    /// of the machine's, not knowing the tree): its memory's high-water resident size then.
+    /// Taken as the exit's mark only where the tracker reads none (after `read_peaks`).
+    fn exit_record(&self, tgid: i32, hwm_bytes: u64);
     /// `tgid` is stopped in its exit with its memory attached and `rss_bytes` resident: a
     /// chance to read it one last time. What is returned is called once the tracker has let
     /// the process go (the rest of the reading, off the stopped process's time).

@@ -148,7 +148,13 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     declare_sources(&sink);
     sampler.declare_source();
     crate::bus::phases::span("accounting start", || {
-        accounting.start(&sink, child.pid, child.joined(), started.kind.name())
+        accounting.start(
+            &sink,
+            child.pid,
+            child.joined(),
+            started.kind.name(),
+            std::sync::Arc::clone(&sampler) as std::sync::Arc<dyn crate::bus::tree::TreeWatcher>,
+        )
     });
     let root = child.pid;
     // Time zero is the release: what ste did since the fork is its own set-up, not the

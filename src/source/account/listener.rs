@@ -12,6 +12,7 @@
 use super::group::Group;
 use crate::bus::event::Event;
 use crate::bus::sink::{Msg, Sink};
+use crate::bus::tree::TreeWatcher;
 use crate::kernel::taskstats::{Message, Received, TaskStats, Taskstats};
 use crate::model::AccountEvent;
 use std::os::fd::{AsFd, OwnedFd};
@@ -44,6 +45,7 @@ impl Listener {
         taskstats: Option<Taskstats>,
         group: Option<Arc<Group>>,
         sink: Sink,
+        tree: Arc<dyn TreeWatcher>,
     ) -> std::io::Result<Listener> {
         let wake = crate::kernel::calls::eventfd()?;
         let thread_wake = wake.try_clone()?;
@@ -55,7 +57,7 @@ impl Listener {
                     crate::launch::privilege::Role::Helper,
                     &sink,
                 );
-                run(taskstats, group, &sink, &thread_wake);
+                run(taskstats, group, &sink, tree.as_ref(), &thread_wake);
                 let _ = done_tx.send(());
             })?;
         Ok(Listener {
@@ -150,10 +152,24 @@ fn sample(group: &Group, sink: &Sink, max: &mut Maxima, last: bool) -> bool {
     clippy::vec_box,
     reason = "the kernel reader boxes each record; the session moves each box on alone"
 )]
-fn forward(received: Received, sink: &Sink, records: &mut Vec<Box<TaskStats>>) {
+fn forward(
+    received: Received,
+    sink: &Sink,
+    tree: &dyn TreeWatcher,
+    records: &mut Vec<Box<TaskStats>>,
+) {
     match received {
         Received::Messages(ms) => records.extend(ms.into_iter().filter_map(|m| match m {
-            Message::Stats { stats, .. } => Some(stats),
+            Message::Stats { stats, .. } => {
+                // The memory's high-water mark as the thread left: a process's own peak
+                // when it was its last thread, which the sampler may lack (netlink).
+                if let Some(tgid) = stats.tgid
+                    && stats.hiwater_rss_kb > 0
+                {
+                    tree.exit_record(tgid as i32, stats.hiwater_rss_kb * 1024);
+                }
+                Some(stats)
+            }
             _ => None,
         })),
         Received::Overrun => sink.emit(Event::Accounting {
@@ -163,7 +179,13 @@ fn forward(received: Received, sink: &Sink, records: &mut Vec<Box<TaskStats>>) {
     }
 }
 
-fn run(mut ts: Option<Taskstats>, group: Option<Arc<Group>>, sink: &Sink, wake: &OwnedFd) {
+fn run(
+    mut ts: Option<Taskstats>,
+    group: Option<Arc<Group>>,
+    sink: &Sink,
+    tree: &dyn TreeWatcher,
+    wake: &OwnedFd,
+) {
     let mut max = Maxima::default();
     // Only the group's memory and taskstats records need a clock; a group without its memory
     // controller is read once, at the end.
@@ -181,7 +203,7 @@ fn run(mut ts: Option<Taskstats>, group: Option<Arc<Group>>, sink: &Sink, wake: 
         // each one would cost the workload a context switch per exit on a busy machine.
         let stopped = wait_for(wake, tick);
         if let Some(t) = ts.as_mut() {
-            drain(t, sink);
+            drain(t, sink, tree);
         }
         if stopped {
             break;
@@ -193,12 +215,12 @@ fn run(mut ts: Option<Taskstats>, group: Option<Arc<Group>>, sink: &Sink, wake: 
 }
 
 /// Forwards every record already queued.
-fn drain(t: &mut Taskstats, sink: &Sink) {
+fn drain(t: &mut Taskstats, sink: &Sink, tree: &dyn TreeWatcher) {
     let mut records = Vec::new();
     loop {
         match t.recv_now() {
             Ok(Received::Timeout) | Err(_) => break,
-            Ok(r) => forward(r, sink, &mut records),
+            Ok(r) => forward(r, sink, tree, &mut records),
         }
     }
     if !records.is_empty() {

@@ -16,6 +16,7 @@ pub mod owner;
 
 use crate::bus::event::Event;
 use crate::bus::sink::Sink;
+use crate::bus::tree::TreeWatcher;
 use crate::kernel::taskstats::{self, TaskStats, Taskstats};
 use crate::ledger::recorder::Recorder;
 use crate::model::{AccountEvent, BeforeRelease, GroupEnd, Source};
@@ -207,8 +208,16 @@ impl Session {
 
     /// Called once the tracker runs and before the command is released, with the parked
     /// command's first process and whether it joined the cgroup (`launch::Child::joined`):
-    /// starts the accounts thread, declares sources.
-    pub fn start(&mut self, sink: &Sink, root: i32, joined: std::io::Result<()>, tracker: &str) {
+    /// starts the accounts thread, declares sources. The exit records' high-water marks go to
+    /// `tree` too (the sampler, which takes them where the tracker reads none).
+    pub fn start(
+        &mut self,
+        sink: &Sink,
+        root: i32,
+        joined: std::io::Result<()>,
+        tracker: &str,
+        tree: Arc<dyn TreeWatcher>,
+    ) {
         for e in self.early.drain(..) {
             sink.emit(e);
         }
@@ -292,7 +301,7 @@ impl Session {
         }
         let group = self.group.clone();
         if (self.taskstats.is_some() || group.is_some())
-            && let Ok(l) = Listener::spawn(self.taskstats.take(), group, sink.clone())
+            && let Ok(l) = Listener::spawn(self.taskstats.take(), group, sink.clone(), tree)
         {
             self.listener = Some(l);
         }

@@ -19,8 +19,9 @@
 //!   grows with the number of processes, not their pages; the tick interval stretches so ticks
 //!   take at most [`TICK_SHARE`] of the budget, and both tiers spend from the same bucket.
 //!   The kernel's high-water mark at exit (ebpf in the kernel, ptrace's `VmHWM` at its exit
-//!   stop) covers growth after the last tick, even when it was freed before the exit
-//!   ([`Sampler::exit_peak`]): an upper bound from the last read's upper end.
+//!   stop, netlink's from taskstats records: [`Sampler::exit_record`]) covers growth after the
+//!   last tick, even when it was freed before the exit ([`Sampler::exit_peak`]): an upper
+//!   bound from the last read's upper end.
 //!
 //! Ticks are many; samples are kept bounded: within each emission window (never shorter than
 //! `elapsed / MAX_ROUNDS_SCALE`) the highest tick is emitted, so the maximum is never dropped.
@@ -106,6 +107,14 @@ const SMALL_EXIT_ROUND_BYTES: u64 = 64 << 20;
 /// spell is seen within this long.
 const TICK_IDLE_MAX_NS: u64 = 10_000_000;
 
+/// How many of the last ticks' costs pace the next: their median, so one tick that seemed
+/// to cost 100 times its usual (the thread CPU clock of a VM counts time the host took the
+/// vCPU away) does not hold the ticks off for half a second while a process grows.
+const TICK_COSTS: usize = 9;
+/// How long a process gone is remembered for a high-water mark at its exit that comes after
+/// it (taskstats records, which the accounts thread takes at least every 320 ms).
+const ENDED_KEEP_NS: u64 = 1_000_000_000;
+
 /// Ticks' samples are emitted at most once per window of `max(EMIT_MIN_NS, elapsed /
 /// EMIT_SCALE)`, the window's highest: each emitted sample wakes the session thread (~20 µs),
 /// which would cost more than the ticks themselves. A chart is ~80 columns wide and the
@@ -135,6 +144,48 @@ struct Cached {
     exec_ns: Option<u64>,
     /// The process that forked it, when that is in the tree.
     parent: Option<i32>,
+    /// The high-water mark of its image from an exit record that came before the tracker saw
+    /// its end (a thread's exit, or the process's own: see [`Sampler::exit_record`]).
+    exit_hwm: u64,
+}
+
+/// A process gone whose high-water mark at exit may still come (see
+/// [`Sampler::exit_record`]): what an exit peak needs of it, as of its end.
+#[derive(Clone, Copy)]
+struct Ended {
+    t_ns: u64,
+    image: u32,
+    /// The PSS and resident size of the rest of the tree at its end (as of the last tick).
+    others_pss: u64,
+    tick_rss_bytes: u64,
+    /// The highest mark received, and the highest already turned into a sample.
+    hwm: u64,
+    applied: u64,
+}
+
+impl State {
+    /// The PSS of the tree but `tgid`, as of each process's latest read.
+    fn others_pss(&self, tgid: i32) -> u64 {
+        self.live
+            .iter()
+            .filter(|(p, c)| **p != tgid && !c.before_exec && !c.unreadable)
+            .map(|(_, c)| c.pss)
+            .sum()
+    }
+}
+
+/// The tree's sample at a process's exit: the rest of the tree's PSS with the exiting
+/// process at its high-water mark (`beyond`, its bound the growth no read saw), and the
+/// resident size so (the others' as of the last tick).
+fn exit_sample(t_ns: u64, others_pss: u64, beyond: Estimate, rss_bytes: u64) -> Sample {
+    Sample {
+        t_ns,
+        pss_bytes: others_pss + beyond.pss_bytes,
+        rss_bytes,
+        kind: SampleKind::ExitPeak,
+        bound_bytes: Some(beyond.bound_bytes),
+        ..Default::default()
+    }
 }
 
 impl Cached {
@@ -195,8 +246,13 @@ struct State {
     max_round_pss: u64,
     /// When the next tick is due.
     next_tick_ns: u64,
-    /// Cost of the last tick (ns of CPU).
+    /// Cost of the last tick (ns of CPU), and of the last [`TICK_COSTS`] ticks (newest last).
     tick_cost_ns: f64,
+    tick_costs: std::collections::VecDeque<f64>,
+    /// Processes gone whose high-water mark at exit may still come, and whether one came that
+    /// no sample shows yet (the sampling thread, or `stop`, turns it into one).
+    ended: HashMap<i32, Ended>,
+    ended_due: bool,
     ticks: u64,
     first_tick_ns: Option<u64>,
     last_tick_ns: Option<u64>,
@@ -258,6 +314,9 @@ impl Sampler {
                 max_round_pss: 0,
                 next_tick_ns: 0,
                 tick_cost_ns: 0.0,
+                tick_costs: std::collections::VecDeque::with_capacity(TICK_COSTS),
+                ended: HashMap::new(),
+                ended_due: false,
                 ticks: 0,
                 first_tick_ns: None,
                 last_tick_ns: None,
@@ -403,6 +462,7 @@ impl Sampler {
             c.unreadable = false;
             c.before_exec = false;
             c.image = c.image.wrapping_add(1);
+            c.exit_hwm = 0;
             c.exec_seen = true;
             c.exec_ns = Some(self.sink.now_ns());
             c.pss = 0;
@@ -416,8 +476,102 @@ impl Sampler {
             o.ended(tgid);
         }
         let mut st = self.state.lock().expect("sampler lock");
-        st.live.remove(&tgid);
+        let gone = st.live.remove(&tgid);
+        // Without a high-water mark from the tracker, one may come from an exit record, before
+        // or after this: keep what it needs (this thread is the tracker's, which must not wait
+        // for a round to read it, so the sampling thread makes the sample).
+        if let Some(c) = gone
+            && self.read_peaks.load(std::sync::atomic::Ordering::Relaxed)
+            && !c.before_exec
+            && !c.unreadable
+        {
+            let now = self.sink.now_ns();
+            st.ended
+                .retain(|_, e| now.saturating_sub(e.t_ns) < ENDED_KEEP_NS);
+            let others_pss = st.others_pss(tgid);
+            let tick_rss_bytes = st.tick_rss_bytes;
+            st.ended.insert(
+                tgid,
+                Ended {
+                    t_ns: now,
+                    image: c.image,
+                    others_pss,
+                    tick_rss_bytes,
+                    hwm: c.exit_hwm,
+                    applied: 0,
+                },
+            );
+            if c.exit_hwm > 0 {
+                st.ended_due = true;
+                self.wake.notify_one();
+            }
+        }
         self.nudge(&mut st);
+    }
+
+    /// A taskstats exit record of a thread of `tgid` (every exiting thread of the machine,
+    /// from the accounts thread): the high-water resident size of its memory then. Used only
+    /// when the tracker reads no high-water mark at exit itself ([`Sampler::read_peaks`]:
+    /// netlink): the record comes before or after the tracker sees the process end, and the
+    /// largest one turns into an exit peak at its end, as [`Sampler::exit_peak`] makes it.
+    pub fn exit_record(&self, tgid: i32, hwm_bytes: u64) {
+        if !self.read_peaks.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let mut st = self.state.lock().expect("sampler lock");
+        if let Some(c) = st.live.get_mut(&tgid) {
+            c.exit_hwm = c.exit_hwm.max(hwm_bytes);
+            return;
+        }
+        let Some(e) = st.ended.get_mut(&tgid) else {
+            return;
+        };
+        if hwm_bytes <= e.hwm {
+            return;
+        }
+        e.hwm = hwm_bytes;
+        // The accounts thread may wait for the reader: no round waits on it.
+        drop(st);
+        self.apply_ended();
+    }
+
+    /// Turns the exit records of processes gone into exit peaks (see
+    /// [`Sampler::exit_record`]): each one's growth beyond the largest size ste read, on top
+    /// of the rest of the tree at its end.
+    fn apply_ended(&self) {
+        let reader = self.reader.lock().expect("reader lock");
+        let mut st = self.state.lock().expect("sampler lock");
+        st.ended_due = false;
+        let due: Vec<(i32, Ended)> = st
+            .ended
+            .iter_mut()
+            .filter(|(_, e)| e.hwm > e.applied)
+            .map(|(p, e)| {
+                e.applied = e.hwm;
+                (*p, *e)
+            })
+            .collect();
+        for (tgid, e) in due {
+            let (est, seen, last_resident) = match reader.carried.get(&tgid) {
+                Some(c) if c.image == e.image => (
+                    c.at_seen,
+                    c.seen_resident_bytes,
+                    c.last_resident_bytes(reader.page),
+                ),
+                _ => (Estimate::default(), 0, 0),
+            };
+            let Some(beyond) = carry::beyond_last_read(est, seen, e.hwm) else {
+                continue;
+            };
+            let sample = exit_sample(
+                e.t_ns,
+                e.others_pss,
+                beyond,
+                (e.tick_rss_bytes + e.hwm).saturating_sub(last_resident),
+            );
+            self.emit_exit_high(st, sample);
+            st = self.state.lock().expect("sampler lock");
+        }
     }
 
     /// Asks for a round soon. The sampling thread is woken only when the budget allows one
@@ -461,21 +615,13 @@ impl Sampler {
             return;
         };
         let st = self.state.lock().expect("sampler lock");
-        let others: u64 = st
-            .live
-            .iter()
-            .filter(|(p, c)| **p != tgid && !c.before_exec && !c.unreadable)
-            .map(|(_, c)| c.pss)
-            .sum();
-        let sample = Sample {
+        let others = st.others_pss(tgid);
+        let sample = exit_sample(
             t_ns,
-            pss_bytes: others + beyond.pss_bytes,
-            // The others' as of the last tick, with this process at its high-water mark.
-            rss_bytes: (st.tick_rss_bytes + hwm_bytes).saturating_sub(last_resident),
-            kind: SampleKind::ExitPeak,
-            bound_bytes: Some(beyond.bound_bytes),
-            ..Default::default()
-        };
+            others,
+            beyond,
+            (st.tick_rss_bytes + hwm_bytes).saturating_sub(last_resident),
+        );
         self.emit_exit_high(st, sample);
     }
 
@@ -623,6 +769,13 @@ impl Sampler {
         if let Some(p) = st.pending.take() {
             self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
         }
+        // Exit records that came since the thread's last turn (later ones are turned into
+        // samples as they come, by `exit_record`).
+        if st.ended_due {
+            drop(st);
+            self.apply_ended();
+            st = self.state.lock().expect("sampler lock");
+        }
         let mean_gap = |first: Option<u64>, last: Option<u64>, n: u64| match (first, last) {
             (Some(a), Some(b)) if n > 1 => Some((b - a) / (n - 1)),
             _ => None,
@@ -665,6 +818,15 @@ impl Sampler {
         loop {
             if st.stop {
                 return;
+            }
+            if st.ended_due {
+                st.busy = true;
+                drop(st);
+                self.apply_ended();
+                st = self.state.lock().expect("sampler lock");
+                st.busy = false;
+                self.idle.notify_all();
+                continue;
             }
             let now = self.sink.now_ns();
             self.refill(&mut st, now);
@@ -731,6 +893,11 @@ impl Sampler {
                 if !exact {
                     st.tick_cpu_ns += between;
                     st.tick_cost_ns += between as f64;
+                    if st.tick_costs.len() == TICK_COSTS {
+                        st.tick_costs.pop_front();
+                    }
+                    let cost = st.tick_cost_ns;
+                    st.tick_costs.push_back(cost);
                 }
                 mark = thread_cpu_ns();
                 let now = self.sink.now_ns();
@@ -761,14 +928,15 @@ impl Sampler {
     }
 
     /// Time between ticks: at least [`TICK_MIN_NS`], and long enough for ticks to keep to
-    /// their share of the budget at their measured cost.
+    /// their share of the budget at their measured cost (the median of the last
+    /// [`TICK_COSTS`]).
     fn tick_interval(&self, st: &State) -> u64 {
         let share = match self.pace {
             Pace::Budget(b) => b * TICK_SHARE,
             Pace::Fixed(_) => FIXED_TICK_BUDGET * TICK_SHARE,
         };
         let paced = if share > 0.0 {
-            (st.tick_cost_ns / share) as u64
+            (median(&st.tick_costs).unwrap_or(st.tick_cost_ns) / share) as u64
         } else {
             u64::MAX
         };
@@ -853,7 +1021,18 @@ impl Sampler {
         let page = *page;
         {
             let st = self.state.lock().expect("sampler lock");
-            carried.retain(|p, _| st.live.contains_key(p));
+            // A process gone keeps its carry while an exit record may still come for it (its
+            // `statm` is closed: a fork loop would keep a descriptor per process otherwise).
+            carried.retain(|p, c| {
+                if st.live.contains_key(p) {
+                    true
+                } else if st.ended.contains_key(p) {
+                    c.statm = None;
+                    true
+                } else {
+                    false
+                }
+            });
         }
         let mut sample = Sample {
             t_ns: t,
@@ -1228,6 +1407,9 @@ impl crate::bus::tree::TreeWatcher for Sampler {
     fn exit_peak(&self, tgid: i32, t_ns: u64, hwm_bytes: u64) {
         Sampler::exit_peak(self, tgid, t_ns, hwm_bytes)
     }
+    fn exit_record(&self, tgid: i32, hwm_bytes: u64) {
+        Sampler::exit_record(self, tgid, hwm_bytes)
+    }
     fn at_exit<'a>(&'a self, tgid: i32, rss_bytes: u64) -> Option<Box<dyn FnOnce() + 'a>> {
         let round = Sampler::at_exit(self, tgid, rss_bytes)?;
         Some(Box::new(move || round.finish(self)))
@@ -1374,6 +1556,13 @@ impl Round<'_> {
     }
 }
 
+/// The median of `costs` (the upper one of an even count), `None` when there are none.
+fn median(costs: &std::collections::VecDeque<f64>) -> Option<f64> {
+    let mut sorted: Vec<f64> = costs.iter().copied().collect();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied()
+}
+
 /// What the next round should cost: the last one's, scaled by how much more memory the ticks
 /// have seen since (a round's reads walk every resident page), so a growing process does not
 /// overdraw the budget by a round each time.
@@ -1459,5 +1648,73 @@ mod tests {
         assert!(sampler.at_exit(o, 0).is_none());
         other.kill().unwrap();
         other.wait().unwrap();
+    }
+
+    fn exit_peaks(rx: &mut crate::bus::mailbox::Receiver<Msg>) -> Vec<Sample> {
+        samples(rx)
+            .into_iter()
+            .filter(|s| s.kind == SampleKind::ExitPeak)
+            .collect()
+    }
+
+    /// Where the tracker reads no high-water mark at exit (netlink), an exit record's mark
+    /// makes the exit peak whether it comes after the tracker saw the end (at once) or before
+    /// (at the end, by the sampling thread or, as here with none, by `stop`); records of
+    /// processes outside the tree, or with a tracker that reads its own marks, are ignored.
+    #[test]
+    fn exit_records_make_the_exit_peak_where_the_tracker_reads_none() {
+        const MIB: u64 = 1 << 20;
+        let (sink, mut rx) = crate::bus::sink::Sink::new(Clock::start());
+        let sampler = Sampler::new(Pace::Fixed(Duration::from_secs(3600)), sink);
+        sampler.process_started(100, 0);
+        sampler.exit_record(100, 8 * MIB);
+        sampler.process_ended(100);
+        assert!(
+            exit_peaks(&mut rx).is_empty(),
+            "the tracker reads its own marks: records are not taken"
+        );
+
+        sampler.read_peaks();
+        // After the end: at once. Never read, so all of it is unseen growth (its bound).
+        sampler.process_started(101, 0);
+        sampler.process_ended(101);
+        sampler.exit_record(999, 64 * MIB);
+        assert!(exit_peaks(&mut rx).is_empty(), "not a process of the tree");
+        sampler.exit_record(101, 8 * MIB);
+        let s = exit_peaks(&mut rx);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].pss_bytes, 8 * MIB);
+        assert_eq!(s[0].bound_bytes, Some(8 * MIB));
+        // A smaller mark (an earlier thread's) changes nothing.
+        sampler.exit_record(101, 4 * MIB);
+        assert!(exit_peaks(&mut rx).is_empty());
+
+        // Before the end (its last thread's record came first): kept, made at the end.
+        sampler.process_started(102, 0);
+        sampler.exit_record(102, 16 * MIB);
+        assert!(exit_peaks(&mut rx).is_empty(), "not before the end");
+        sampler.process_ended(102);
+        sampler.stop();
+        let s = exit_peaks(&mut rx);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].pss_bytes, 16 * MIB);
+    }
+
+    /// One tick that seemed to cost 100 times the others (a VM's stolen time counts as the
+    /// thread's CPU) does not hold off the next: ticks are paced on the median of the last
+    /// ones.
+    #[test]
+    fn an_outlier_tick_does_not_stretch_the_pace() {
+        let (sink, _rx) = crate::bus::sink::Sink::new(Clock::start());
+        let sampler = Sampler::new(Pace::Budget(0.01), sink);
+        let mut st = sampler.state.lock().unwrap();
+        for _ in 0..TICK_COSTS - 1 {
+            st.tick_costs.push_back(50_000.0);
+        }
+        st.tick_costs.push_back(5_000_000.0);
+        st.tick_cost_ns = 5_000_000.0;
+        // 50 µs at half of 1 %: 10 ms.
+        assert_eq!(sampler.tick_interval(&st), 10_000_000);
+        assert_eq!(median(&std::collections::VecDeque::new()), None);
     }
 }
