@@ -199,6 +199,30 @@ fn samples_stay_bounded_and_say_how_they_were_read() {
     assert!(run.samples.windows(2).all(|w| w[0].t_ns <= w[1].t_ns));
     // Ticks backed off in the hold: well under one per millisecond.
     assert!(run.sampler.ticks < 1500, "{:?}", run.sampler);
+    // The hold is a plateau, which goes out as its first and last points only: never three
+    // ticks' samples in a row with the same figures (each emission wakes ste's session).
+    let same = |a: &ste::model::Sample, b: &ste::model::Sample| {
+        a.kind == SampleKind::Carried
+            && b.kind == SampleKind::Carried
+            && (a.pss_bytes, a.rss_bytes, a.processes) == (b.pss_bytes, b.rss_bytes, b.processes)
+    };
+    assert!(
+        run.samples
+            .windows(3)
+            .all(|w| !(same(&w[0], &w[1]) && same(&w[1], &w[2]))),
+        "{:?}",
+        run.samples
+    );
+    let hold: Vec<_> = run
+        .samples
+        .iter()
+        .filter(|s| s.t_ns > 500_000_000 && s.t_ns < 2_500_000_000)
+        .collect();
+    assert!(
+        hold.len() <= 2,
+        "{} samples in the hold: {hold:?}",
+        hold.len()
+    );
 }
 
 /// A peak freed before the exit (the seed's fillfill: the child frees its 2N and exits) with

@@ -164,6 +164,15 @@ struct Ended {
 }
 
 impl State {
+    /// The ticks' samples held back (a plateau's last point, the window's highest), in time
+    /// order, to go out before another sample; the next tick starts a plateau afresh.
+    fn take_held(&mut self) -> impl Iterator<Item = Sample> + use<> {
+        self.tick_emitted = None;
+        [self.plateau_end.take(), self.pending.take()]
+            .into_iter()
+            .flatten()
+    }
+
     /// The PSS of the tree but `tgid`, as of each process's latest read.
     fn others_pss(&self, tgid: i32) -> u64 {
         self.live
@@ -233,8 +242,10 @@ struct State {
     /// tick: the next round is expected to cost in proportion.
     round_rss_bytes: u64,
     tick_rss_bytes: u64,
-    /// The last tick saw the resident total grow by more than GROWING_BYTES.
+    /// The last tick saw the resident total grow by more than GROWING_BYTES; saw a counter
+    /// move, or the set of processes change.
     tick_growing: bool,
+    tick_moved: bool,
     max_round_cpu_ns: u64,
     last_round_ns: Option<u64>,
     first_round_ns: Option<u64>,
@@ -266,6 +277,11 @@ struct State {
     tick_backoff_ns: u64,
     /// The highest tick of the current emission window, not emitted yet.
     pending: Option<Sample>,
+    /// The last tick's sample emitted, and the latest since that repeated its figures: a
+    /// plateau (a process asleep on its memory) goes out as its first and last points only
+    /// (see [`Sampler::tick`]).
+    tick_emitted: Option<Sample>,
+    plateau_end: Option<Sample>,
     /// When a sample was last emitted.
     last_emit_ns: u64,
 }
@@ -304,6 +320,7 @@ impl Sampler {
                 round_rss_bytes: 0,
                 tick_rss_bytes: 0,
                 tick_growing: false,
+                tick_moved: true,
                 max_round_cpu_ns: 0,
                 last_round_ns: None,
                 first_round_ns: None,
@@ -326,6 +343,8 @@ impl Sampler {
                 tick_bound_bytes: None,
                 tick_backoff_ns: 0,
                 pending: None,
+                tick_emitted: None,
+                plateau_end: None,
                 last_emit_ns: 0,
             }),
             wake: Condvar::new(),
@@ -639,9 +658,9 @@ impl Sampler {
             .filter(|c| !c.before_exec && !c.unreadable)
             .count() as u32;
         sample.unreadable = st.live.values().filter(|c| c.unreadable).count() as u32;
-        let pending = st.pending.take();
+        let held: Vec<Sample> = st.take_held().collect();
         drop(st);
-        if let Some(p) = pending {
+        for p in held {
             self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
         }
         self.sink.emit_at(sample.t_ns, Event::Sample { sample });
@@ -766,7 +785,7 @@ impl Sampler {
                 .expect("sampler lock")
                 .0;
         }
-        if let Some(p) = st.pending.take() {
+        for p in st.take_held() {
             self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
         }
         // Exit records that came since the thread's last turn (later ones are turned into
@@ -825,7 +844,11 @@ impl Sampler {
                 self.apply_ended();
                 st = self.state.lock().expect("sampler lock");
                 st.busy = false;
-                self.idle.notify_all();
+                // Only `stop` waits for it (after setting `stop`): a wake-up of nobody is
+                // still a system call, at every tick.
+                if st.stop {
+                    self.idle.notify_all();
+                }
                 continue;
             }
             let now = self.sink.now_ns();
@@ -850,11 +873,13 @@ impl Sampler {
             let since_round = st.last_round_ns.map_or(u64::MAX, |t| now.saturating_sub(t));
             // The age rule waits while memory grows: a round then walks the most pages and
             // holds up the ticks that follow the growth, and growth is what the carry counts
-            // exactly (new anonymous pages).
+            // exactly (new anonymous pages). Nor does it anchor memory that has stopped moving
+            // with a tight figure: that round (~40 ms for 4 GiB) was most of what ste spent
+            // watching a process asleep on its memory, for a bound already within 0.5 %.
             let tight = st
                 .tick_bound_bytes
                 .is_some_and(|b| b as f64 <= ANCHOR_WHEN_BOUND * st.tick_pss_bytes as f64)
-                && (since_round < ANCHOR_MAX_AGE_NS || st.tick_growing);
+                && (since_round < ANCHOR_MAX_AGE_NS || st.tick_growing || !st.tick_moved);
             // Observers (`--maps-at-peak`, `--malloc`) look at memory in rounds only: with them
             // rounds keep their budget's pace.
             if matches!(self.pace, Pace::Budget(_))
@@ -884,13 +909,18 @@ impl Sampler {
                 let asks = new_high;
                 st = self.state.lock().expect("sampler lock");
                 st.busy = false;
-                self.idle.notify_all();
+                // Only `stop` waits for it (after setting `stop`): a wake-up of nobody is
+                // still a system call, at every tick.
+                if st.stop {
+                    self.idle.notify_all();
+                }
                 st.tokens_ns -= between as f64;
                 st.cpu_ns += between;
                 if asks && !self.observers.read().expect("observers lock").is_empty() {
                     st.nudged = true;
                 }
                 if !exact {
+                    st.tick_moved = moved;
                     st.tick_cpu_ns += between;
                     st.tick_cost_ns += between as f64;
                     if st.tick_costs.len() == TICK_COSTS {
@@ -1119,8 +1149,25 @@ impl Sampler {
             && let Some(p) = st.pending.take()
         {
             st.last_emit_ns = t;
-            drop(st);
-            self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
+            // A window that repeats the last emitted figures is held back: while memory
+            // stands still, each emission woke the session thread for nothing (a process
+            // asleep on its memory cost ste ~0.3 % of a core so). The plateau's last point
+            // goes out before the next change, so both a sample-and-hold chart and one
+            // that joins its points draw it flat.
+            if st
+                .tick_emitted
+                .as_ref()
+                .is_some_and(|e| same_figures(e, &p))
+            {
+                st.plateau_end = Some(p);
+            } else {
+                let end = st.plateau_end.take();
+                st.tick_emitted = Some(p.clone());
+                drop(st);
+                for p in end.into_iter().chain([p]) {
+                    self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
+                }
+            }
         }
         (changed, new_high)
     }
@@ -1253,12 +1300,12 @@ impl Sampler {
             st.max_round_pss = st.max_round_pss.max(sample.pss_bytes);
             st.max_pss = st.max_pss.max(sample.pss_bytes);
             // The window's highest tick goes out before this round, so samples leave in order.
-            pending = st.pending.take();
+            pending = st.take_held().collect::<Vec<_>>();
             if sample.processes > 0 || sample.unreadable > 0 {
                 st.last_emit_ns = t;
             }
         }
-        if let Some(p) = pending {
+        for p in pending {
             self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
         }
         let round_pss_bytes = sample.pss_bytes;
@@ -1554,6 +1601,17 @@ impl Round<'_> {
             }
         }
     }
+}
+
+/// Whether two samples read the same figures (all but their time).
+fn same_figures(a: &Sample, b: &Sample) -> bool {
+    a.pss_bytes == b.pss_bytes
+        && a.rss_bytes == b.rss_bytes
+        && a.processes == b.processes
+        && a.unreadable == b.unreadable
+        && a.kind == b.kind
+        && a.bound_bytes == b.bound_bytes
+        && a.per_process == b.per_process
 }
 
 /// The median of `costs` (the upper one of an even count), `None` when there are none.
