@@ -10,8 +10,10 @@
 //! - **Exact rounds** read `smaps_rollup` of every live process (and `statm` before and after, the
 //!   anchor of the carry). They are paced by a token bucket: CPU accrues at `budget` × wall, a
 //!   round spends what it measurably cost (thread CPU clock), and runs when the bucket holds
-//!   its expected cost. Rounds are also asked for at fork/exec/exit and run when the bucket
-//!   allows. A tracker that can stop an exiting process while its memory is still attached
+//!   its expected cost. A new image asks for a round once it has settled, which reads the new
+//!   images alone (the rest of the tree carried from its last tick) when nothing else makes
+//!   the whole tree due; forks and ends ask for none (at a fixed `--interval`, every change of
+//!   the tree does). A tracker that can stop an exiting process while its memory is still attached
 //!   (ptrace) calls [`Sampler::at_exit`], which takes a round there only if the exiting
 //!   process could raise the peak.
 //! - **Ticks** read `statm` of every live process (held open, `pread`, ~1 µs each) every
@@ -144,6 +146,9 @@ struct Cached {
     exec_ns: Option<u64>,
     /// The process that forked it, when that is in the tree.
     parent: Option<i32>,
+    /// Its new image asks for an exact round once it has settled (within a budget, the rounds
+    /// an exec asks for; see [`Sampler::exec_done`]).
+    round_asked: bool,
     /// The high-water mark of its image from an exit record that came before the tracker saw
     /// its end (a thread's exit, or the process's own: see [`Sampler::exit_record`]).
     exit_hwm: u64,
@@ -248,6 +253,8 @@ struct State {
     tick_moved: bool,
     max_round_cpu_ns: u64,
     last_round_ns: Option<u64>,
+    /// The last round that read every process (the age rule's anchor).
+    last_full_round_ns: Option<u64>,
     first_round_ns: Option<u64>,
     max_gap_ns: u64,
     rounds: u64,
@@ -323,6 +330,7 @@ impl Sampler {
                 tick_moved: true,
                 max_round_cpu_ns: 0,
                 last_round_ns: None,
+                last_full_round_ns: None,
                 first_round_ns: None,
                 max_gap_ns: 0,
                 rounds: 0,
@@ -387,7 +395,7 @@ impl Sampler {
     pub fn declare_source(&self) {
         let pace = match self.pace {
             Pace::Budget(b) => format!(
-                "exact rounds paced within {} of a core, and at fork/exec/exit",
+                "exact rounds paced within {} of a core, and of each new image once it has settled",
                 crate::units::percent(b)
             ),
             Pace::Fixed(d) => format!(
@@ -443,7 +451,7 @@ impl Sampler {
                 ..Cached::default()
             },
         );
-        self.nudge(&mut st);
+        self.nudge_at_a_fixed_pace(&mut st);
     }
 
     /// The command's root process, forked by ste and not yet exec'd: counted from its exec.
@@ -485,6 +493,7 @@ impl Sampler {
             c.exec_seen = true;
             c.exec_ns = Some(self.sink.now_ns());
             c.pss = 0;
+            c.round_asked = true;
         }
         self.nudge(&mut st);
     }
@@ -525,7 +534,7 @@ impl Sampler {
                 self.wake.notify_one();
             }
         }
-        self.nudge(&mut st);
+        self.nudge_at_a_fixed_pace(&mut st);
     }
 
     /// A taskstats exit record of a thread of `tgid` (every exiting thread of the machine,
@@ -590,6 +599,17 @@ impl Sampler {
             );
             self.emit_exit_high(st, sample);
             st = self.state.lock().expect("sampler lock");
+        }
+    }
+
+    /// A fork or an end asks for a round only at a fixed pace (`--interval`: every change of
+    /// the tree read at once, whatever it costs). Within a budget they ask for none: a forked
+    /// child is carried from its parent's counters, an end removes memory and cannot raise the
+    /// peak, and on a fork loop those rounds read the shell while it forks (its memory map
+    /// locked against the fork) to learn nothing the ticks did not.
+    fn nudge_at_a_fixed_pace(&self, st: &mut State) {
+        if matches!(self.pace, Pace::Fixed(_)) {
+            self.nudge(st);
         }
     }
 
@@ -710,7 +730,7 @@ impl Sampler {
                 return None;
             }
         }
-        let round = self.begin_round(Some(tgid));
+        let round = self.begin_round(Some(tgid), false);
         if round.observers.is_empty() {
             return Some(ExitRound(round));
         }
@@ -870,7 +890,9 @@ impl Sampler {
             // Nor is one needed while the ticks' figure is tight (its bound within
             // ANCHOR_WHEN_BOUND of it) and the last anchor is young: exact rounds walk every
             // page and hold up the ticks while they do.
-            let since_round = st.last_round_ns.map_or(u64::MAX, |t| now.saturating_sub(t));
+            let since_round = st
+                .last_full_round_ns
+                .map_or(u64::MAX, |t| now.saturating_sub(t));
             // The age rule waits while memory grows: a round then walks the most pages and
             // holds up the ticks that follow the growth, and growth is what the carry counts
             // exactly (new anonymous pages). Nor does it anchor memory that has stopped moving
@@ -882,13 +904,20 @@ impl Sampler {
                 && (since_round < ANCHOR_MAX_AGE_NS || st.tick_growing || !st.tick_moved);
             // Observers (`--maps-at-peak`, `--malloc`) look at memory in rounds only: with them
             // rounds keep their budget's pace.
-            if matches!(self.pace, Pace::Budget(_))
-                && !st.nudged
-                && (!st.changed_since_round || tight)
-                && self.observers.read().expect("observers lock").is_empty()
-            {
+            // Within a budget, what asks for a round is a new image that has settled and was
+            // never read: its carry from nothing is loose (its libraries' pages). Such a round
+            // reads only the new images, the rest of the tree carried from its last tick: on
+            // a fork loop, reading the shell at each exec locked its memory map against its
+            // next fork, and a build's make and shells were read again at every compiler's
+            // exec for nothing.
+            let asked = st.live.values().any(|c| c.round_asked && c.readable(now));
+            let budgeted = matches!(self.pace, Pace::Budget(_))
+                && self.observers.read().expect("observers lock").is_empty();
+            let not_due = !st.changed_since_round || tight;
+            if budgeted && !asked && not_due {
                 round_wait = round_wait.max(st.next_tick_ns.saturating_sub(now) + 1);
             }
+            let only_asked = budgeted && asked && not_due;
             let tick_wait = st.next_tick_ns.saturating_sub(now);
             if readable && (round_wait == 0 || tick_wait == 0) {
                 let exact = round_wait == 0;
@@ -899,7 +928,7 @@ impl Sampler {
                 drop(st);
                 let between = thread_cpu_ns().saturating_sub(mark);
                 let (moved, new_high) = if exact {
-                    self.round(None);
+                    self.round(None, only_asked);
                     (true, false)
                 } else {
                     self.tick()
@@ -1173,21 +1202,23 @@ impl Sampler {
     }
 
     /// One round: read every live process, emit the sum.
-    fn round(&self, exit_stop: Option<i32>) {
-        let r = self.begin_round(exit_stop);
+    fn round(&self, exit_stop: Option<i32>, only_asked: bool) {
+        let r = self.begin_round(exit_stop, only_asked);
         self.end_round(r);
     }
 
     /// Starts a round: takes the list of processes to read, and reads `exit_stop` (the process
-    /// stopped in its exit that asked for the round) first.
-    fn begin_round(&self, exit_stop: Option<i32>) -> Round<'_> {
+    /// stopped in its exit that asked for the round) first. With `only_asked`, it reads only
+    /// the new images that asked for it and carries the others from their last tick (see
+    /// [`Sampler::run`]).
+    fn begin_round(&self, exit_stop: Option<i32>, only_asked: bool) -> Round<'_> {
         let observers = self.observers();
         let reader = self.reader.lock().expect("reader lock");
-        let (pids, known_unreadable) = {
-            let st = self.state.lock().expect("sampler lock");
+        let (pids, known_unreadable, carried_others) = {
+            let mut st = self.state.lock().expect("sampler lock");
             let now = self.sink.now_ns();
             // The process stopped in its exit is read whatever its age: its loader is done.
-            let pids: Vec<(i32, u32)> = st
+            let mut pids: Vec<(i32, u32)> = st
                 .live
                 .iter()
                 .filter(|(p, c)| {
@@ -1195,14 +1226,41 @@ impl Sampler {
                 })
                 .map(|(p, c)| (*p, c.image))
                 .collect();
+            // The others, carried: those a tick has carried at their current image.
+            let mut carried_others = Vec::new();
+            if only_asked {
+                pids.retain(|&(p, image)| {
+                    let asked = st.live.get(&p).is_some_and(|c| c.round_asked);
+                    match reader.carried.get(&p) {
+                        Some(c) if !asked && c.image == image && c.last.is_some() => {
+                            carried_others.push((
+                                p,
+                                c.estimate,
+                                c.last_resident_bytes(reader.page),
+                            ));
+                            false
+                        }
+                        _ => true,
+                    }
+                });
+            }
+            // What an exec asked for is done: this round reads its image.
+            for (p, _) in &pids {
+                if let Some(c) = st.live.get_mut(p) {
+                    c.round_asked = false;
+                }
+            }
             (
                 pids,
                 st.live.values().filter(|c| c.unreadable).count() as u32,
+                carried_others,
             )
         };
         let t = self.sink.now_ns();
         let cpu0 = thread_cpu_ns();
         let mut r = Round {
+            carried_others,
+            read_rss_bytes: 0,
             reader,
             observers,
             t,
@@ -1247,10 +1305,25 @@ impl Sampler {
             mut read,
             mut per_process,
             moved,
-            bound_bytes,
+            mut bound_bytes,
+            carried_others,
+            read_rss_bytes,
             ..
         } = r;
-        if moved {
+        // A round an exec asked for read its new image; the rest of the tree is carried.
+        let full = carried_others.is_empty();
+        for &(pid, e, resident) in &carried_others {
+            sample.pss_bytes += e.pss_bytes;
+            sample.rss_bytes += resident;
+            sample.processes += 1;
+            bound_bytes += e.bound_bytes;
+            per_process.push(ProcessSample {
+                pid,
+                pss_bytes: e.pss_bytes,
+                cpu_ns: None,
+            });
+        }
+        if moved || !full {
             sample.kind = SampleKind::Carried;
             sample.bound_bytes = Some(bound_bytes);
         }
@@ -1282,8 +1355,12 @@ impl Sampler {
             st.tokens_ns -= cost as f64;
             st.round_cost_ns = cost as f64;
             st.max_round_cpu_ns = st.max_round_cpu_ns.max(cost);
-            st.round_rss_bytes = sample.rss_bytes;
-            st.changed_since_round = false;
+            st.round_rss_bytes = read_rss_bytes;
+            // Only a round of every process anchors the tree afresh.
+            if full {
+                st.changed_since_round = false;
+                st.last_full_round_ns = Some(t);
+            }
             st.tick_rss_bytes = sample.rss_bytes;
             st.cpu_ns += cost;
             st.rounds += 1;
@@ -1297,7 +1374,9 @@ impl Sampler {
             // For observers, which look at memory in rounds: higher than every earlier round
             // (ticks may have seen higher already).
             new_high = sample.processes > 0 && sample.pss_bytes > st.max_round_pss;
-            st.max_round_pss = st.max_round_pss.max(sample.pss_bytes);
+            if full {
+                st.max_round_pss = st.max_round_pss.max(sample.pss_bytes);
+            }
             st.max_pss = st.max_pss.max(sample.pss_bytes);
             // The window's highest tick goes out before this round, so samples leave in order.
             pending = st.take_held().collect::<Vec<_>>();
@@ -1490,6 +1569,11 @@ struct Round<'a> {
     /// A process's memory moved while it was read: the round's sum is carried, not exact.
     moved: bool,
     bound_bytes: u64,
+    /// The processes a round asked for by new images did not read: (pid, its last tick's
+    /// estimate, its resident bytes then).
+    carried_others: Vec<(i32, Estimate, u64)>,
+    /// Resident bytes of the processes read (what the round's cost grew with).
+    read_rss_bytes: u64,
 }
 
 impl Round<'_> {
@@ -1559,6 +1643,7 @@ impl Round<'_> {
                 };
                 self.sample.pss_bytes += figure.pss_bytes;
                 self.sample.rss_bytes += r.rss_bytes;
+                self.read_rss_bytes += r.rss_bytes;
                 self.sample.processes += 1;
                 self.moved |= !exact;
                 self.bound_bytes += figure.bound_bytes;
@@ -1756,6 +1841,47 @@ mod tests {
         let s = exit_peaks(&mut rx);
         assert_eq!(s.len(), 1);
         assert_eq!(s[0].pss_bytes, 16 * MIB);
+    }
+
+    /// A round asked for by a settled new image reads that image alone and carries the rest
+    /// of the tree from its last tick: it says so (a carried sample with both processes), and
+    /// anchors the tree afresh no more than a tick does.
+    #[test]
+    fn a_round_an_exec_asked_for_reads_only_the_new_image() {
+        let (sink, mut rx) = crate::bus::sink::Sink::new(Clock::start());
+        let sampler = Sampler::new(Pace::Budget(0.01), sink);
+        let spawn = || {
+            std::process::Command::new("sleep")
+                .arg("60")
+                .spawn()
+                .unwrap()
+        };
+        let (mut shell, mut program) = (spawn(), spawn());
+        let (a, b) = (shell.id() as i32, program.id() as i32);
+        sampler.process_started(a, 0);
+        sampler.tick();
+        sampler.process_started(b, a);
+        sampler.exec_done(b);
+        std::thread::sleep(Duration::from_nanos(2 * EXEC_SETTLE_NS));
+        samples(&mut rx);
+        sampler.state.lock().unwrap().changed_since_round = true;
+        sampler.round(None, true);
+        let s = samples(&mut rx);
+        let round = s.last().expect("the round's sample");
+        assert_eq!(round.kind, SampleKind::Carried);
+        assert!(round.bound_bytes.is_some());
+        let pids: Vec<i32> = round.per_process.iter().flatten().map(|p| p.pid).collect();
+        assert_eq!(pids, if a < b { [a, b] } else { [b, a] });
+        let read = &sampler.reader.lock().unwrap().carried;
+        assert!(read[&b].anchor.is_some(), "the new image was read");
+        let st = sampler.state.lock().unwrap();
+        assert!(!st.live[&b].round_asked, "its ask is answered");
+        assert!(st.changed_since_round && st.last_full_round_ns.is_none());
+        drop(st);
+        for c in [&mut shell, &mut program] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
     }
 
     /// One tick that seemed to cost 100 times the others (a VM's stolen time counts as the
