@@ -270,6 +270,9 @@ struct State {
     /// Processes gone whose high-water mark at exit may still come, and whether one came that
     /// no sample shows yet (the sampling thread, or `stop`, turns it into one).
     ended: HashMap<i32, Ended>,
+    /// The same processes in the order they ended, to forget them in that order (a fork
+    /// loop ends ~2,000 a second: a sweep of the whole map at each end cost its tracker).
+    ended_order: std::collections::VecDeque<(u64, i32)>,
     ended_due: bool,
     ticks: u64,
     first_tick_ns: Option<u64>,
@@ -341,6 +344,7 @@ impl Sampler {
                 tick_cost_ns: 0.0,
                 tick_costs: std::collections::VecDeque::with_capacity(TICK_COSTS),
                 ended: HashMap::new(),
+                ended_order: std::collections::VecDeque::new(),
                 ended_due: false,
                 ticks: 0,
                 first_tick_ns: None,
@@ -514,8 +518,15 @@ impl Sampler {
             && !c.unreadable
         {
             let now = self.sink.now_ns();
-            st.ended
-                .retain(|_, e| now.saturating_sub(e.t_ns) < ENDED_KEEP_NS);
+            while let Some(&(t, p)) = st.ended_order.front()
+                && now.saturating_sub(t) >= ENDED_KEEP_NS
+            {
+                st.ended_order.pop_front();
+                if st.ended.get(&p).is_some_and(|e| e.t_ns == t) {
+                    st.ended.remove(&p);
+                }
+            }
+            st.ended_order.push_back((now, tgid));
             let others_pss = st.others_pss(tgid);
             let tick_rss_bytes = st.tick_rss_bytes;
             st.ended.insert(
@@ -529,9 +540,11 @@ impl Sampler {
                     applied: 0,
                 },
             );
+            // Made into a sample at the sampling thread's next turn (a tick at most 10 ms
+            // on), stamped with the end: waking it at each end cost a fork loop's netlink
+            // run a context switch per process.
             if c.exit_hwm > 0 {
                 st.ended_due = true;
-                self.wake.notify_one();
             }
         }
         self.nudge_at_a_fixed_pace(&mut st);
