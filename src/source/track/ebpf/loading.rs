@@ -217,27 +217,40 @@ pub(super) fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBu
     }
     // Side by side, on this thread and one helper started on another CPU: the helper walks
     // the kernel's BTF while this thread has the kernel allocate the maps; both then load and
-    // attach the programs in turn, and the helper maps the ring buffer when it has no program
-    // left. One helper for all three, rather than a thread each: starting a thread costs
-    // ~0.05 ms here, and up to ~1 ms when several threads map memory at once (each waits for
-    // the others' hold on ste's memory map).
+    // attach the programs in turn. Mapping the ring buffer (~0.2 ms) goes to whichever thread
+    // is free first: this one, when the helper is still walking the BTF once the maps exist
+    // (it would only wait), or else the first to run out of programs. One helper for all of
+    // it, rather than a thread a job: starting a thread costs ~0.05 ms here, and up to ~1 ms
+    // when several threads map memory at once (each waits for the others' hold on ste's
+    // memory map).
     let want: Vec<String> = typed.iter().map(|t| t.to_string()).collect();
     let with_syscalls = config.syscalls.is_some();
     let (btf_tx, btf_rx) = mpsc::channel();
-    let (work_tx, work_rx) = mpsc::channel::<(Arc<Tracepoints>, Map)>();
+    let (work_tx, work_rx) = mpsc::channel::<(Arc<Tracepoints>, Arc<RingJob>)>();
     let helper = spawn_elsewhere("ste-bpf-helper", move || {
         let btf = crate::bus::phases::span("bpf: kernel BTF", || from_btf(with_syscalls, &want));
         let _ = btf_tx.send(btf);
         // No work when the loading stopped short: its error says why.
-        let (tracepoints, events) = work_rx.recv().ok()?;
+        let (tracepoints, ring) = work_rx.recv().ok()?;
         let turns = tracepoints.take_turns();
-        let ring = crate::bus::phases::span("bpf: map ring", || RingBuf::new(events));
-        Some((turns, ring))
+        Some((turns, ring.take()))
     })
     .ok();
     let created = crate::bus::phases::span("bpf: create maps", || loader.create_maps(&maps_for));
+    let ring_job = Arc::new(RingJob(Mutex::new(
+        created.as_ref().ok().and_then(|c| c.map("events").ok()),
+    )));
+    let mut ring = None;
+    let walked = match helper.as_ref().map(|_| btf_rx.try_recv()) {
+        Some(Ok(btf)) => Some(btf),
+        Some(Err(mpsc::TryRecvError::Empty)) => {
+            ring = ring_job.take();
+            None
+        }
+        _ => None,
+    };
     // The BTF's error first, as when the two ran in turn: it says what this kernel lacks.
-    let btf = match (&helper, btf_rx.recv()) {
+    let btf = match (&helper, walked.map_or_else(|| btf_rx.recv(), Ok)) {
         (Some(_), Ok(btf)) => btf?,
         _ => from_btf(with_syscalls, &typed)?,
     };
@@ -258,24 +271,45 @@ pub(super) fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBu
             Tracepoint::Raw(_) => (p, 0),
         })
         .collect();
-    let events = ebpf.map("events").map_err(|e| e.to_string())?;
     let work = Arc::new(ebpf.tracepoints(&attach).map_err(|e| e.to_string())?);
-    let helped = helper.is_some() && work_tx.send((Arc::clone(&work), events)).is_ok();
+    let helped = helper.is_some()
+        && work_tx
+            .send((Arc::clone(&work), Arc::clone(&ring_job)))
+            .is_ok();
     let mine = crate::bus::phases::span("bpf: load+attach programs", || work.take_turns());
-    let (theirs, ring) = match helper.filter(|_| helped).and_then(joined) {
-        Some((theirs, ring)) => (Some(theirs), ring),
-        // No helper: this thread took every program; it maps the ring buffer too.
-        None => (
-            None,
-            ebpf.map("events")
-                .map_err(|e| std::io::Error::other(e.to_string()))
-                .and_then(RingBuf::new),
-        ),
+    ring = ring.or_else(|| ring_job.take());
+    let theirs = match helper.filter(|_| helped).and_then(joined) {
+        Some((theirs, their_ring)) => {
+            ring = ring.or(their_ring);
+            Some(theirs)
+        }
+        None => None,
+    };
+    let ring = match ring {
+        Some(ring) => ring,
+        // Not created: the map's own error says why.
+        None => ebpf
+            .map("events")
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .and_then(RingBuf::new),
     };
     ebpf.attached(&work, std::iter::once(mine).chain(theirs))
         .map_err(|e| e.to_string())?;
     let ring = ring.map_err(|e| format!("mapping the ring buffer: {e}"))?;
     Ok((ebpf, ring))
+}
+
+/// The ring buffer's map until a thread takes it to map it.
+struct RingJob(Mutex<Option<Map>>);
+
+impl RingJob {
+    /// Maps the ring buffer, unless another thread took the job.
+    fn take(&self) -> Option<std::io::Result<RingBuf>> {
+        let map = self.0.lock().ok()?.take()?;
+        Some(crate::bus::phases::span("bpf: map ring", || {
+            RingBuf::new(map)
+        }))
+    }
 }
 
 /// The result of a helper thread (a panic goes on in the caller).
