@@ -16,7 +16,9 @@
 #     of ste) when given;
 #   - each tracker's floor: examples/ebpf_floor.rs woken per record and drained every 10 ms;
 #     bench/ptrace_floor.c with the reads ste makes at the stops; bench/netlink_floor.c with
-#     the argv reads, on one socket and split (exec events alone wake it);
+#     the argv reads, on one socket and split (exec events alone wake it), and split with its
+#     listener scheduled as ste's reader is (--in-time: nice -10, the shortest slice), the
+#     only one that reads the argv of nearly every exec before the process ends, as ste must;
 #   - the peers: `perf stat` (software counters: this VM has no hardware ones),
 #     `/usr/bin/time -v`, `strace -f -c`.
 # Then ste's own CPU per tracker on one run (its JSON `overhead.cpu_ns`).
@@ -59,6 +61,7 @@ commands() {
     echo "ptrace floor + reads=$PTRACE_FLOOR --reads -- $work"
     echo "netlink floor + reads=$NETLINK_FLOOR --reads -- $work"
     echo "netlink floor split + reads=$NETLINK_FLOOR --split 20 --reads -- $work"
+    echo "netlink floor split + reads in time=$NETLINK_FLOOR --split 20 --reads --in-time -- $work"
     echo "perf stat=perf stat -o /dev/null -- $work"
     echo "time -v=/usr/bin/time -v -o /dev/null $work"
     echo "strace -f -c=strace -f -c -o /dev/null $work"

@@ -13,7 +13,9 @@
 #      only receives the events (the kernel's cost of sending them, and of waking a listener),
 #      and with --reads (plus /proc/PID/cmdline at each exec, as ste must); --split 20: exec
 #      events on a socket of their own, the only one that wakes it (fork and exit drained
-#      every 20 ms); --batch 5: never prompt (too late for argv), the cost of sending alone;
+#      every 20 ms); --in-time: scheduled as ste's reader (nice -10, the shortest slice), so
+#      its reads come before the process ends (without it most of the loop's are too late);
+#      --batch 5: never prompt (too late for argv), the cost of sending alone;
 #    - ste with each tracker, with and without its accounting (taskstats, cgroup), and netlink
 #      with its reader thread at nice 0 instead of -10 (STE_TRACKER_NICE=0: cheaper for the
 #      loop, more argv gone before they are read; section 2 counts them); ste ebpf (root's
@@ -48,6 +50,7 @@ python3 "$BENCH_DIR/paired.py" --runs "$RUNS" --warmup 1 --json "$RESULTS/tracke
     "netlink floor=$NLFLOOR -- sh -c '$LOOP'" \
     "netlink floor + reads=$NLFLOOR --reads -- sh -c '$LOOP'" \
     "netlink floor, split + reads=$NLFLOOR --split 20 --reads -- sh -c '$LOOP'" \
+    "netlink floor, split + reads in time=$NLFLOOR --split 20 --reads --in-time -- sh -c '$LOOP'" \
     "netlink floor, batched=$NLFLOOR --batch 5 -- sh -c '$LOOP'" \
     "ste netlink=$STE --tracker netlink -o /dev/null -- sh -c '$LOOP'" \
     "ste netlink --no-accounting=$STE --tracker netlink --no-accounting -o /dev/null -- sh -c '$LOOP'" \
@@ -91,7 +94,7 @@ EOF
 
 echo
 echo "The netlink floor's own CPU on the loop (events received, its user+sys):"
-for reads in "" --reads; do
+for reads in "" --reads "--reads --in-time"; do
     echo "  netlink_floor ${reads:-(no reads)}: $("$NLFLOOR" $reads -- sh -c "$LOOP" 2>&1 >/dev/null | sed 's/^netlink_floor: //')"
 done
 

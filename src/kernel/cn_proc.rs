@@ -232,15 +232,6 @@ impl Connector {
         super::netlink::wait_readable(&self.fd, timeout, None)
     }
 
-    /// As [`Connector::wait`], on two sockets: true if either has a datagram waiting.
-    pub fn wait_either(&self, other: &Connector, timeout: Duration) -> io::Result<bool> {
-        if super::netlink::wait_readable(&self.fd, timeout, Some(&other.fd))? {
-            return Ok(true);
-        }
-        // Woken by `other`, or out of time.
-        super::netlink::wait_readable(&other.fd, Duration::ZERO, None)
-    }
-
     /// Receives one datagram without blocking (`Timeout` when the queue is empty).
     pub fn recv_now(&mut self) -> io::Result<Received> {
         let n = match super::netlink::recv_now(&self.fd, &mut self.buf) {

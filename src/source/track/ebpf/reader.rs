@@ -205,22 +205,30 @@ impl Reader {
         let ring = &self.ring;
         let state = &mut self.state;
         let counters = &self.counters;
-        let verdict = argv_check::judge(j.read_start_ns, |wait| {
-            std::thread::sleep(wait);
-            let probe = Probe::of(state.tree.procfs.syscall(j.tgid).ok().flatten());
+        let first_later = |timed: bool| {
             let mut first = None;
             let mut head = true;
             ring.peek(|record| {
                 if std::mem::take(&mut head) {
                     return true; // the exec being judged
                 }
-                first = later_of(j.tgid, record, state.timed);
+                first = later_of(j.tgid, record, timed);
                 first.is_none()
             });
             if drops(counters) > dropped_before {
                 first = Some(Later::Lost);
             }
-            (probe, first)
+            first
+        };
+        let verdict = argv_check::judge(j.read_start_ns, |wait| {
+            // A later exec, or the end, already in the ring decides without a wait or a look
+            // (a batch often holds a short process's exit with its exec).
+            if let Some(later) = first_later(state.timed) {
+                return (Probe::Unsure, Some(later));
+            }
+            std::thread::sleep(wait);
+            let probe = Probe::of(state.tree.procfs.syscall(j.tgid).ok().flatten());
+            (probe, first_later(state.timed))
         });
         match verdict {
             Verdict::Keep => Judged::Argv(argv),
