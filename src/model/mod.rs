@@ -275,6 +275,9 @@ pub struct SamplerInfo {
     /// CPU of the costliest exact round (the budget may be overdrawn by one, at an exit).
     #[serde(default)]
     pub max_round_cpu_ns: Option<u64>,
+    /// How far ticks may run the budget into debt before they wait for it (adaptive mode).
+    #[serde(default)]
+    pub tick_debt_ns: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]

@@ -326,6 +326,7 @@ pub fn events() -> Vec<Stamped> {
                 tick_cpu_ns: MS,
                 exec_settle_ns: Some(MS),
                 max_round_cpu_ns: Some(MS),
+                tick_debt_ns: Some(5 * MS),
             },
         },
     ));

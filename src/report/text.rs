@@ -674,6 +674,7 @@ mod tests {
             tick_cpu_ns: 3_000_000,
             exec_settle_ns: Some(1_000_000),
             max_round_cpu_ns: None,
+            tick_debt_ns: None,
         };
         run.overhead = Overhead {
             cpu_ns: Some(15_000_000),

@@ -19,7 +19,9 @@
 //! - **Ticks** read `statm` of every live process (held open, `pread`, ~1 µs each) every
 //!   millisecond or so, and carry each process's PSS from its anchor (`carry`). A tick's cost
 //!   grows with the number of processes, not their pages; the tick interval stretches so ticks
-//!   take at most [`TICK_SHARE`] of the budget, and both tiers spend from the same bucket.
+//!   take at most [`TICK_SHARE`] of the budget at their median cost, both tiers spend from
+//!   the same bucket, and ticks wait once it is in debt by more than [`TICK_DEBT_WALL_NS`]'s
+//!   share.
 //!   The kernel's high-water mark at exit (ebpf in the kernel, ptrace's `VmHWM` at its exit
 //!   stop, netlink's from taskstats records: [`Sampler::exit_record`]) covers growth after the
 //!   last tick, even when it was freed before the exit ([`Sampler::exit_peak`]): an upper
@@ -120,6 +122,13 @@ const TICK_IDLE_MAX_NS: u64 = 10_000_000;
 /// to cost 100 times its usual (the thread CPU clock of a VM counts time the host took the
 /// vCPU away) does not hold the ticks off for half a second while a process grows.
 const TICK_COSTS: usize = 9;
+
+/// Ticks spend from the rounds' bucket, and run on while it is in debt by less than the
+/// budget's share of this much wall time (5 ms at 1 %); beyond, they wait for it to refill.
+/// Pacing on the median lets a host that inflates many ticks (a VM's stolen time under load)
+/// spend past the budget: this bounds by how much. One inflated tick (3.5–5 ms seen) stays
+/// within it and stops nothing.
+const TICK_DEBT_WALL_NS: f64 = 500_000_000.0;
 
 /// Ticks' samples are emitted at most once per window of `max(EMIT_MIN_NS, elapsed /
 /// EMIT_SCALE)`, the window's highest: each emitted sample wakes the session thread (~20 µs),
@@ -569,6 +578,10 @@ impl Sampler {
             tick_cpu_ns: st.tick_cpu_ns,
             exec_settle_ns: Some(EXEC_SETTLE_NS),
             max_round_cpu_ns: (st.rounds > 0).then_some(st.max_round_cpu_ns),
+            tick_debt_ns: match self.pace {
+                Pace::Budget(b) => Some((TICK_DEBT_WALL_NS * b) as u64),
+                Pace::Fixed(_) => None,
+            },
         }
     }
 
@@ -689,7 +702,7 @@ impl Sampler {
                 } else {
                     (st.tick_backoff_ns.max(paced) * 2).min(TICK_IDLE_MAX_NS.max(paced))
                 };
-                st.next_tick_ns = now + st.tick_backoff_ns;
+                st.next_tick_ns = now + st.tick_backoff_ns.max(self.debt_wait(&st));
                 continue;
             }
             let timeout = match (readable, settle_wait) {
@@ -721,6 +734,22 @@ impl Sampler {
             u64::MAX
         };
         paced.max(TICK_MIN_NS)
+    }
+
+    /// How long ticks must wait for the bucket to come back within [`TICK_DEBT_WALL_NS`]'s
+    /// debt (0: they need not).
+    fn debt_wait(&self, st: &State) -> u64 {
+        match self.pace {
+            Pace::Budget(b) if b > 0.0 => {
+                let floor = -(TICK_DEBT_WALL_NS * b);
+                if st.tokens_ns < floor {
+                    ((floor - st.tokens_ns) / b) as u64
+                } else {
+                    0
+                }
+            }
+            _ => 0,
+        }
     }
 
     /// Nanoseconds to wait before the next round is due (0: now).
@@ -1621,5 +1650,24 @@ mod tests {
         // 50 µs at half of 1 %: 10 ms.
         assert_eq!(sampler.tick_interval(&st), 10_000_000);
         assert_eq!(median(&std::collections::VecDeque::new()), None);
+    }
+
+    /// Ticks spend from the bucket: one inflated tick's debt stops nothing, but ticks that
+    /// keep costing more than their median says wait once the debt passes its bound.
+    #[test]
+    fn ticks_wait_once_their_debt_passes_its_bound() {
+        let (sink, _rx) = crate::bus::sink::Sink::new(Clock::start());
+        let sampler = Sampler::new(Pace::Budget(0.01), sink);
+        let mut st = sampler.state.lock().unwrap();
+        // A full bucket, less one 5 ms tick: 4 ms of debt, within the 5 ms bound at 1 %.
+        st.tokens_ns = 1_000_000.0 - 5_000_000.0;
+        assert_eq!(sampler.debt_wait(&st), 0);
+        // 2 ms past the bound: at 1 %, 200 ms to refill.
+        st.tokens_ns = -7_000_000.0;
+        assert_eq!(sampler.debt_wait(&st), 200_000_000);
+        drop(st);
+        let fixed = Sampler::new(Pace::Fixed(Duration::from_millis(10)), sampler.sink.clone());
+        let st = fixed.state.lock().unwrap();
+        assert_eq!(fixed.debt_wait(&st), 0, "a fixed interval has no bucket");
     }
 }
