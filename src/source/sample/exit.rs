@@ -52,10 +52,7 @@ impl Sampler {
     /// this, so what an exit peak needs of it is kept a while. This thread is the tracker's,
     /// which must not wait for a round: the sampling thread makes the sample.
     pub(super) fn remember_ended(&self, st: &mut State, tgid: i32, c: &Cached) {
-        if !self.read_peaks.load(std::sync::atomic::Ordering::Relaxed)
-            || c.before_exec
-            || c.unreadable
-        {
+        if !self.read_peaks.load(std::sync::atomic::Ordering::Relaxed) || !c.counted() {
             return;
         }
         let now = self.sink.now_ns();
@@ -159,7 +156,7 @@ impl Sampler {
             let Some(live) = st.live.get(&tgid) else {
                 return;
             };
-            if live.before_exec || live.unreadable {
+            if !live.counted() {
                 return;
             }
             reader.seen(tgid, live.image)
@@ -186,11 +183,7 @@ impl Sampler {
             return;
         }
         st.max_pss = sample.pss_bytes;
-        sample.processes = st
-            .live
-            .values()
-            .filter(|c| !c.before_exec && !c.unreadable)
-            .count() as u32;
+        sample.processes = st.live.values().filter(|c| c.counted()).count() as u32;
         sample.unreadable = st.live.values().filter(|c| c.unreadable).count() as u32;
         let held: Vec<Sample> = st.take_held().collect();
         drop(st);
@@ -261,7 +254,7 @@ impl Sampler {
         let cached = {
             let st = self.state.lock().expect("sampler lock");
             match st.live.get(&tgid) {
-                Some(c) if !c.unreadable && !c.before_exec => *c,
+                Some(c) if c.counted() => *c,
                 _ => return,
             }
         };
@@ -286,7 +279,7 @@ impl Sampler {
             pss_bytes: st
                 .live
                 .values()
-                .filter(|c| !c.before_exec && !c.unreadable)
+                .filter(|c| c.counted())
                 .map(|c| c.pss)
                 .sum(),
             // The others' as of the last tick, with this process's size now.

@@ -126,8 +126,8 @@ const TICK_COSTS: usize = 9;
 /// Ticks spend from the rounds' bucket, and run on while it is in debt by less than the
 /// budget's share of this much wall time (5 ms at 1 %); beyond, they wait for it to refill.
 /// Pacing on the median lets a host that inflates many ticks (a VM's stolen time under load)
-/// spend past the budget: this bounds by how much. One inflated tick (3.5–5 ms seen) stays
-/// within it and stops nothing.
+/// spend past the budget: this bounds by how much. One inflated tick (a few ms) stays within
+/// it and stops nothing.
 const TICK_DEBT_WALL_NS: f64 = 500_000_000.0;
 
 /// Ticks' samples are emitted at most once per window of `max(EMIT_MIN_NS, elapsed /
@@ -181,17 +181,21 @@ impl State {
     fn others_pss(&self, tgid: i32) -> u64 {
         self.live
             .iter()
-            .filter(|(p, c)| **p != tgid && !c.before_exec && !c.unreadable)
+            .filter(|(p, c)| **p != tgid && c.counted())
             .map(|(_, c)| c.pss)
             .sum()
     }
 }
 
 impl Cached {
-    /// Whether rounds and ticks read it at `now`.
+    /// Whether it counts in the tree's figures: exec'd (the command's root) and readable.
+    fn counted(&self) -> bool {
+        !self.unreadable && !self.before_exec
+    }
+
+    /// Whether rounds and ticks read it at `now`: counted, and settled since its exec.
     fn readable(&self, now: u64) -> bool {
-        !self.unreadable
-            && !self.before_exec
+        self.counted()
             && self
                 .exec_ns
                 .is_none_or(|t| now.saturating_sub(t) >= EXEC_SETTLE_NS)
@@ -600,12 +604,7 @@ impl Sampler {
                 drop(st);
                 self.apply_ended();
                 st = self.state.lock().expect("sampler lock");
-                st.busy = false;
-                // Only `stop` waits for it (after setting `stop`): a wake-up of nobody is
-                // still a system call, at every tick.
-                if st.stop {
-                    self.idle.notify_all();
-                }
+                self.not_busy(&mut st);
                 continue;
             }
             let now = self.sink.now_ns();
@@ -615,7 +614,7 @@ impl Sampler {
             let settle_wait = st
                 .live
                 .values()
-                .filter(|c| !c.unreadable && !c.before_exec)
+                .filter(|c| c.counted())
                 .filter_map(|c| c.exec_ns)
                 .map(|t| (t + EXEC_SETTLE_NS).saturating_sub(now))
                 .filter(|&w| w > 0)
@@ -674,12 +673,7 @@ impl Sampler {
                 // tick that found a new high asks for one, which runs when the budget allows.
                 let asks = new_high;
                 st = self.state.lock().expect("sampler lock");
-                st.busy = false;
-                // Only `stop` waits for it (after setting `stop`): a wake-up of nobody is
-                // still a system call, at every tick.
-                if st.stop {
-                    self.idle.notify_all();
-                }
+                self.not_busy(&mut st);
                 st.tokens_ns -= between as f64;
                 st.cpu_ns += between;
                 if asks && !self.observers.read().expect("observers lock").is_empty() {
@@ -734,6 +728,15 @@ impl Sampler {
             u64::MAX
         };
         paced.max(TICK_MIN_NS)
+    }
+
+    /// The sampling thread is done reading. Only `stop` waits for that (after setting `stop`):
+    /// a wake-up of nobody is still a system call, at every tick.
+    fn not_busy(&self, st: &mut State) {
+        st.busy = false;
+        if st.stop {
+            self.idle.notify_all();
+        }
     }
 
     /// How long ticks must wait for the bucket to come back within [`TICK_DEBT_WALL_NS`]'s
@@ -974,9 +977,7 @@ impl Sampler {
             let mut pids: Vec<(i32, u32)> = st
                 .live
                 .iter()
-                .filter(|(p, c)| {
-                    c.readable(now) || (Some(**p) == exit_stop && !c.unreadable && !c.before_exec)
-                })
+                .filter(|(p, c)| c.readable(now) || (Some(**p) == exit_stop && c.counted()))
                 .map(|(p, c)| (*p, c.image))
                 .collect();
             // The others, carried: those a tick has carried at their current image.

@@ -486,9 +486,8 @@ impl Reader {
             // case for a short process). Only an exec event cuts the wait short: the end is on
             // the fork-and-exit socket, whose every event would wake this thread once more per
             // process (and it, at nice -10 with the shortest slice, preempt the workload); it
-            // is taken when another exec wakes the thread, or at the end of the wait. 20
-            // paired rounds of the 2,000-exec loop: 1.193x bare woken by either socket, 1.152x
-            // by the exec socket alone (bench/README.md).
+            // is taken when another exec wakes the thread, or at the end of the wait (what
+            // each cost the fork loop: bench/README.md).
             let until = Instant::now() + wait;
             loop {
                 self.take_all();
@@ -496,10 +495,11 @@ impl Reader {
                     return (Probe::Unsure, Some(later));
                 }
                 let left = until.saturating_duration_since(Instant::now());
-                if left.is_zero() {
+                // A socket that cannot be waited on ends the wait (its error comes back from
+                // the next receive), rather than spin until the wait is up.
+                if left.is_zero() || self.waited.wait(left).is_err() {
                     break;
                 }
-                let _ = self.waited.wait(left);
             }
             // Where the process is first, then the queues: see `argv_check`.
             let probe = Probe::of(self.tree.procfs.syscall(tgid).ok().flatten());

@@ -205,7 +205,8 @@ impl Reader {
         let ring = &self.ring;
         let state = &mut self.state;
         let counters = &self.counters;
-        let first_later = |timed: bool| {
+        let timed = state.timed;
+        let first_later = || {
             let mut first = None;
             let mut head = true;
             ring.peek(|record| {
@@ -223,12 +224,12 @@ impl Reader {
         let verdict = argv_check::judge(j.read_start_ns, |wait| {
             // A later exec, or the end, already in the ring decides without a wait or a look
             // (a batch often holds a short process's exit with its exec).
-            if let Some(later) = first_later(state.timed) {
+            if let Some(later) = first_later() {
                 return (Probe::Unsure, Some(later));
             }
             std::thread::sleep(wait);
             let probe = Probe::of(state.tree.procfs.syscall(j.tgid).ok().flatten());
-            (probe, first_later(state.timed))
+            (probe, first_later())
         });
         match verdict {
             Verdict::Keep => Judged::Argv(argv),
