@@ -252,7 +252,9 @@ struct {
 #define CNT_BAD_NR 3 // calls with a number outside 0..511 (x32, or skipped by seccomp/ptrace)
 #define CNT_ERRNO_FULL 4 // failures not counted by errno (the errnos map was full)
 #define CNT_SDT_SIZES_FULL 5 // SDT probe sizes not kept by value (the sdt_sizes map was full)
-#define NCOUNTERS 6
+// One word the other way, written by the reader: non-zero while it batches (see wake_flags).
+#define CTL_READER_BATCHING 6
+#define NCOUNTERS 7
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -286,6 +288,22 @@ static __always_inline void count(u32 which)
 	u64 *v = bpf_map_lookup_elem(&counters, &which);
 	if (v)
 		__sync_fetch_and_add(v, 1);
+}
+
+// The notification flags of a record of `size` bytes (0 for one already reserved, which the
+// data waiting counts). While the reader batches, it sleeps
+// between drains and is woken only by a notification the record forces: one that takes the
+// data waiting past a quarter of the ring, so that a burst of long argv is drained long before
+// the ring is full (a record that does not fit is lost); the others ask for none. Otherwise the
+// kernel's rule holds: a notification when the reader has caught up.
+static __always_inline u64 wake_flags(u64 size)
+{
+	u64 waiting = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	if (waiting + size > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 4)
+		return BPF_RB_FORCE_WAKEUP;
+	u32 k = CTL_READER_BATCHING;
+	u64 *batching = bpf_map_lookup_elem(&counters, &k);
+	return batching && *batching ? BPF_RB_NO_WAKEUP : 0;
 }
 
 // Adds one to the count under `key` in a hash of counts; 0 when the hash is full.
@@ -358,7 +376,7 @@ static __always_inline void flush_calls(struct task_struct *task)
 	u64 size = sizeof(struct ev_calls) + (u64)(n & (NIDX * 2 - 1)) * sizeof(struct call_entry);
 	if (size > sizeof(struct scratch))
 		return;
-	if (bpf_ringbuf_output(&events, ev, size, 0))
+	if (bpf_ringbuf_output(&events, ev, size, wake_flags(size)))
 		count(CNT_DROPPED);
 }
 
@@ -386,7 +404,7 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	ev->child_tid = kread_s32(child, off_task_pid);
 	ev->child_tgid = kread_s32(child, off_task_tgid);
 	ev->ts = bpf_ktime_get_ns();
-	bpf_ringbuf_submit(ev, 0);
+	bpf_ringbuf_submit(ev, wake_flags(0));
 	return 0;
 }
 
@@ -434,7 +452,7 @@ int handle_exec(u64 *ctx)
 	u64 size = sizeof(*ev) + len;
 	if (size > sizeof(struct scratch))
 		return 0;
-	if (bpf_ringbuf_output(&events, ev, size, 0))
+	if (bpf_ringbuf_output(&events, ev, size, wake_flags(size)))
 		count(CNT_DROPPED);
 	return 0;
 }
@@ -486,7 +504,7 @@ int handle_exit(u64 *ctx)
 			ev->flags |= EXIT_HAS_MM;
 		}
 	}
-	bpf_ringbuf_submit(ev, 0);
+	bpf_ringbuf_submit(ev, wake_flags(0));
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 //! Safe functions over the plain system calls that rooms outside `kernel/` need: the clocks,
-//! ids, signals to pids, an eventfd to wake a thread, polling one descriptor, `flock`,
+//! ids, signals to pids, an eventfd to wake a thread, polling one descriptor, an epoll set
+//! (edge-triggered where a thread must sleep while data waits), `flock`,
 //! `getrusage`, the calling thread's own filesystem credentials and scheduler slice.
 //!
 //! Owns only the calls: each takes and returns plain values, so the `unsafe` they need stays in
@@ -78,6 +79,60 @@ pub fn poll_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> bool {
         )
     };
     rc > 0 && pfd.revents & libc::POLLIN != 0
+}
+
+/// An epoll set a thread waits on. A descriptor added edge-triggered wakes the waiter only when
+/// its file notifies anew, not while data it announced before still waits: a BPF ring buffer
+/// that its reader leaves to fill between drains, and that notifies on purpose when it should
+/// be drained.
+pub struct Epoll(OwnedFd);
+
+impl Epoll {
+    pub fn new() -> io::Result<Epoll> {
+        // SAFETY: creating an epoll instance with flags only.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor that nothing else owns.
+        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Adds `fd`, readable, level- or edge-triggered. The set must not outlive it.
+    pub fn add(&self, fd: BorrowedFd<'_>, edge: bool) -> io::Result<()> {
+        let mut event = libc::epoll_event {
+            events: (libc::EPOLLIN | if edge { libc::EPOLLET } else { 0 }) as u32,
+            u64: fd.as_raw_fd() as u64,
+        };
+        // SAFETY: adding an open descriptor with a valid event.
+        let rc = unsafe {
+            libc::epoll_ctl(
+                self.0.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                fd.as_raw_fd(),
+                &mut event,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for a descriptor of the set to be ready (an interrupted wait ends
+    /// early, as a timeout does).
+    pub fn wait(&self, timeout: Duration) {
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 2];
+        // SAFETY: waiting into a local array of the length given.
+        unsafe {
+            libc::epoll_wait(
+                self.0.as_raw_fd(),
+                events.as_mut_ptr(),
+                events.len() as i32,
+                timeout.as_millis().min(i32::MAX as u128) as i32,
+            )
+        };
+    }
 }
 
 /// Takes an exclusive `flock` on `fd`, waiting for it; the lock goes with the descriptor.

@@ -174,7 +174,14 @@ pub fn parse_cmdline(bytes: &[u8]) -> Vec<Vec<u8>> {
     if body.is_empty() {
         return Vec::new();
     }
-    body.split(|&b| b == 0).map(|a| a.to_vec()).collect()
+    let mut argv = Vec::new();
+    let mut start = 0;
+    for nul in memchr::memchr_iter(0, body) {
+        argv.push(body[start..nul].to_vec());
+        start = nul + 1;
+    }
+    argv.push(body[start..].to_vec());
+    argv
 }
 
 /// `syscall` (proc(5)): `None` when the task is running, else the number of the system call it

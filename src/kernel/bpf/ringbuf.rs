@@ -196,6 +196,13 @@ impl AsRawFd for RingBuf {
     }
 }
 
+impl AsFd for RingBuf {
+    /// The descriptor to wait on for new records.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.map.as_fd()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

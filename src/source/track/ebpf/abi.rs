@@ -21,6 +21,9 @@ pub(super) const CNT_UNTRACKED: u32 = 1;
 pub(super) const CNT_BAD_NR: u32 = 3;
 pub(super) const CNT_ERRNO_FULL: u32 = 4;
 pub(super) const CNT_SDT_SIZES_FULL: u32 = 5;
+/// The word of `counters` the reader writes: non-zero while it batches, and the programs then
+/// ask the ring to wake it only when the data waiting passes a quarter of the ring.
+pub(super) const CTL_READER_BATCHING: u32 = 6;
 
 /// How often the reader checks the kernel's count of dropped records.
 pub(super) const DROP_CHECK: Duration = Duration::from_millis(100);
@@ -29,8 +32,9 @@ pub(super) const DROP_CHECK: Duration = Duration::from_millis(100);
 /// parallel build). Waking on the ring's notification costs a wake-up of this thread and of
 /// the session thread per record when records are sparser than the reader is fast (about
 /// three per process of a loop of short programs); sleeping instead lets them pile up and be
-/// read together. It bounds how late an EXEC line appears, and the ring (`RING_BYTES`) holds
-/// far more than a batch of this length even at the kernel's fork rate.
+/// read together. It bounds how late an EXEC line appears. A batch is cut short when the data
+/// waiting passes a quarter of the ring (`RING_BYTES`): a burst of long argv can fill the ring
+/// within a batch, a fork storm cannot.
 pub(super) const BATCH: Duration = Duration::from_millis(10);
 
 /// `struct total` of the BPF object.

@@ -45,6 +45,7 @@ use crate::kernel::bpf::object::{Object, Tracepoint};
 use crate::kernel::bpf::ringbuf::RingBuf;
 use crate::kernel::bpf::sys;
 use crate::kernel::bytes::{i32_at, u32_at, u64_at};
+use crate::kernel::calls::Epoll;
 use crate::kernel::caps;
 use crate::kernel::proc::parse_cmdline;
 use crate::model::{Arg, CallCount, Source, Syscalls, Termination, Uncounted};
@@ -114,6 +115,13 @@ pub fn start(
         None => None,
     };
     let done = Done::new().map_err(|e| format!("eventfd: {e}"))?;
+    let waiter = Epoll::new()
+        .and_then(|w| {
+            w.add(done.wake.as_fd(), false)?;
+            w.add(ring.as_fd(), true)?;
+            Ok(w)
+        })
+        .map_err(|e| format!("cannot wait on the ring buffer (epoll): {e}"))?;
     declare_sources(&sink, config);
     if sdt.as_ref().is_some_and(|s| s.maps.is_some()) {
         sink.emit(Event::Source {
@@ -128,6 +136,7 @@ pub fn start(
     let mut reader = Reader {
         _ebpf: ebpf,
         ring,
+        waiter,
         counters,
         dropped: 0,
         sdt,

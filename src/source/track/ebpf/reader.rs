@@ -25,6 +25,8 @@ pub(super) fn unreadable(what: &str, so: &str, e: &dyn std::error::Error) {
 pub(super) struct Reader {
     pub(super) _ebpf: Bpf,
     pub(super) ring: RingBuf,
+    /// The end of the tree (level-triggered) and the ring (edge-triggered: see [`Reader::run`]).
+    pub(super) waiter: Epoll,
     pub(super) counters: Array<u64>,
     /// Dropped records and untracked tasks already reported.
     pub(super) dropped: u64,
@@ -111,35 +113,35 @@ pub(super) struct ToJudge {
 impl Reader {
     /// Drains the ring until the run is done. While records are sparse it wakes on the ring's
     /// notification, so a lone exec is seen at once (the sampler reads a new program soon
-    /// after its exec); while they keep coming it sleeps [`BATCH`] between drains instead,
-    /// and the kernel, which notifies only when the reader has caught up, stops waking it.
+    /// after its exec); while they keep coming it sleeps [`BATCH`] between drains instead, and
+    /// tells the programs so (`CTL_READER_BATCHING`): they then ask the kernel for no
+    /// notification, except for a record that takes the data waiting past a quarter of the
+    /// ring, which wakes it early. The ring is waited on edge-triggered, so data already
+    /// waiting does not keep the reader awake.
     pub(super) fn run(mut self, done: &Done) {
         let mut last_check = Instant::now();
         let mut last_drain = Instant::now();
         let mut batching = false;
+        let mut after_batch = false;
         let end_ns = loop {
-            let mut fds = [
-                libc::pollfd {
-                    fd: done.wake.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.ring.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            let (n, timeout) = if batching {
-                (1, BATCH)
+            // The first wait after a batch is a batch's too: a record written as a program
+            // still saw the reader batching asked for no notification, and the records behind
+            // it get none either until it is read.
+            self.waiter.wait(if batching || after_batch {
+                BATCH
             } else {
-                (2, DROP_CHECK)
-            };
-            // SAFETY: polling one or two valid descriptors of a local array.
-            unsafe { libc::poll(fds.as_mut_ptr(), n, timeout.as_millis() as i32) };
+                DROP_CHECK
+            });
             let records = self.drain();
             // Records again within two batches of the last drain: a storm, so batch.
+            let was = batching;
             batching = records > 0 && last_drain.elapsed() <= 2 * BATCH;
+            after_batch = was && !batching;
+            if batching != was {
+                // A failed write only leaves the programs asking for every notification: more
+                // wake-ups, nothing lost.
+                let _ = self.counters.set(CTL_READER_BATCHING, &u64::from(batching));
+            }
             last_drain = Instant::now();
             if last_check.elapsed() >= DROP_CHECK {
                 self.check_drops();
