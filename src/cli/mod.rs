@@ -41,7 +41,13 @@ impl Cli {
         T: Into<OsString>,
     {
         let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-        let cli = Cli::try_parse_from(&args)?;
+        let cli = match Cli::run_alone(&args) {
+            Some(run) => Cli {
+                subcommand: None,
+                run,
+            },
+            None => Cli::try_parse_from(&args)?,
+        };
         if cli.subcommand.is_some() {
             return Ok(cli);
         }
@@ -51,9 +57,7 @@ impl Cli {
         let before = args.len().checked_sub(command.len() + 1);
         let explicit = before.is_some_and(|i| i == 0 || args[i] == "--");
         let name = command[0].to_string_lossy();
-        // Asked of the derive, which compares names, rather than of a second build of clap's
-        // whole command, which every run paid at start-up (bench/README.md).
-        if !explicit && <Subcommand as clap::Subcommand>::has_subcommand(&name) {
+        if !explicit && names_a_subcommand(&name) {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             return Err(cmd.error(
                 clap::error::ErrorKind::ArgumentConflict,
@@ -64,6 +68,31 @@ impl Cli {
         }
         Ok(cli)
     }
+}
+
+impl Cli {
+    /// The common case, `ste [OPTIONS] COMMAND`, parsed with the run's arguments alone: clap
+    /// builds every argument of every subcommand before it parses (the run's three times, for
+    /// `ste`, `run` and `record`), which was most of ste's start-up before the command
+    /// (bench/README.md). `None` when the first word may be a subcommand or `help`, and on any
+    /// error (help and `--version` are errors to clap): the whole parser then gives the result,
+    /// or the error as it always words it. A command line it accepts, the whole parser reads
+    /// the same: the same arguments, with no subcommand in the first place.
+    fn run_alone(args: &[OsString]) -> Option<RunArgs> {
+        if names_a_subcommand(args.get(1)?.to_str()?) {
+            return None;
+        }
+        let mut matches = RunArgs::augment_args(clap::Command::new("ste"))
+            .try_get_matches_from(args)
+            .ok()?;
+        <RunArgs as clap::FromArgMatches>::from_arg_matches_mut(&mut matches).ok()
+    }
+}
+
+/// Whether `word` is the name of a subcommand, clap's own `help` included (asked of the
+/// derive, which compares names, rather than of a build of clap's whole command).
+fn names_a_subcommand(word: &str) -> bool {
+    word == "help" || <Subcommand as clap::Subcommand>::has_subcommand(word)
 }
 
 /// Jobs other than running a command. A command whose name is a subcommand's runs with
@@ -580,6 +609,61 @@ mod tests {
     }
 
     use super::*;
+
+    fn words(line: &[&str]) -> Vec<OsString> {
+        line.iter().map(OsString::from).collect()
+    }
+
+    /// The run's parser alone and the whole one read every option of the run alike (each
+    /// with a value where it takes one); lines that only the whole parser can read go to it.
+    #[test]
+    fn the_run_alone_reads_a_run_as_the_whole_parser() {
+        let run = RunArgs::augment_args(clap::Command::new("ste"));
+        let mut lines: Vec<Vec<String>> = [
+            &["ste", "true"][..],
+            &["ste", "-q", "-o", "/dev/null", "ls", "-l", "--color"],
+            &["ste", "--", "record", "-o", "f"],
+            &["ste", "--tracker", "ptrace", "--", "--weird"],
+        ]
+        .iter()
+        .map(|l| l.iter().map(|w| w.to_string()).collect())
+        .collect();
+        for a in run.get_arguments() {
+            let Some(long) = a.get_long() else { continue };
+            let mut line = vec!["ste".to_string(), format!("--{long}")];
+            if a.get_action().takes_values() {
+                let value = a
+                    .get_possible_values()
+                    .first()
+                    .map(|v| v.get_name().to_string());
+                line.push(value.unwrap_or_else(|| "1".into()));
+            }
+            line.push("true".into());
+            lines.push(line);
+        }
+        let mut alone = 0;
+        for line in &lines {
+            let whole = Cli::try_parse_from(line);
+            let line: Vec<OsString> = line.iter().map(OsString::from).collect();
+            if let Some(run) = Cli::run_alone(&line) {
+                alone += 1;
+                let whole = whole.unwrap_or_else(|e| panic!("{line:?}: {e}"));
+                assert!(whole.subcommand.is_none(), "{line:?}");
+                assert_eq!(format!("{run:?}"), format!("{:?}", whole.run), "{line:?}");
+            }
+        }
+        assert!(alone > lines.len() / 2, "{alone} of {} lines", lines.len());
+        for line in [
+            &["ste", "record", "-o", "f", "true"][..],
+            &["ste", "help"],
+            &["ste", "--help"],
+            &["ste", "--version"],
+            &["ste", "--no-such-option", "true"],
+            &["ste", "-q"],
+        ] {
+            assert!(Cli::run_alone(&words(line)).is_none(), "{line:?}");
+        }
+    }
 
     #[test]
     fn parses_a_command_with_its_own_flags() {
