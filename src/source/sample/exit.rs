@@ -8,9 +8,7 @@
 //! are the sampling thread's.
 
 use super::carry::{self, Estimate};
-use super::{
-    Cached, Carried, Pace, Reader, Round, SMALL_EXIT_ROUND_BYTES, Sampler, State, expected_round_ns,
-};
+use super::{Cached, Carried, Pace, Reader, Round, SMALL_EXIT_ROUND_BYTES, Sampler, State};
 use crate::bus::event::Event;
 use crate::model::{Sample, SampleKind};
 
@@ -224,9 +222,9 @@ impl Sampler {
             // pay).
             let observed = !self.observers.read().expect("observers lock").is_empty();
             let affordable = if observed {
-                st.tokens_ns >= -expected_round_ns(&st)
+                st.budget.tokens_ns >= -st.budget.expected_round_ns(st.tick_rss_bytes)
             } else {
-                st.tokens_ns >= 0.0 && others + rss_bytes <= SMALL_EXIT_ROUND_BYTES
+                st.budget.tokens_ns >= 0.0 && others + rss_bytes <= SMALL_EXIT_ROUND_BYTES
             };
             if others + rss_bytes <= st.max_round_pss || (!fixed && !affordable) {
                 let could_raise = others + rss_bytes > st.max_pss;

@@ -1,8 +1,8 @@
 //! The memory sampler: PSS summed over the live tree, from exact reads anchored within a CPU
 //! budget and carried between them by cheap counters.
 //!
-//! Owns the set of live processes to read (trackers tell it about forks, execs and ends), the
-//! budget arithmetic and the sampling thread. It emits `Sample` events and never formats.
+//! Owns the set of live processes to read (trackers tell it about forks, execs and ends), when
+//! to read them, and the sampling thread. It emits `Sample` events and never formats.
 //!
 //! Two tiers, because an exact read's cost grows with memory (docs/kernel-notes.md: a rollup read
 //! costs a fixed part plus a part per resident page, ~20 ms for a 1 GiB process), so a budget spent
@@ -19,8 +19,8 @@
 //! - **Ticks** read `statm` of every live process (held open, `pread`, ~1 µs each) every
 //!   millisecond or so, and carry each process's PSS from its anchor (`carry`). A tick's cost
 //!   grows with the number of processes, not their pages; the tick interval stretches so ticks
-//!   take at most [`TICK_SHARE`] of the budget at their median cost, both tiers spend from
-//!   the same bucket, and ticks wait once it is in debt by more than [`TICK_DEBT_WALL_NS`]'s
+//!   take at most [`budget::TICK_SHARE`] of the budget at their median cost, both tiers spend from
+//!   the same bucket, and ticks wait once it is in debt by more than [`budget::TICK_DEBT_WALL_NS`]'s
 //!   share.
 //!   The kernel's high-water mark at exit (ebpf in the kernel, ptrace's `VmHWM` at its exit
 //!   stop, netlink's from taskstats records: [`Sampler::exit_record`]) covers growth after the
@@ -28,14 +28,17 @@
 //!   bound from the last read's upper end.
 //!
 //! Ticks are many; samples are kept bounded: within each emission window (never shorter than
-//! `elapsed / MAX_ROUNDS_SCALE`) the highest tick is emitted, so the maximum is never dropped.
+//! `elapsed / budget::MAX_ROUNDS_SCALE`) the highest tick is emitted, so the maximum is never dropped.
 //!
 //! A process's exit (its high-water mark, the round or tick at a ptrace exit stop) is in
-//! `exit.rs`; the carry arithmetic in `carry.rs`.
+//! `exit.rs`; the carry arithmetic in `carry.rs`; the budget's bucket and the ticks' pace in
+//! `budget.rs`.
 
+mod budget;
 pub mod carry;
 mod exit;
 
+use budget::{Budget, TICK_MIN_NS};
 use exit::Ended;
 pub use exit::ExitRound;
 
@@ -86,24 +89,11 @@ pub struct RoundInfo<'a> {
     pub pss_by_pid: &'a [(i32, u64)],
 }
 
-/// Rounds are never closer than this, nor closer than `elapsed / MAX_ROUNDS_SCALE`, so a run of
-/// an hour keeps a bounded number of samples. The same window bounds the ticks' samples.
-const MIN_INTERVAL_NS: u64 = 1_000_000;
-const MAX_ROUNDS_SCALE: u64 = 2_000;
-
-/// Ticks are never closer than this. A page-by-page fill grows by ~0.4 MB a millisecond, so a
-/// peak followed by an exit is missed by at most that much; the ebpf tracker's high-water mark
-/// at exit bounds the rest.
-const TICK_MIN_NS: u64 = 1_000_000;
-/// The share of the budget ticks may take; the rest pays for exact rounds. With a fixed
-/// `--interval`, ticks keep to this share of the default budget.
-const TICK_SHARE: f64 = 0.5;
 /// A process is not read until this long after its exec: before, the dynamic loader may not
 /// have mapped its libraries yet, and a read then is a figure of the loader, not of the
 /// program (a program that lives a millisecond would get a Max PSS of 12 KiB). A process that
 /// ends sooner is read only at an exit stop (ptrace) or not at all, and says so.
 pub const EXEC_SETTLE_NS: u64 = 1_000_000;
-const FIXED_TICK_BUDGET: f64 = 0.01;
 /// Exact rounds are taken within the budget when the ticks' figure is loose (its bound above
 /// this share of it), or the last one is older than ANCHOR_MAX_AGE_NS (sharing can change
 /// without any counter of the tree moving: a process outside it unmaps a library), or a
@@ -117,18 +107,6 @@ const SMALL_EXIT_ROUND_BYTES: u64 = 64 << 20;
 /// The longest ticks back off to while no counter moves: growth that starts after a quiet
 /// spell is seen within this long.
 const TICK_IDLE_MAX_NS: u64 = 10_000_000;
-
-/// How many of the last ticks' costs pace the next: their median, so one tick that seemed
-/// to cost 100 times its usual (the thread CPU clock of a VM counts time the host took the
-/// vCPU away) does not hold the ticks off for half a second while a process grows.
-const TICK_COSTS: usize = 9;
-
-/// Ticks spend from the rounds' bucket, and run on while it is in debt by less than the
-/// budget's share of this much wall time (5 ms at 1 %); beyond, they wait for it to refill.
-/// Pacing on the median lets a host that inflates many ticks (a VM's stolen time under load)
-/// spend past the budget: this bounds by how much. One inflated tick (a few ms) stays within
-/// it and stops nothing.
-const TICK_DEBT_WALL_NS: f64 = 500_000_000.0;
 
 /// Ticks' samples are emitted at most once per window of `max(EMIT_MIN_NS, elapsed /
 /// EMIT_SCALE)`, the window's highest: each emitted sample wakes the session thread (~20 µs),
@@ -228,13 +206,9 @@ struct State {
     /// The sampling thread is in a round or a tick (it holds no state lock meanwhile).
     busy: bool,
     nudged: bool,
-    tokens_ns: f64,
-    last_refill_ns: u64,
-    /// Expected cost of the next round (ns of CPU), from the last one.
-    round_cost_ns: f64,
-    /// Resident bytes the last round read (its cost grows with them), and as of the last
-    /// tick: the next round is expected to cost in proportion.
-    round_rss_bytes: u64,
+    /// The CPU budget's bucket, the rounds' expected cost and the ticks' pace.
+    budget: Budget,
+    /// Resident bytes as of the last tick (a round's cost grows with them).
     tick_rss_bytes: u64,
     /// The last tick saw the resident total grow by more than GROWING_BYTES; saw a counter
     /// move, or the set of processes change.
@@ -253,9 +227,6 @@ struct State {
     max_round_pss: u64,
     /// When the next tick is due.
     next_tick_ns: u64,
-    /// Cost of the last [`TICK_COSTS`] ticks (ns of CPU, newest last): what the tick read,
-    /// and what the thread spent since the one before.
-    tick_costs: std::collections::VecDeque<f64>,
     /// Processes gone whose high-water mark at exit may still come, and whether one came that
     /// no sample shows yet (the sampling thread, or `stop`, turns it into one).
     ended: HashMap<i32, Ended>,
@@ -304,7 +275,6 @@ pub struct Sampler {
 
 impl Sampler {
     pub fn new(pace: Pace, sink: Sink) -> Arc<Sampler> {
-        let burst = burst_ns(pace, 0.0);
         Arc::new(Sampler {
             pace,
             sink,
@@ -313,10 +283,7 @@ impl Sampler {
                 stop: false,
                 busy: false,
                 nudged: false,
-                tokens_ns: burst,
-                last_refill_ns: 0,
-                round_cost_ns: 0.0,
-                round_rss_bytes: 0,
+                budget: Budget::new(pace),
                 tick_rss_bytes: 0,
                 tick_growing: false,
                 tick_moved: true,
@@ -330,7 +297,6 @@ impl Sampler {
                 max_pss: 0,
                 max_round_pss: 0,
                 next_tick_ns: 0,
-                tick_costs: std::collections::VecDeque::with_capacity(TICK_COSTS),
                 ended: HashMap::new(),
                 ended_order: std::collections::VecDeque::new(),
                 ended_due: false,
@@ -565,10 +531,7 @@ impl Sampler {
                 Pace::Budget(b) => Some(b),
                 Pace::Fixed(_) => None,
             },
-            burst_ns: match self.pace {
-                Pace::Budget(b) => Some((BURST_WALL_NS * b) as u64),
-                Pace::Fixed(_) => None,
-            },
+            burst_ns: st.budget.allowances_ns().0,
             interval_ns: match self.pace {
                 Pace::Fixed(d) => Some(d.as_nanos() as u64),
                 Pace::Budget(_) => None,
@@ -582,10 +545,7 @@ impl Sampler {
             tick_cpu_ns: st.tick_cpu_ns,
             exec_settle_ns: Some(EXEC_SETTLE_NS),
             max_round_cpu_ns: (st.rounds > 0).then_some(st.max_round_cpu_ns),
-            tick_debt_ns: match self.pace {
-                Pace::Budget(b) => Some((TICK_DEBT_WALL_NS * b) as u64),
-                Pace::Fixed(_) => None,
-            },
+            tick_debt_ns: st.budget.allowances_ns().1,
         }
     }
 
@@ -674,7 +634,7 @@ impl Sampler {
                 let asks = new_high;
                 st = self.state.lock().expect("sampler lock");
                 self.not_busy(&mut st);
-                st.tokens_ns -= between as f64;
+                st.budget.between_spent(between, !exact);
                 st.cpu_ns += between;
                 if asks && !self.observers.read().expect("observers lock").is_empty() {
                     st.nudged = true;
@@ -682,21 +642,18 @@ impl Sampler {
                 if !exact {
                     st.tick_moved = moved;
                     st.tick_cpu_ns += between;
-                    if let Some(cost) = st.tick_costs.back_mut() {
-                        *cost += between as f64;
-                    }
                 }
                 mark = thread_cpu_ns();
                 let now = self.sink.now_ns();
                 // While nothing moves, ticks back off (doubling, up to TICK_IDLE_MAX_NS): a
                 // process asleep on 4 GiB costs a wake-up every 10 ms, not every tick.
-                let paced = self.tick_interval(&st);
+                let paced = st.budget.tick_interval();
                 st.tick_backoff_ns = if moved {
                     paced
                 } else {
                     (st.tick_backoff_ns.max(paced) * 2).min(TICK_IDLE_MAX_NS.max(paced))
                 };
-                st.next_tick_ns = now + st.tick_backoff_ns.max(self.debt_wait(&st));
+                st.next_tick_ns = now + st.tick_backoff_ns.max(st.budget.debt_wait());
                 continue;
             }
             let timeout = match (readable, settle_wait) {
@@ -714,22 +671,6 @@ impl Sampler {
         }
     }
 
-    /// Time between ticks: at least [`TICK_MIN_NS`], and long enough for ticks to keep to
-    /// their share of the budget at their measured cost (the median of the last
-    /// [`TICK_COSTS`]).
-    fn tick_interval(&self, st: &State) -> u64 {
-        let share = match self.pace {
-            Pace::Budget(b) => b * TICK_SHARE,
-            Pace::Fixed(_) => FIXED_TICK_BUDGET * TICK_SHARE,
-        };
-        let paced = if share > 0.0 {
-            (median(&st.tick_costs).unwrap_or(0.0) / share) as u64
-        } else {
-            u64::MAX
-        };
-        paced.max(TICK_MIN_NS)
-    }
-
     /// The sampling thread is done reading. Only `stop` waits for that (after setting `stop`):
     /// a wake-up of nobody is still a system call, at every tick.
     fn not_busy(&self, st: &mut State) {
@@ -739,58 +680,14 @@ impl Sampler {
         }
     }
 
-    /// How long ticks must wait for the bucket to come back within [`TICK_DEBT_WALL_NS`]'s
-    /// debt (0: they need not).
-    fn debt_wait(&self, st: &State) -> u64 {
-        match self.pace {
-            Pace::Budget(b) if b > 0.0 => {
-                let floor = -(TICK_DEBT_WALL_NS * b);
-                if st.tokens_ns < floor {
-                    ((floor - st.tokens_ns) / b) as u64
-                } else {
-                    0
-                }
-            }
-            _ => 0,
-        }
-    }
-
     /// Nanoseconds to wait before the next round is due (0: now).
     fn wait_before_round(&self, st: &State, now: u64) -> u64 {
-        let min_gap = MIN_INTERVAL_NS.max(now / MAX_ROUNDS_SCALE);
-        let since = st.last_round_ns.map(|t| now.saturating_sub(t));
-        if let Some(since) = since
-            && since < min_gap
-        {
-            return min_gap - since;
-        }
-        match self.pace {
-            Pace::Fixed(d) => {
-                let period = d.as_nanos() as u64;
-                match since {
-                    Some(since) if since < period && !st.nudged => period - since,
-                    _ => 0,
-                }
-            }
-            Pace::Budget(b) => {
-                let missing = expected_round_ns(st) - st.tokens_ns;
-                if missing <= 0.0 {
-                    // Affordable now: due if asked for, or if the budget allows no sooner.
-                    0
-                } else {
-                    (missing / b) as u64
-                }
-            }
-        }
+        st.budget
+            .wait_before_round(now, st.last_round_ns, st.nudged, st.tick_rss_bytes)
     }
 
     fn refill(&self, st: &mut State, now: u64) {
-        if let Pace::Budget(b) = self.pace {
-            let elapsed = now.saturating_sub(st.last_refill_ns) as f64;
-            let cap = burst_ns(self.pace, expected_round_ns(st));
-            st.tokens_ns = (st.tokens_ns + elapsed * b).min(cap);
-        }
-        st.last_refill_ns = now;
+        st.budget.refill(now, st.tick_rss_bytes);
     }
 
     /// Reports high-water marks read at `t` that grew.
@@ -902,11 +799,7 @@ impl Sampler {
             }
         }
         self.emit_peaks(t, peaks);
-        st.tokens_ns -= cost as f64;
-        if st.tick_costs.len() == TICK_COSTS {
-            st.tick_costs.pop_front();
-        }
-        st.tick_costs.push_back(cost as f64);
+        st.budget.tick_spent(cost);
         st.tick_growing = sample.rss_bytes > st.tick_rss_bytes.saturating_add(GROWING_BYTES);
         st.tick_rss_bytes = sample.rss_bytes;
         st.cpu_ns += cost;
@@ -1106,10 +999,8 @@ impl Sampler {
                     }
                 }
             }
-            st.tokens_ns -= cost as f64;
-            st.round_cost_ns = cost as f64;
+            st.budget.round_spent(cost, read_rss_bytes);
             st.max_round_cpu_ns = st.max_round_cpu_ns.max(cost);
-            st.round_rss_bytes = read_rss_bytes;
             // Only a round of every process anchors the tree afresh.
             if full {
                 st.changed_since_round = false;
@@ -1445,42 +1336,6 @@ fn same_figures(a: &Sample, b: &Sample) -> bool {
         && a.per_process == b.per_process
 }
 
-/// The median of `costs` (the upper one of an even count), `None` when there are none.
-fn median(costs: &std::collections::VecDeque<f64>) -> Option<f64> {
-    // On the stack: it runs at every tick.
-    let mut sorted = [0.0; TICK_COSTS];
-    let n = costs.len().min(TICK_COSTS);
-    for (to, from) in sorted.iter_mut().zip(costs) {
-        *to = *from;
-    }
-    let sorted = &mut sorted[..n];
-    sorted.sort_by(f64::total_cmp);
-    sorted.get(n / 2).copied()
-}
-
-/// What the next round should cost: the last one's, scaled by how much more memory the ticks
-/// have seen since (a round's reads walk every resident page), so a growing process does not
-/// overdraw the budget by a round each time.
-fn expected_round_ns(st: &State) -> f64 {
-    if st.round_rss_bytes > 0 && st.tick_rss_bytes > st.round_rss_bytes {
-        st.round_cost_ns * (st.tick_rss_bytes as f64 / st.round_rss_bytes as f64)
-    } else {
-        st.round_cost_ns
-    }
-}
-
-/// Budget share of this much wall time is the bucket's start-up allowance: at 1 % a run gets
-/// 1 ms of sampling at once, so even a short command is sampled from its first exec.
-const BURST_WALL_NS: f64 = 100_000_000.0;
-
-/// The most CPU the bucket may hold: two rounds, and at least the start-up allowance.
-fn burst_ns(pace: Pace, round_cost_ns: f64) -> f64 {
-    match pace {
-        Pace::Budget(b) => (2.0 * round_cost_ns).max(BURST_WALL_NS * b),
-        Pace::Fixed(_) => f64::INFINITY,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1634,41 +1489,5 @@ mod tests {
             c.kill().unwrap();
             c.wait().unwrap();
         }
-    }
-
-    /// One tick that seemed to cost 100 times the others (a VM's stolen time counts as the
-    /// thread's CPU) does not hold off the next: ticks are paced on the median of the last
-    /// ones.
-    #[test]
-    fn an_outlier_tick_does_not_stretch_the_pace() {
-        let (sink, _rx) = crate::bus::sink::Sink::new(Clock::start());
-        let sampler = Sampler::new(Pace::Budget(0.01), sink);
-        let mut st = sampler.state.lock().unwrap();
-        for _ in 0..TICK_COSTS - 1 {
-            st.tick_costs.push_back(50_000.0);
-        }
-        st.tick_costs.push_back(5_000_000.0);
-        // 50 µs at half of 1 %: 10 ms.
-        assert_eq!(sampler.tick_interval(&st), 10_000_000);
-        assert_eq!(median(&std::collections::VecDeque::new()), None);
-    }
-
-    /// Ticks spend from the bucket: one inflated tick's debt stops nothing, but ticks that
-    /// keep costing more than their median says wait once the debt passes its bound.
-    #[test]
-    fn ticks_wait_once_their_debt_passes_its_bound() {
-        let (sink, _rx) = crate::bus::sink::Sink::new(Clock::start());
-        let sampler = Sampler::new(Pace::Budget(0.01), sink);
-        let mut st = sampler.state.lock().unwrap();
-        // A full bucket, less one 5 ms tick: 4 ms of debt, within the 5 ms bound at 1 %.
-        st.tokens_ns = 1_000_000.0 - 5_000_000.0;
-        assert_eq!(sampler.debt_wait(&st), 0);
-        // 2 ms past the bound: at 1 %, 200 ms to refill.
-        st.tokens_ns = -7_000_000.0;
-        assert_eq!(sampler.debt_wait(&st), 200_000_000);
-        drop(st);
-        let fixed = Sampler::new(Pace::Fixed(Duration::from_millis(10)), sampler.sink.clone());
-        let st = fixed.state.lock().unwrap();
-        assert_eq!(fixed.debt_wait(&st), 0, "a fixed interval has no bucket");
     }
 }
