@@ -356,7 +356,7 @@ mod tests {
                 map_type: super::super::sys::MAP_ARRAY,
                 key_size: 4,
                 value_size: 8,
-                max_entries: 6,
+                max_entries: 7,
                 flags: 0
             }
         );
