@@ -1,12 +1,23 @@
-//! The sampler's CPU budget: the token bucket that exact rounds and ticks both spend from, when
-//! the next round is due, the ticks' pace at their median cost, and the bound on their debt.
+//! The sampler's pace ([`Pace`]: a CPU budget or a fixed interval) and its budget: the token
+//! bucket that exact rounds and ticks both spend from, when the next round is due, the ticks'
+//! pace at their median cost, and the bound on their debt.
 //!
 //! Owns only that arithmetic, on nanoseconds the sampler gives it (the clock, what a round or a
-//! tick cost, the resident memory it saw). It runs no thread, reads no file and emits nothing:
-//! `mod.rs` decides what to read and when, and calls in here under its state's lock.
+//! tick cost, the resident memory it saw). It imports nothing of the sampler, runs no thread,
+//! reads no file and emits nothing: `mod.rs` decides what to read and when, and calls in here
+//! under its state's lock.
 
-use super::Pace;
 use std::collections::VecDeque;
+use std::time::Duration;
+
+/// How the sampler is paced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pace {
+    /// Keep within this fraction of one core.
+    Budget(f64),
+    /// A fixed period, whatever it costs.
+    Fixed(Duration),
+}
 
 /// Rounds are never closer than this, nor closer than `elapsed / MAX_ROUNDS_SCALE`, so a run of
 /// an hour keeps a bounded number of samples. The same window bounds the ticks' samples.
@@ -216,7 +227,6 @@ fn burst_ns(pace: Pace, round_cost_ns: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     /// One tick that seemed to cost 100 times the others (a VM's stolen time counts as the
     /// thread's CPU) does not hold off the next: ticks are paced on the median of the last

@@ -38,6 +38,7 @@ mod budget;
 pub mod carry;
 mod exit;
 
+pub use budget::Pace;
 use budget::{Budget, TICK_MIN_NS};
 use exit::Ended;
 pub use exit::ExitRound;
@@ -51,15 +52,6 @@ use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
-
-/// How the sampler is paced.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Pace {
-    /// Keep within this fraction of one core.
-    Budget(f64),
-    /// A fixed period, whatever it costs.
-    Fixed(Duration),
-}
 
 /// A source that rides on the sampler's rounds (`--maps-at-peak`, `--malloc`): it sees each
 /// process read and each round's outcome, and execs. Registered before the sampler starts.
