@@ -68,9 +68,7 @@ impl Cli {
         }
         Ok(cli)
     }
-}
 
-impl Cli {
     /// The common case, `ste [OPTIONS] COMMAND`, parsed with the run's arguments alone: clap
     /// builds every argument of every subcommand before it parses (the run's three times, for
     /// `ste`, `run` and `record`), which was most of ste's start-up before the command

@@ -7,8 +7,9 @@
 //! Part of the sampler (`sample/mod.rs`), on its state: must not pace rounds or ticks, which
 //! are the sampling thread's.
 
+use super::carried::Carried;
 use super::carry::{self, Estimate};
-use super::{Cached, Carried, Pace, Reader, Round, SMALL_EXIT_ROUND_BYTES, Sampler, State};
+use super::{Cached, Pace, Reader, Round, SMALL_EXIT_ROUND_BYTES, Sampler, State};
 use crate::bus::event::Event;
 use crate::model::{Sample, SampleKind};
 

@@ -31,21 +31,23 @@
 //! `elapsed / budget::MAX_ROUNDS_SCALE`) the highest tick is emitted, so the maximum is never dropped.
 //!
 //! A process's exit (its high-water mark, the round or tick at a ptrace exit stop) is in
-//! `exit.rs`; the carry arithmetic in `carry.rs`; the budget's bucket and the ticks' pace in
-//! `budget.rs`.
+//! `exit.rs`; the carry arithmetic in `carry.rs`, and what is carried of each process in
+//! `carried.rs`; the budget's bucket and the ticks' pace in `budget.rs`.
 
 mod budget;
+mod carried;
 pub mod carry;
 mod exit;
 
 pub use budget::Pace;
 use budget::{Budget, TICK_MIN_NS};
+use carried::Carried;
 use exit::Ended;
 pub use exit::ExitRound;
 
 use crate::bus::event::Event;
 use crate::bus::sink::{Sink, thread_cpu_ns};
-use crate::kernel::proc::{ProcFs, Rollup, StatmFile, page_size};
+use crate::kernel::proc::{ProcFs, Rollup, page_size};
 use crate::model::{ProcessSample, Sample, SampleKind, SamplerInfo, Source};
 use carry::{Anchor, Counters, Estimate};
 use std::collections::BTreeMap;
@@ -170,19 +172,6 @@ impl Cached {
                 .exec_ns
                 .is_none_or(|t| now.saturating_sub(t) >= EXEC_SETTLE_NS)
     }
-}
-
-/// What the sampling side keeps of each process to carry its PSS between exact reads.
-struct Carried {
-    image: u32,
-    statm: Option<StatmFile>,
-    anchor: Option<Anchor>,
-    estimate: Estimate,
-    /// Largest resident size ste read since its image started, and its PSS then.
-    seen_resident_bytes: u64,
-    at_seen: Estimate,
-    /// Its counters at the last tick, to see whether anything moved.
-    last: Option<Counters>,
 }
 
 /// What rounds and ticks read with (one at a time: behind [`Sampler::reader`]).
@@ -1042,103 +1031,6 @@ impl Sampler {
             }
         }
         self.emit_peaks(t, peaks);
-    }
-}
-
-impl Carried {
-    fn new(image: u32) -> Carried {
-        Carried {
-            image,
-            statm: None,
-            anchor: None,
-            estimate: Estimate::default(),
-            seen_resident_bytes: 0,
-            at_seen: Estimate::default(),
-            last: None,
-        }
-    }
-
-    /// The carry of `pid` at its image `image`: started afresh for a new image, its `statm`
-    /// opened on first use.
-    fn of<'a>(
-        carried: &'a mut HashMap<i32, Carried>,
-        procfs: &mut ProcFs,
-        pid: i32,
-        image: u32,
-    ) -> &'a mut Carried {
-        let c = carried.entry(pid).or_insert_with(|| Carried::new(image));
-        if c.image != image {
-            *c = Carried::new(image);
-        }
-        if c.statm.is_none() {
-            c.statm = procfs.open_statm(pid).ok();
-        }
-        c
-    }
-
-    /// The counters of `cached`'s parent now, when `pid` is a forked child about to be
-    /// anchored from its counters (see [`Anchor::of_fork`]); `None` otherwise, or when the
-    /// parent is not being read.
-    fn parent_of_fork(
-        carried: &HashMap<i32, Carried>,
-        pid: i32,
-        cached: &Cached,
-    ) -> Option<Counters> {
-        let anchored = carried
-            .get(&pid)
-            .is_some_and(|c| c.image == cached.image && c.anchor.is_some());
-        if cached.exec_seen || anchored {
-            return None;
-        }
-        carried.get(&cached.parent?)?.counters()
-    }
-
-    /// Its counters now; `None` when they cannot be read (gone, no memory, refused).
-    fn counters(&self) -> Option<Counters> {
-        match self.statm.as_ref().map(StatmFile::read) {
-            Some(Ok(Some((resident, shared)))) => Some(Counters { resident, shared }),
-            _ => None,
-        }
-    }
-
-    /// A tick of this process with counters `now`: its PSS carried from its anchor (started
-    /// from nothing for a new image, from these counters for a forked child that has none),
-    /// and whether the counters moved since the last tick.
-    fn tick(
-        &mut self,
-        now: Counters,
-        exec_seen: bool,
-        parent: Option<Counters>,
-        page: u64,
-    ) -> (Estimate, bool) {
-        let anchor = *self.anchor.get_or_insert_with(|| {
-            if exec_seen {
-                // A new image's memory is all its own: carried from nothing.
-                Anchor::default()
-            } else {
-                Anchor::of_fork(now, parent, page)
-            }
-        });
-        let e = carry::carry(&anchor, now, page);
-        self.saw(now.resident * page, e);
-        let moved = self.last != Some(now);
-        self.last = Some(now);
-        (e, moved)
-    }
-
-    /// Its resident bytes at the last tick (0 before any).
-    fn last_resident_bytes(&self, page: u64) -> u64 {
-        self.last.map_or(0, |c| c.resident * page)
-    }
-
-    /// A read of `resident_bytes` with PSS `e`: kept when it is the largest seen, as the
-    /// base of [`Sampler::exit_peak`].
-    fn saw(&mut self, resident_bytes: u64, e: Estimate) {
-        self.estimate = e;
-        if resident_bytes >= self.seen_resident_bytes {
-            self.seen_resident_bytes = resident_bytes;
-            self.at_seen = e;
-        }
     }
 }
 

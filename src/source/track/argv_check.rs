@@ -109,9 +109,10 @@ pub fn verdict(read_start_ns: u64, probe: Probe, first: Option<Later>) -> Verdic
 /// The waits before each look (about 13 ms in all): a process just exec'd is running its
 /// dynamic loader, so the first look waits too (a look at once finds it running, a read of
 /// `/proc/PID/syscall` for nothing: bench/README.md), and it soon sleeps in a system call or
-/// ends; a process waiting for a CPU also shows as running. A process that never sleeps keeps the reader this long. Few looks: a tracker
-/// pays a wake-up for each, and nothing for a long wait that an event of the process cuts
-/// short (the trackers take their queue before each wait).
+/// ends; a process waiting for a CPU also shows as running. A process that never sleeps keeps
+/// the reader this long. Few looks: a tracker pays a wake-up for each, and nothing for a long
+/// wait that an event of the process cuts short (the trackers take their queue before each
+/// wait).
 pub const WAITS: [Duration; 5] = [
     Duration::from_micros(700),
     Duration::from_micros(800),

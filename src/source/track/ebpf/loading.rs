@@ -220,7 +220,7 @@ pub(super) fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBu
     }
     // Side by side, on this thread and one helper started on another CPU: the helper walks
     // the kernel's BTF while this thread has the kernel allocate the maps; both then load and
-    // attach the programs in turn. Mapping the ring buffer (~0.2 ms) goes to whichever thread
+    // attach the programs in turn. Mapping the ring buffer goes to whichever thread
     // is free first: this one, when the helper is still walking the BTF once the maps exist
     // (it would only wait), or else the first to run out of programs. One helper for all of
     // it, rather than a thread a job: starting a thread costs ~0.05 ms here, and up to ~1 ms

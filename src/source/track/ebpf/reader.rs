@@ -137,10 +137,15 @@ impl Reader {
             let was = batching;
             batching = records > 0 && last_drain.elapsed() <= 2 * BATCH;
             after_batch = was && !batching;
-            if batching != was {
-                // A failed write only leaves the programs asking for every notification: more
-                // wake-ups, nothing lost.
-                let _ = self.counters.set(CTL_READER_BATCHING, &u64::from(batching));
+            if batching != was
+                && let Err(e) = self.counters.set(CTL_READER_BATCHING, &u64::from(batching))
+            {
+                // Nothing is lost either way, but the programs then ask for a notification of
+                // every record, or of none until the ring is a quarter full: said, not hidden.
+                eprintln!(
+                    "ste: cannot tell the BPF programs whether the reader batches ({e}): EXEC lines may come up to {} ms late",
+                    DROP_CHECK.as_millis()
+                );
             }
             last_drain = Instant::now();
             if last_check.elapsed() >= DROP_CHECK {
