@@ -1,8 +1,10 @@
 //! ste's own BPF loader (issue 2's start-up): as root under the ebpf tracker it loads from the
 //! kernel's BTF, and a kernel BTF it cannot use (`STE_KERNEL_BTF` pointing at a corrupt or
-//! foreign blob) is refused with a message that says which file and what is wrong with it.
+//! foreign blob) is refused with a message that says which file and what is wrong with it. What
+//! the BTF told a run is kept for the next run of the same binary (`/run/ste/btf-*`), which
+//! then reads the same figures without walking it.
 
-use crate::harness::{Mode, Tracker, Who, bins, command_as, scratch, ste};
+use crate::harness::{Mode, Tracker, Who, bins, command_as, scratch, ste, ste_with};
 
 const EBPF_ROOT: Mode = Mode {
     tracker: Tracker::Ebpf,
@@ -57,6 +59,56 @@ fn loads_from_the_kernels_btf() {
     // The explicit default path gives the same.
     let (status, err) = with_btf(std::path::Path::new("/sys/kernel/btf/vmlinux"));
     assert_eq!(status, 0, "{err}");
+}
+
+/// The figures the offsets from the BTF are read at, for a run of a shell that runs `sleep`
+/// and exits with 3 (ste with it).
+fn read_at_offsets(o: &crate::harness::Outcome) -> Vec<String> {
+    assert_eq!(o.status(), 3, "{}", o.stderr());
+    let run = o.run();
+    assert_eq!(run.tracker, "ebpf", "{:?}", run.notes);
+    run.processes
+        .iter()
+        .map(|p| {
+            assert!(p.peak_rss_bytes.is_some_and(|b| b > 0), "{p:?}");
+            let argv: Vec<String> = p.execs.iter().map(|e| format!("{:?}", e.argv)).collect();
+            format!("{:?} {}", p.exit_code, argv.join(" "))
+        })
+        .collect()
+}
+
+#[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
+fn a_run_takes_what_the_btf_told_the_last_run_and_reads_the_same() {
+    let command = ["/bin/sh", "-c", "/bin/sleep 0.01; exit 3"];
+    let phased = |walk: bool| {
+        ste_with(EBPF_ROOT, &[], &command, |c| {
+            c.env("STE_PHASES", "1");
+            if walk {
+                // Another BTF than the kernel's own is never kept: this one is walked.
+                c.env("STE_KERNEL_BTF", "/sys/kernel/btf/vmlinux");
+            }
+        })
+    };
+    let walked = phased(true);
+    assert!(
+        walked.stderr().contains("bpf: kernel BTF [") && !walked.stderr().contains("as kept"),
+        "{}",
+        walked.stderr()
+    );
+    // The first run of this binary since boot walks it and keeps the answer; the next takes it.
+    let _ = phased(false);
+    let kept = phased(false);
+    let err = kept.stderr();
+    let phases: Vec<&str> = err.lines().filter(|l| l.contains("BTF")).collect();
+    assert!(
+        phases.len() == 1 && phases[0].contains("bpf: kernel BTF, as kept"),
+        "{err}"
+    );
+    let (a, b) = (read_at_offsets(&walked), read_at_offsets(&kept));
+    assert_eq!(a, b);
+    assert_eq!(a.len(), 2, "{a:?}");
+    assert!(a[0].starts_with("Some(3) "), "{a:?}");
 }
 
 #[test]

@@ -153,8 +153,32 @@ pub(super) const RING_BYTES: u32 = 1 << 20;
 
 /// What the kernel's BTF tells the loader: the offsets to set and the tracepoints' ids.
 pub(super) struct FromBtf {
-    pub(super) layout: Vec<(&'static str, u32)>,
+    pub(super) layout: Vec<(String, u32)>,
     pub(super) tracepoint_ids: Vec<u32>,
+}
+
+/// [`from_btf`]'s answer, as an earlier run of this binary since boot was given it when it is
+/// kept (`btf_cache`), else walked and kept for the next run. Not with `STE_KERNEL_BTF`
+/// (another BTF than the kernel's) or as another user than root (the file is root's).
+pub(super) fn btf_answers<S: AsRef<str>>(
+    syscalls: bool,
+    tracepoints: &[S],
+) -> Result<FromBtf, String> {
+    let key = (std::env::var_os("STE_KERNEL_BTF").is_none() && crate::kernel::calls::is_root())
+        .then(|| btf_cache::Key::current(syscalls, tracepoints))
+        .flatten();
+    if let Some(key) = &key
+        && let Some(kept) = crate::bus::phases::span("bpf: kernel BTF, as kept", || {
+            btf_cache::read(&btf_cache::dir(), key)
+        })
+    {
+        return Ok(kept);
+    }
+    let walked = crate::bus::phases::span("bpf: kernel BTF", || from_btf(syscalls, tracepoints))?;
+    if let Some(key) = &key {
+        let _ = btf_cache::write(&btf_cache::dir(), key, &walked);
+    }
+    Ok(walked)
 }
 
 /// Reads the kernel's BTF (mapped where the kernel allows it) for `layout` and the ids of
@@ -175,7 +199,10 @@ pub(super) fn from_btf<S: AsRef<str>>(
     let tracepoint_ids = crate::kernel::bpf::loader::tracepoint_ids(&kernel, tracepoints)
         .map_err(|e| format!("loading the tracepoint programs: {e}"))?;
     Ok(FromBtf {
-        layout,
+        layout: layout
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v))
+            .collect(),
         tracepoint_ids,
     })
 }
@@ -231,7 +258,7 @@ pub(super) fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBu
     let (btf_tx, btf_rx) = mpsc::channel();
     let (work_tx, work_rx) = mpsc::channel::<(Arc<Tracepoints>, Arc<RingJob>)>();
     let helper = spawn_elsewhere("ste-bpf-helper", move || {
-        let btf = crate::bus::phases::span("bpf: kernel BTF", || from_btf(with_syscalls, &want));
+        let btf = btf_answers(with_syscalls, &want);
         let _ = btf_tx.send(btf);
         // No work when the loading stopped short: its error says why.
         let (tracepoints, ring) = work_rx.recv().ok()?;
@@ -255,7 +282,7 @@ pub(super) fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBu
     // The BTF's error first, as when the two ran in turn: it says what this kernel lacks.
     let btf = match (&helper, walked.map_or_else(|| btf_rx.recv(), Ok)) {
         (Some(_), Ok(btf)) => btf?,
-        _ => from_btf(with_syscalls, &typed)?,
+        _ => btf_answers(with_syscalls, &typed)?,
     };
     let mut ebpf = created.map_err(|e| e.to_string())?;
     for (name, value) in &btf.layout {

@@ -28,7 +28,8 @@
 //! has reaped every child, every record is in the ring buffer. Records that do not fit are
 //! counted in the kernel; the reader reports them as lost and rebuilds the tree from /proc.
 //!
-//! Its rooms: `abi` (the mirrors of `bpf/ste.bpf.c`), `loading` (the object loaded before the
+//! Its rooms: `abi` (the mirrors of `bpf/ste.bpf.c`), `btf_cache` (what the kernel's BTF told
+//! the last run of this binary since boot), `loading` (the object loaded before the
 //! release), `reader` (the ring-buffer reader thread), `syscall_maps` (the system-call maps read
 //! at the end); this file registers the root and starts them.
 
@@ -61,6 +62,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 mod abi;
+mod btf_cache;
 pub mod floor;
 mod loading;
 mod reader;
