@@ -109,15 +109,20 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     let probes = sdt.map_or_else(String::new, |p| p.text_before(preloaded.bpf_status()));
     let malloc = crate::source::malloc::attach(malloc, probes, &sampler, &sink);
     let mut launched = child.launched();
+    let ends_read = crate::bus::latch::Latch::new();
     let started = match crate::bus::phases::span("tracker start", || {
         track::start(
             opts.tracker,
             opts.syscalls,
-            preloaded,
-            &mut launched,
-            &sink,
-            &(std::sync::Arc::clone(&sampler) as std::sync::Arc<dyn crate::bus::tree::TreeWatcher>),
-            accounting.tracker_reads_ledger(),
+            track::Ctx {
+                preloaded,
+                child: &mut launched,
+                sink: &sink,
+                sampler: &(std::sync::Arc::clone(&sampler)
+                    as std::sync::Arc<dyn crate::bus::tree::TreeWatcher>),
+                ledger: accounting.tracker_reads_ledger(),
+                ends_read: &ends_read,
+            },
         )
     }) {
         Ok(started) => started,
@@ -213,6 +218,8 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     accounting.ask_to_stop();
     let info = crate::bus::phases::span("sampler stop", || sampler.stop());
     crate::bus::phases::span("accounting stop", || accounting.stop());
+    // The tracker's clean-up may begin (the ebpf reader's detach: see `bus::latch`).
+    ends_read.open();
     if let Some(p) = &peak_maps {
         p.finish();
     }

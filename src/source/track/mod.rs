@@ -15,6 +15,7 @@ pub mod reaper;
 pub mod tree;
 
 use crate::bus::event::Event;
+use crate::bus::latch::Latch;
 use crate::bus::launched::Launched;
 use crate::bus::sink::Sink;
 use crate::bus::tree::TreeWatcher;
@@ -134,14 +135,17 @@ impl Preloaded {
     }
 }
 
-/// What starting a tracker needs.
-struct Ctx<'a> {
-    preloaded: Preloaded,
-    child: &'a mut Launched,
-    sink: &'a Sink,
-    sampler: &'a Arc<dyn TreeWatcher>,
+/// What starting a tracker needs from the session.
+pub struct Ctx<'a> {
+    pub preloaded: Preloaded,
+    pub child: &'a mut Launched,
+    pub sink: &'a Sink,
+    pub sampler: &'a Arc<dyn TreeWatcher>,
     /// Whether ptrace reads the ledger's figures (see `account::Session::tracker_reads_ledger`).
-    ledger: bool,
+    pub ledger: bool,
+    /// Opened by the session once it has read the run's end figures (the ebpf reader detaches
+    /// its programs only then: see `bus::latch`).
+    pub ends_read: &'a Arc<Latch>,
 }
 
 impl Ctx<'_> {
@@ -151,7 +155,7 @@ impl Ctx<'_> {
         let (sink, sampler) = (self.sink.clone(), Arc::clone(self.sampler));
         match kind {
             TrackerKind::Ebpf => match self.preloaded.0.take() {
-                Some(loaded) => ebpf::start(loaded?, self.child, sink, sampler),
+                Some(loaded) => ebpf::start(loaded?, self.child, sink, sampler, self.ends_read),
                 None => Err("the BPF object was not loaded".into()),
             },
             TrackerKind::Ptrace => ptrace::start(self.child, sink, sampler, syscalls, self.ledger),
@@ -167,24 +171,12 @@ impl Ctx<'_> {
 /// Starts the requested tracker, or the most exact one that works (ebpf, then ptrace, then
 /// netlink, saying why). With `--syscalls`, only a tracker that can count them: ebpf, or
 /// ptrace with syscall stops when `--allow-ptrace` accepts their cost. Returns the tracker in
-/// use; the notes for the report are emitted. `ledger`: whether ptrace reads the ledger's
-/// figures itself (taskstats is not there to give them).
+/// use; the notes for the report are emitted.
 pub fn start(
     requested: Option<TrackerKind>,
     syscalls: Option<SyscallRequest>,
-    preloaded: Preloaded,
-    child: &mut Launched,
-    sink: &Sink,
-    sampler: &Arc<dyn TreeWatcher>,
-    ledger: bool,
+    mut ctx: Ctx,
 ) -> Result<Started, String> {
-    let mut ctx = Ctx {
-        preloaded,
-        child,
-        sink,
-        sampler,
-        ledger,
-    };
     match (requested, syscalls) {
         (Some(kind), None) => ctx
             .one(kind, None)

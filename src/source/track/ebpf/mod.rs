@@ -34,6 +34,7 @@
 //! at the end); this file registers the root and starts them.
 
 use crate::bus::event::Event;
+use crate::bus::latch::Latch;
 use crate::bus::launched::Launched;
 use crate::bus::sink::{Msg, Sink};
 use crate::bus::tree::TreeWatcher;
@@ -80,6 +81,7 @@ pub fn start(
     child: &mut Launched,
     sink: Sink,
     sampler: Arc<dyn TreeWatcher>,
+    ends_read: &Arc<Latch>,
 ) -> Result<Option<Arc<dyn syscalls::Source>>, String> {
     let Loaded {
         ebpf,
@@ -142,6 +144,7 @@ pub fn start(
         counters,
         dropped: 0,
         sdt,
+        detach_after: Arc::clone(ends_read),
         state: State {
             tree: Tree::new(root, sink.clone(), sampler),
             deferred_leaders: HashSet::new(),

@@ -33,6 +33,9 @@ pub(super) struct Reader {
     /// The SDT probes' counts, when a uprobe was attached.
     pub(super) sdt: Option<SdtMaps>,
     pub(super) state: State,
+    /// Opened by the session once it has read the run's end figures: the programs are
+    /// detached only then (see the end of [`Reader::run`]).
+    pub(super) detach_after: Arc<Latch>,
 }
 
 /// The SDT probe sites and the kernel's counts of their hits (per kind, and sizes), when a
@@ -110,6 +113,9 @@ pub(super) struct ToJudge {
     pub(super) read_start_ns: u64,
 }
 
+/// How long the reader waits at most for the session's word before it detaches.
+const DETACH_WAIT_MAX: Duration = Duration::from_secs(1);
+
 impl Reader {
     /// Drains the ring until the run is done. While records are sparse it wakes on the ring's
     /// notification, so a lone exec is seen at once (the sampler reads a new program soon
@@ -175,8 +181,13 @@ impl Reader {
         // every CPU). The session thread, just woken by the message above, finishes the
         // report meanwhile; the kernel places a woken thread on its waker's CPU, where it
         // waited for the whole detach (0.3 ms in the run queue, the other CPU idle). So this
-        // thread leaves that CPU to it first.
+        // thread leaves that CPU to it first. And it waits for the session to have read the
+        // end figures: the accounts thread's last reads, which the session waits for, ran on
+        // the other CPU after the detach, or were cut into by its interrupts. The bound only
+        // guards against a session that never says so (it would still exit, and the exit
+        // detaches).
         crate::kernel::affinity::leave_this_cpu();
+        self.detach_after.wait(DETACH_WAIT_MAX);
     }
 
     /// Handles every record in the ring; returns how many.
