@@ -90,7 +90,7 @@ impl Key {
 
 /// The answer kept in `dir` under `key`, if there is one that root alone could have written.
 pub(super) fn read(dir: &Path, key: &Key) -> Option<FromBtf> {
-    let dir = open_checked(dir, libc::O_DIRECTORY)?;
+    let dir = open_dir_checked(dir)?;
     let file = openat_checked(&dir, &key.file)?;
     let mut text = String::new();
     std::fs::File::from(file)
@@ -113,8 +113,7 @@ pub(super) fn write(dir: &Path, key: &Key, answer: &FromBtf) -> std::io::Result<
             return Err(e);
         }
     }
-    let dir_fd = open_checked(dir, libc::O_DIRECTORY)
-        .ok_or_else(|| std::io::Error::other("not root's alone"))?;
+    let dir_fd = open_dir_checked(dir).ok_or_else(|| std::io::Error::other("not root's alone"))?;
     let temp = CString::new(format!("{}.{}", key.file, std::process::id()))?;
     let name = CString::new(key.file.as_str())?;
     // SAFETY: a directory descriptor and a NUL-terminated name; returns a new descriptor or -1.
@@ -214,15 +213,15 @@ fn decode(text: &str) -> Option<FromBtf> {
     None
 }
 
-/// `path` opened read-only without following a last symlink (`extra`: more flags), if it
-/// belongs to root and no one else may write it.
-fn open_checked(path: &Path, extra: i32) -> Option<OwnedFd> {
+/// The directory `path`, opened without following a last symlink, if it belongs to root and no
+/// one else may write it.
+fn open_dir_checked(path: &Path) -> Option<OwnedFd> {
     let c = CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
     // SAFETY: a NUL-terminated path; returns a new descriptor or -1.
     let fd = unsafe {
         libc::open(
             c.as_ptr(),
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | extra,
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_DIRECTORY,
         )
     };
     // SAFETY: a fresh descriptor that nothing else owns.
@@ -230,7 +229,7 @@ fn open_checked(path: &Path, extra: i32) -> Option<OwnedFd> {
     roots_alone(&fd, libc::S_IFDIR).then_some(fd)
 }
 
-/// `name` in the directory `dir`, opened as [`open_checked`] does, if it is a regular file.
+/// `name` in the directory `dir`, opened as [`open_dir_checked`] does, if it is a regular file.
 fn openat_checked(dir: &OwnedFd, name: &str) -> Option<OwnedFd> {
     let c = CString::new(name).ok()?;
     // SAFETY: a directory descriptor and a NUL-terminated name; returns a new descriptor or -1.
@@ -254,11 +253,6 @@ fn roots_alone(fd: &OwnedFd, kind: libc::mode_t) -> bool {
         return false;
     }
     st.st_mode & libc::S_IFMT == kind && st.st_uid == 0 && st.st_mode & 0o022 == 0
-}
-
-/// Where the answer is kept: `DIR`.
-pub(super) fn dir() -> PathBuf {
-    PathBuf::from(DIR)
 }
 
 #[cfg(test)]

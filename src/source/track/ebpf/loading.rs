@@ -169,14 +169,14 @@ pub(super) fn btf_answers<S: AsRef<str>>(
         .flatten();
     if let Some(key) = &key
         && let Some(kept) = crate::bus::phases::span("bpf: kernel BTF, as kept", || {
-            btf_cache::read(&btf_cache::dir(), key)
+            btf_cache::read(std::path::Path::new(btf_cache::DIR), key)
         })
     {
         return Ok(kept);
     }
     let walked = crate::bus::phases::span("bpf: kernel BTF", || from_btf(syscalls, tracepoints))?;
     if let Some(key) = &key {
-        let _ = btf_cache::write(&btf_cache::dir(), key, &walked);
+        let _ = btf_cache::write(std::path::Path::new(btf_cache::DIR), key, &walked);
     }
     Ok(walked)
 }

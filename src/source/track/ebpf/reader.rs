@@ -129,6 +129,7 @@ impl Reader {
         let mut last_drain = Instant::now();
         let mut batching = false;
         let mut after_batch = false;
+        let mut said_batching_failed = false;
         let end_ns = loop {
             // The first wait after a batch is a batch's too: a record written as a program
             // still saw the reader batching asked for no notification, and the records behind
@@ -145,9 +146,11 @@ impl Reader {
             after_batch = was && !batching;
             if batching != was
                 && let Err(e) = self.counters.set(CTL_READER_BATCHING, &u64::from(batching))
+                && !std::mem::replace(&mut said_batching_failed, true)
             {
                 // Nothing is lost either way, but the programs then ask for a notification of
-                // every record, or of none until the ring is a quarter full: said, not hidden.
+                // every record, or of none until the ring is a quarter full: said (once, not
+                // at every change), not hidden.
                 eprintln!(
                     "ste: cannot tell the BPF programs whether the reader batches ({e}): EXEC lines may come up to {} ms late",
                     DROP_CHECK.as_millis()
