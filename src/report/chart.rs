@@ -116,7 +116,12 @@ fn nice_ceiling(v: u64) -> u64 {
         unit *= 1024;
     }
     let scaled = v as f64 / unit as f64;
-    let mag = 10f64.powf(scaled.log10().floor());
+    // The power of ten at or below `scaled`, by multiplying: `log10` and `powf` were ste's
+    // only calls into libm, which every start would otherwise load and relocate.
+    let mut mag = 1.0;
+    while mag * 10.0 <= scaled {
+        mag *= 10.0;
+    }
     let step = [1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0]
         .into_iter()
         .map(|m| m * mag)
@@ -189,6 +194,13 @@ mod tests {
         );
         assert_eq!(nice_ceiling(90_911_744), 100 << 20);
         assert_eq!(nice_ceiling(1000), 1000);
+        // Each decade's edges: 1, 9 → 10, 10, 99 → 100, 1023 → 1.2 × 1000.
+        assert_eq!(nice_ceiling(1), 1);
+        assert_eq!(nice_ceiling(9), 10);
+        assert_eq!(nice_ceiling(10), 10);
+        assert_eq!(nice_ceiling(99), 100);
+        assert_eq!(nice_ceiling(1023), 1200);
+        assert_eq!(nice_ceiling(1024), 1024);
     }
 
     #[test]
