@@ -50,6 +50,16 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 
 fn run_inner(opts: &RunOptions) -> Result<i32> {
     crate::compare::budget::require(&opts.budgets, false, "a run")?;
+    // Start-up side by side: BPF loads on a thread of its own, begun before anything else
+    // (it is the longest part of the start-up), while this thread opens the outputs, forks
+    // the command and prepares the accounting (the command joins the cgroup itself, once
+    // told where); only the release waits for all of them. The fork comes before the
+    // accounting: see `launch` for what starting the command later cost under the ebpf
+    // tracker.
+    let sdt = opts
+        .malloc
+        .then(|| crate::source::malloc::sdt::plan(&opts.command));
+    let loading = track::preload_in_background(opts.tracker, opts.syscalls, sdt.clone());
     // Open every output before the command starts: a bad path must not cost a run. Existing
     // files are emptied once all are open (the record, opened last, at once).
     let out = opts
@@ -80,14 +90,6 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         .transpose()?;
     let env = malloc.as_ref().map(|m| m.env()).unwrap_or_default();
     let prepared = Prepared::new(&opts.command, creds, &env)?;
-    let sdt = opts
-        .malloc
-        .then(|| crate::source::malloc::sdt::plan(&opts.command));
-    // Start-up side by side: BPF loads on a thread of its own while the command is forked
-    // and the accounting prepared (the command joins the cgroup itself, once told where);
-    // only the release waits for all of them. The fork comes first: see `launch` for what
-    // starting the command later cost under the ebpf tracker.
-    let loading = track::preload_in_background(opts.tracker, opts.syscalls, sdt.clone());
     let original_mask = signals::block();
     let mut child = crate::bus::phases::span("fork", || prepared.fork(&original_mask))?;
     let mut accounting = crate::bus::phases::span("accounting prepare", || {
