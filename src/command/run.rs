@@ -50,6 +50,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 
 fn run_inner(opts: &RunOptions) -> Result<i32> {
     crate::compare::budget::require(&opts.budgets, false, "a run")?;
+    // The forwarded signals wait (for the signal thread) from here on, in every thread started
+    // from here on: the thread that loads BPF goes on as the ebpf tracker's reader.
+    let original_mask = signals::block();
     // Start-up side by side: BPF loads on a thread of its own, begun before anything else
     // (it is the longest part of the start-up), while this thread opens the outputs, forks
     // the command and prepares the accounting (the command joins the cgroup itself, once
@@ -90,7 +93,6 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         .transpose()?;
     let env = malloc.as_ref().map(|m| m.env()).unwrap_or_default();
     let prepared = Prepared::new(&opts.command, creds, &env)?;
-    let original_mask = signals::block();
     let mut child = crate::bus::phases::span("fork", || prepared.fork(&original_mask))?;
     let mut accounting = crate::bus::phases::span("accounting prepare", || {
         account::Session::prepare(&opts.accounting)
@@ -107,11 +109,24 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     // Before BPF is there, while this thread would only wait: signals blocked since the
     // fork wait for it, and reach the session in order through the sink.
     signals::spawn(sink.clone()).context("cannot start the signal thread")?;
+    let mut launched = child.launched();
+    let ends_read = crate::bus::latch::Latch::new();
+    let tree =
+        || std::sync::Arc::clone(&sampler) as std::sync::Arc<dyn crate::bus::tree::TreeWatcher>;
+    loading.hand_over(track::Handoff {
+        child: launched.clone(),
+        sink: sink.clone(),
+        sampler: tree(),
+        ends_read: std::sync::Arc::clone(&ends_read),
+    });
+    // Also while BPF loads: the accounts thread starts, and taskstats says when the command's
+    // process started.
+    crate::bus::phases::span("accounting start", || {
+        accounting.start(&sink, child.pid, child.joined(), tree())
+    });
     let preloaded = crate::bus::phases::span("wait for bpf", || loading.wait());
     let probes = sdt.map_or_else(String::new, |p| p.text_before(preloaded.bpf_status()));
     let malloc = crate::source::malloc::attach(malloc, probes, &sampler, &sink);
-    let mut launched = child.launched();
-    let ends_read = crate::bus::latch::Latch::new();
     let started = match crate::bus::phases::span("tracker start", || {
         track::start(
             opts.tracker,
@@ -120,10 +135,8 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
                 preloaded,
                 child: &mut launched,
                 sink: &sink,
-                sampler: &(std::sync::Arc::clone(&sampler)
-                    as std::sync::Arc<dyn crate::bus::tree::TreeWatcher>),
+                sampler: &tree(),
                 ledger: accounting.tracker_reads_ledger(),
-                ends_read: &ends_read,
             },
         )
     }) {
@@ -154,15 +167,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     }
     declare_sources(&sink);
     sampler.declare_source();
-    crate::bus::phases::span("accounting start", || {
-        accounting.start(
-            &sink,
-            child.pid,
-            child.joined(),
-            started.kind.name(),
-            std::sync::Arc::clone(&sampler) as std::sync::Arc<dyn crate::bus::tree::TreeWatcher>,
-        )
-    });
+    accounting.declare(&sink, started.kind.name());
     let root = child.pid;
     // Time zero is the release: what ste did since the fork is its own set-up, not the
     // command's time. The sampler starts after it, so its samples run forward from zero.

@@ -1,7 +1,7 @@
 //! Safe functions over the plain system calls that rooms outside `kernel/` need: the clocks,
 //! ids, signals to pids, an eventfd to wake a thread, polling one descriptor, an epoll set
 //! (edge-triggered where a thread must sleep while data waits), `flock`,
-//! `getrusage`, the calling thread's own filesystem credentials and scheduler slice.
+//! `getrusage`, the calling thread's own filesystem credentials, scheduler slice and name.
 //!
 //! Owns only the calls: each takes and returns plain values, so the `unsafe` they need stays in
 //! `kernel/` (docs/DESIGN.md lists the rooms that may hold `unsafe`). Knows nothing of the Run,
@@ -22,6 +22,13 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     // SAFETY: `ts` is a valid, writable timespec; the clocks ste asks for exist on every Linux.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Names the calling thread (`/proc/self/task/TID/comm`, at most 15 bytes): for a thread that
+/// takes on another role than the one it was started for.
+pub fn name_this_thread(name: &std::ffi::CStr) {
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string (the kernel cuts it at 16 bytes).
+    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
 }
 
 /// ste's effective uid.

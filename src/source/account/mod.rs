@@ -71,7 +71,7 @@ pub struct Session {
     group_end: Option<GroupEnd>,
     matcher: Matcher,
     delays: Option<delays::Guard>,
-    /// Events found before the sink existed, emitted by `start`.
+    /// Events found before the run's start was said, emitted by `declare`.
     early: Vec<Event>,
     /// `CLOCK_MONOTONIC` at the kernel's start of the command's first process, from taskstats'
     /// elapsed time (root); see [`Session::before_release`].
@@ -206,27 +206,26 @@ impl Session {
         self.join.clone()
     }
 
-    /// Called once the tracker runs and before the command is released, with the parked
-    /// command's first process and whether it joined the cgroup (`launch::Child::joined`):
-    /// starts the accounts thread, declares sources. The exit records' high-water marks go to
-    /// `tree` too (the sampler, which takes them where the tracker reads none).
+    /// Called before the command is released, while the tracker may still be starting, with
+    /// the parked command's first process and whether it joined the cgroup
+    /// (`launch::Child::joined`): starts the accounts thread and asks taskstats when the
+    /// process started. The exit records' high-water marks go to `tree` too (the sampler,
+    /// which takes them where the tracker reads none). What it finds is said by
+    /// [`Session::declare`], once the tracker in use is known: the events keep their order
+    /// after the run's start whatever the threads did meanwhile.
     pub fn start(
         &mut self,
         sink: &Sink,
         root: i32,
         joined: std::io::Result<()>,
-        tracker: &str,
         tree: Arc<dyn TreeWatcher>,
     ) {
-        for e in self.early.drain(..) {
-            sink.emit(e);
-        }
         if let Some(g) = &self.group {
             let joined =
                 joined.map_err(|e| format!("the command could not join ste's cgroup: {e}"));
             match joined {
                 Ok(()) => {
-                    sink.emit(Event::Accounting {
+                    self.early.push(Event::Accounting {
                         event: AccountEvent::Group {
                             version: g.version,
                             dirs: g.dirs(),
@@ -238,57 +237,29 @@ impl Session {
                         } else {
                             "cgroup v1 memory.max_usage_in_bytes of ste's own cgroup, joined before exec"
                         };
-                        declare(sink, "group.memory_peak_bytes", Source::exact(what));
-                        declare(
-                            sink,
+                        self.early
+                            .push(source("group.memory_peak_bytes", Source::exact(what)));
+                        self.early.push(source(
                             "group.anon_file",
                             Source::sampled(
                                 "memory.stat of ste's cgroup (anon, file = page cache)",
                                 "sampled every 20ms; the page cache still charged at the end is exact",
                             ),
-                        );
+                        ));
                     }
                     for (figure, why) in &g.missing {
-                        sink.emit(unavailable(figure, why.as_str()));
+                        self.early.push(unavailable(figure, why.as_str()));
                     }
                 }
                 Err(why) => {
-                    sink.emit(unavailable("group memory peak, group CPU, pids.peak", why));
+                    self.early
+                        .push(unavailable("group memory peak, group CPU, pids.peak", why));
                     self.group = None;
                 }
             }
         }
         if self.opts.off {
             return;
-        }
-        if self.taskstats.is_some() {
-            declare(
-                sink,
-                "ledger.taskstats",
-                Source::exact(
-                    "taskstats exit records (one per exiting thread, summed per process): CPU is the scheduler's exact runtime, the user/system split is tick-sampled; peaks are the mm's high-water marks",
-                ),
-            );
-        } else if tracker == "ptrace" {
-            declare(
-                sink,
-                "ledger.exit_stop",
-                Source::exact(
-                    "/proc/TID/schedstat at each thread's ptrace exit stop; VmHWM and /proc/PID/io at the last one",
-                ),
-            );
-            declare(
-                sink,
-                "ledger.wait4",
-                Source::exact(
-                    "wait4() rusage at each process's end, less the rusage of the children it reaped",
-                ),
-            );
-        } else {
-            sink.emit(unavailable(
-                "per-process ledger",
-                "the netlink tracker cannot stop a process at its exit, and taskstats needs root",
-            ));
         }
         if let Some(t) = self.taskstats.as_mut() {
             // Nothing of the tree can have exited yet, so the exit records this query may read
@@ -304,6 +275,43 @@ impl Session {
             && let Ok(l) = Listener::spawn(self.taskstats.take(), group, sink.clone(), tree)
         {
             self.listener = Some(l);
+        }
+    }
+
+    /// Says what [`Session::prepare`] and [`Session::start`] found, and where the per-process
+    /// ledger comes from with `tracker` (the one in use).
+    pub fn declare(&mut self, sink: &Sink, tracker: &str) {
+        for e in self.early.drain(..) {
+            sink.emit(e);
+        }
+        if self.opts.off {
+            return;
+        }
+        if !self.tracker_reads_ledger {
+            sink.emit(source(
+                "ledger.taskstats",
+                Source::exact(
+                    "taskstats exit records (one per exiting thread, summed per process): CPU is the scheduler's exact runtime, the user/system split is tick-sampled; peaks are the mm's high-water marks",
+                ),
+            ));
+        } else if tracker == "ptrace" {
+            sink.emit(source(
+                "ledger.exit_stop",
+                Source::exact(
+                    "/proc/TID/schedstat at each thread's ptrace exit stop; VmHWM and /proc/PID/io at the last one",
+                ),
+            ));
+            sink.emit(source(
+                "ledger.wait4",
+                Source::exact(
+                    "wait4() rusage at each process's end, less the rusage of the children it reaped",
+                ),
+            ));
+        } else {
+            sink.emit(unavailable(
+                "per-process ledger",
+                "the netlink tracker cannot stop a process at its exit, and taskstats needs root",
+            ));
         }
     }
 
@@ -421,11 +429,11 @@ impl Session {
     }
 }
 
-fn declare(sink: &Sink, figure: &str, source: Source) {
-    sink.emit(Event::Source {
+fn source(figure: &str, source: Source) -> Event {
+    Event::Source {
         figure: figure.into(),
         source,
-    });
+    }
 }
 
 /// A taskstats socket registered for exit records, or why not.

@@ -20,7 +20,7 @@ use crate::bus::launched::Launched;
 use crate::bus::sink::Sink;
 use crate::bus::tree::TreeWatcher;
 use crate::source::syscalls;
-use std::sync::Arc;
+use std::sync::{Arc, mpsc};
 
 /// How the tree is followed (`--tracker`, whose values `cli` maps to these).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,9 +60,16 @@ pub struct Started {
 /// What a tracker's start returns: the system-call source, if it counts them.
 type StartResult = Result<Option<Arc<dyn syscalls::Source>>, String>;
 
-/// The BPF object, loaded before the command is forked when the ebpf tracker may be used (or
-/// why it could not be).
-pub struct Preloaded(Option<Result<ebpf::Loaded, String>>);
+/// The ebpf tracker as the thread that loads it left it: loaded (or why not) and, once loaded,
+/// started (or why not), when the choice of tracker may fall on ebpf.
+pub struct Preloaded(Option<Ebpf>);
+
+struct Ebpf {
+    /// Whether the object loaded, the uprobes with it (`--malloc` says so before the run).
+    loaded: Result<(), String>,
+    /// The start on the loading thread, once loaded: taken by the tracker's choice.
+    started: Option<StartResult>,
+}
 
 /// Loads the BPF object if the choice of tracker may fall on ebpf, with uprobes on the SDT
 /// probe sites of `sdt` (`--malloc`). Call it before the command is released (while it is held
@@ -72,8 +79,8 @@ fn preload(
     requested: Option<TrackerKind>,
     syscalls: Option<SyscallRequest>,
     sdt: Option<crate::source::malloc::sdt::Plan>,
-) -> Preloaded {
-    Preloaded(match requested {
+) -> Option<Result<ebpf::Loaded, String>> {
+    match requested {
         None | Some(TrackerKind::Ebpf) => Some(ebpf::load(
             ebpf::Config {
                 syscalls: syscalls.map(|r| r.mode),
@@ -81,7 +88,21 @@ fn preload(
             sdt,
         )),
         Some(_) => None,
-    })
+    }
+}
+
+/// What starting the ebpf tracker needs of the session, handed to the thread that loads BPF
+/// before the BPF is there ([`Loading::hand_over`]): that thread registers the command and
+/// goes on as the ring buffer's reader the moment the programs are attached, instead of
+/// handing the object to the session to start a reader (a wake-up and a thread's start more
+/// between the last program's attach and the command's release).
+pub struct Handoff {
+    pub child: Launched,
+    pub sink: Sink,
+    pub sampler: Arc<dyn TreeWatcher>,
+    /// Opened by the session once it has read the run's end figures (the ebpf reader detaches
+    /// its programs only then: see `bus::latch`).
+    pub ends_read: Arc<Latch>,
 }
 
 /// [`preload`] under way on a thread of its own, or why there is none.
@@ -90,11 +111,17 @@ pub enum Loading {
     NotNeeded,
     /// The thread could not start.
     Failed(String),
-    Thread(std::thread::JoinHandle<Preloaded>),
+    Thread {
+        handoff: mpsc::SyncSender<Handoff>,
+        outcome: mpsc::Receiver<Preloaded>,
+    },
 }
 
 /// [`preload`] on a thread of its own when it has BPF to load (a few milliseconds of work that
-/// the rest of the start-up overlaps).
+/// the rest of the start-up overlaps); once loaded, the thread waits for the session's
+/// [`Handoff`], starts the ebpf tracker with it, says how that went and reads the ring buffer
+/// until the run ends. Without the handoff (the session stopped short), it drops the object,
+/// which detaches it.
 pub fn preload_in_background(
     requested: Option<TrackerKind>,
     syscalls: Option<SyscallRequest>,
@@ -103,23 +130,72 @@ pub fn preload_in_background(
     if !matches!(requested, None | Some(TrackerKind::Ebpf)) {
         return Loading::NotNeeded;
     }
+    let (handoff, handed) = mpsc::sync_channel::<Handoff>(1);
+    let (said, outcome) = mpsc::sync_channel::<Preloaded>(1);
     // Off this thread's CPU: this thread goes on to the accounting's set-up and the fork.
     let spawned = crate::kernel::affinity::spawn_elsewhere("ste-bpf-load", move || {
-        crate::bus::phases::span("bpf preload", || preload(requested, syscalls, sdt))
+        let loaded = crate::bus::phases::span("bpf preload", || preload(requested, syscalls, sdt));
+        let loaded = match loaded {
+            Some(Ok(l)) => l,
+            Some(Err(why)) => {
+                let _ = said.send(Preloaded(Some(Ebpf {
+                    loaded: Err(why.clone()),
+                    started: Some(Err(why)),
+                })));
+                return;
+            }
+            None => {
+                let _ = said.send(Preloaded(None));
+                return;
+            }
+        };
+        let Ok(h) = handed.recv() else { return };
+        match ebpf::start(loaded, h) {
+            Ok((reader, source)) => {
+                let _ = said.send(Preloaded(Some(Ebpf {
+                    loaded: Ok(()),
+                    started: Some(Ok(source)),
+                })));
+                reader.run();
+            }
+            Err(why) => {
+                let _ = said.send(Preloaded(Some(Ebpf {
+                    loaded: Ok(()),
+                    started: Some(Err(why)),
+                })));
+            }
+        }
     });
     match spawned {
-        Ok(handle) => Loading::Thread(handle),
+        Ok(_) => Loading::Thread { handoff, outcome },
         Err(e) => Loading::Failed(format!("cannot start the thread that loads BPF: {e}")),
     }
 }
 
 impl Loading {
-    /// The outcome of [`preload`], once it is there.
+    /// Gives the loading thread what starting the ebpf tracker needs (nothing happens when
+    /// there is no such thread). Call it once, before [`Loading::wait`].
+    pub fn hand_over(&self, h: Handoff) {
+        if let Loading::Thread { handoff, .. } = self {
+            // A thread that failed to load has stopped listening: its outcome says why.
+            let _ = handoff.try_send(h);
+        }
+    }
+
+    /// The outcome of [`preload`] and of the ebpf tracker's start, once they are there.
     pub fn wait(self) -> Preloaded {
+        let failed = |why: String| {
+            Preloaded(Some(Ebpf {
+                loaded: Err(why.clone()),
+                started: Some(Err(why)),
+            }))
+        };
         match self {
             Loading::NotNeeded => Preloaded(None),
-            Loading::Failed(why) => Preloaded(Some(Err(why))),
-            Loading::Thread(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            Loading::Failed(why) => failed(why),
+            Loading::Thread { outcome, .. } => outcome.recv().unwrap_or_else(|_| {
+                failed("the thread that loads BPF ended without a word (see above)".into())
+            }),
         }
     }
 }
@@ -128,8 +204,7 @@ impl Preloaded {
     /// Whether the BPF object is loaded, or why not.
     pub fn bpf_status(&self) -> Result<(), String> {
         match &self.0 {
-            Some(Ok(_)) => Ok(()),
-            Some(Err(e)) => Err(e.clone()),
+            Some(e) => e.loaded.clone(),
             None => Err("another tracker was asked for (--tracker)".into()),
         }
     }
@@ -137,15 +212,13 @@ impl Preloaded {
 
 /// What starting a tracker needs from the session.
 pub struct Ctx<'a> {
+    /// The ebpf tracker, loaded and started (or not) on the loading thread.
     pub preloaded: Preloaded,
     pub child: &'a mut Launched,
     pub sink: &'a Sink,
     pub sampler: &'a Arc<dyn TreeWatcher>,
     /// Whether ptrace reads the ledger's figures (see `account::Session::tracker_reads_ledger`).
     pub ledger: bool,
-    /// Opened by the session once it has read the run's end figures (the ebpf reader detaches
-    /// its programs only then: see `bus::latch`).
-    pub ends_read: &'a Arc<Latch>,
 }
 
 impl Ctx<'_> {
@@ -154,8 +227,8 @@ impl Ctx<'_> {
     fn one(&mut self, kind: TrackerKind, syscalls: Option<syscalls::Mode>) -> StartResult {
         let (sink, sampler) = (self.sink.clone(), Arc::clone(self.sampler));
         match kind {
-            TrackerKind::Ebpf => match self.preloaded.0.take() {
-                Some(loaded) => ebpf::start(loaded?, self.child, sink, sampler, self.ends_read),
+            TrackerKind::Ebpf => match self.preloaded.0.as_mut().and_then(|e| e.started.take()) {
+                Some(started) => started,
                 None => Err("the BPF object was not loaded".into()),
             },
             TrackerKind::Ptrace => ptrace::start(self.child, sink, sampler, syscalls, self.ledger),

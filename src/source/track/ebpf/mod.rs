@@ -30,14 +30,12 @@
 //!
 //! Its rooms: `abi` (the mirrors of `bpf/ste.bpf.c`), `btf_cache` (what the kernel's BTF told
 //! the last run of this binary since boot), `loading` (the object loaded before the
-//! release), `reader` (the ring-buffer reader thread), `syscall_maps` (the system-call maps read
-//! at the end); this file registers the root and starts them.
+//! release), `reader` (the ring-buffer reader, run by the thread that loaded the object),
+//! `syscall_maps` (the system-call maps read at the end); this file registers the root and
+//! starts them.
 
 use crate::bus::event::Event;
-use crate::bus::latch::Latch;
-use crate::bus::launched::Launched;
 use crate::bus::sink::{Msg, Sink};
-use crate::bus::tree::TreeWatcher;
 use crate::kernel::affinity::spawn_elsewhere;
 use crate::kernel::bpf::btf::{self, Btf};
 use crate::kernel::bpf::loader::{Loaded as Bpf, Loader, Tracepoints};
@@ -54,6 +52,7 @@ use crate::model::{Arg, CallCount, Source, Syscalls, Termination, Uncounted};
 use crate::source::from_kernel;
 use crate::source::malloc::sdt::{self, Plan};
 use crate::source::syscalls::{self, Counts, Errnos, Mode};
+use crate::source::track::Handoff;
 use crate::source::track::argv_check::{self, Later, Probe, Verdict};
 use crate::source::track::reaper::{self, Done};
 use crate::source::track::tree::Tree;
@@ -74,15 +73,19 @@ pub use loading::{Config, Loaded, load};
 use reader::*;
 use syscall_maps::*;
 
-/// Registers the root, and starts the reader and the reaper. Returns the system-call source
-/// when `--syscalls` was asked for.
+/// Registers the root, builds the reader and starts the reaper, on the thread that loaded the
+/// object (see `track::Handoff`), which then runs the reader ([`Running::run`]). Returns the
+/// system-call source when `--syscalls` was asked for.
 pub fn start(
     loaded: Loaded,
-    child: &mut Launched,
-    sink: Sink,
-    sampler: Arc<dyn TreeWatcher>,
-    ends_read: &Arc<Latch>,
-) -> Result<Option<Arc<dyn syscalls::Source>>, String> {
+    h: Handoff,
+) -> Result<(Running, Option<Arc<dyn syscalls::Source>>), String> {
+    let Handoff {
+        mut child,
+        sink,
+        sampler,
+        ends_read,
+    } = h;
     let Loaded {
         ebpf,
         ring,
@@ -144,7 +147,7 @@ pub fn start(
         counters,
         dropped: 0,
         sdt,
-        detach_after: Arc::clone(ends_read),
+        detach_after: ends_read,
         state: State {
             tree: Tree::new(root, sink.clone(), sampler),
             deferred_leaders: HashSet::new(),
@@ -156,19 +159,29 @@ pub fn start(
     };
     // The session wakes once per drain, not once per record.
     reader.state.tree.batch();
-    let reader_done = Arc::clone(&done);
-    std::thread::Builder::new()
-        .name("ste-ebpf".into())
-        .spawn(move || {
-            crate::launch::privilege::limit_or_say(
-                crate::launch::privilege::Role::Tracker,
-                &reader.state.tree.sink,
-            );
-            reader.run(&reader_done)
-        })
-        .map_err(|e| format!("cannot start the ebpf reader: {e}"))?;
-    reaper::spawn(root, report, sink, done)?;
-    Ok(source.map(|s| s as Arc<dyn syscalls::Source>))
+    reaper::spawn(root, report, sink, Arc::clone(&done))?;
+    let source = source.map(|s| s as Arc<dyn syscalls::Source>);
+    Ok((Running { reader, done }, source))
+}
+
+/// The reader, started and ready to run on the thread that loaded it.
+pub struct Running {
+    reader: Reader,
+    done: Arc<Done>,
+}
+
+impl Running {
+    /// Reads the ring buffer until the run is done, as the tracker's thread: named so (`top
+    /// -H`, `perf`, the capability test see the reader) and limited to the reader's
+    /// capabilities first.
+    pub fn run(self) {
+        crate::kernel::calls::name_this_thread(c"ste-ebpf");
+        crate::launch::privilege::limit_or_say(
+            crate::launch::privilege::Role::Tracker,
+            &self.reader.state.tree.sink,
+        );
+        self.reader.run(&self.done)
+    }
 }
 
 /// Gives the root its `struct task_state` (launching until its exec) through a pidfd.

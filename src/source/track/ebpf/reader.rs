@@ -5,6 +5,7 @@
 //! Owns the reader thread's state. Must not load or attach anything: `loading` did.
 
 use super::*;
+use crate::bus::latch::Latch;
 
 /// Counter `i` (`CNT_*`) of the kernel's `counters` array. The map is ste's own, so a read
 /// fails only on a kernel or ste bug; then ste says so rather than take a loss counter for 0
