@@ -108,7 +108,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     let peak_maps = crate::source::maps::peak::attach(opts.maps_at_peak, &sampler, &sink);
     // Before BPF is there, while this thread would only wait: signals blocked since the
     // fork wait for it, and reach the session in order through the sink.
-    signals::spawn(sink.clone()).context("cannot start the signal thread")?;
+    let signal_thread = signals::spawn(sink.clone()).context("cannot start the signal thread")?;
     let mut launched = child.launched();
     let ends_read = crate::bus::latch::Latch::new();
     let tree =
@@ -222,6 +222,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     };
 
     crate::bus::phases::span("command (release to tree done)", || ());
+    signal_thread.stop();
     accounting.ask_to_stop();
     let info = crate::bus::phases::span("sampler stop", || sampler.stop());
     crate::bus::phases::span("accounting stop", || accounting.stop());
