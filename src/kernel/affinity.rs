@@ -1,6 +1,7 @@
 //! Starting a helper thread on another CPU than its spawner's (`sched_getaffinity`,
-//! `pthread_setaffinity_np`), for start-up work meant to run side by side; and leaving a CPU
-//! to a thread just woken, for end-of-run work meant to run side by side.
+//! `pthread_setaffinity_np`), for start-up work meant to run side by side; and making a thread
+//! run only where nothing else wants the CPU (`SCHED_IDLE`), for end-of-run work meant to run
+//! beside the session, not ahead of it.
 //!
 //! Why by hand: the scheduler queues a new thread where it sees room at that instant, often
 //! behind the thread that spawned it. On a 2-CPU machine ste's BPF loading spawned helpers
@@ -67,18 +68,17 @@ where
     Ok(handle)
 }
 
-/// Moves the calling thread to its other allowed CPUs (when it has any), leaving the one it
-/// is on to a thread it has just woken (which the kernel places on its waker's CPU). For the
-/// rest of its life: a thread about to end calls it.
-pub fn leave_this_cpu() {
-    let Some(all) = allowed_cpus() else { return };
-    // SAFETY: no arguments; returns the calling thread's CPU or -1.
-    let here = unsafe { libc::sched_getcpu() };
-    if let Some(rest) = without(&all, here) {
-        // Best effort: staying only costs the woken thread a wait. SAFETY: sets the calling
-        // thread's CPU set from a valid set.
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&rest), &rest) };
-    }
+/// Makes the calling thread run only on a CPU that nothing else wants (`SCHED_IDLE`), for the
+/// rest of its life: woken, it goes to an idle CPU, or waits, and never preempts the thread
+/// that woke it. Tried first: moving it off the CPU it was on. The kernel then had nowhere to
+/// wake it but the CPU its waker was on, and it took that CPU for its whole work while the
+/// other sat idle (bench/README.md). Any thread may lower itself so; only going back needs
+/// privilege.
+pub fn run_only_when_idle() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // Best effort: a thread left as it was only competes with the others. SAFETY: sets the
+    // calling thread's policy (pid 0) from a valid sched_param.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
 }
 
 /// The states of the hand-over in [`spawn_elsewhere`].
@@ -135,6 +135,22 @@ mod tests {
         assert!(without(&set(&[2]), 2).is_none());
         assert!(without(&set(&[0, 1]), 5).is_none());
         assert!(without(&set(&[0, 1]), -1).is_none());
+    }
+
+    #[test]
+    fn a_thread_lowered_to_idle_stays_so_and_others_do_not_follow() {
+        // SAFETY: sched_getscheduler on the calling thread (0) takes no pointer.
+        let policy = || unsafe { libc::sched_getscheduler(0) };
+        let before = policy();
+        let lowered = std::thread::spawn(move || {
+            run_only_when_idle();
+            policy()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(lowered, libc::SCHED_IDLE);
+        assert_eq!(policy(), before);
+        assert_ne!(before, libc::SCHED_IDLE);
     }
 
     #[test]

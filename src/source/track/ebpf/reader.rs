@@ -182,15 +182,14 @@ impl Reader {
         });
         // What is left of this thread is detaching the programs, as `self` drops: the kernel
         // rewrites the tracepoints' call sites (~0.3 ms here, with a round of interrupts on
-        // every CPU). The session thread, just woken by the message above, finishes the
-        // report meanwhile; the kernel places a woken thread on its waker's CPU, where it
-        // waited for the whole detach (0.3 ms in the run queue, the other CPU idle). So this
-        // thread leaves that CPU to it first. And it waits for the session to have read the
-        // end figures: the accounts thread's last reads, which the session waits for, ran on
-        // the other CPU after the detach, or were cut into by its interrupts. The bound only
-        // guards against a session that never says so (it would still exit, and the exit
-        // detaches).
-        crate::kernel::affinity::leave_this_cpu();
+        // every CPU). It waits for the session to have read the end figures: the accounts
+        // thread's last reads, which the session waits for, ran on the other CPU after the
+        // detach, or were cut into by its interrupts. Then it must not take the session's CPU,
+        // which finishes the report meanwhile: woken by the session's word, it preempted the
+        // session for the whole detach while the other CPU sat idle, so it runs from here only
+        // where nothing else wants to. The bound only guards against a session that never says
+        // so (it would still exit, and the exit detaches).
+        crate::kernel::affinity::run_only_when_idle();
         self.detach_after.wait(DETACH_WAIT_MAX);
     }
 
