@@ -1,9 +1,9 @@
 //! A one-shot signal between threads: one side opens it, once; the others wait until it is
-//! open, for at most a bound they choose. The session opens `ends_read` once it has read the
-//! run's end figures (the cgroup's, the accounts thread's last ones), and the ebpf reader waits
-//! for it before it detaches its programs: a detach rewrites the tracepoints' call sites with
-//! a round of interrupts on every CPU (~0.3 ms here), which, run at the same moment, delayed
-//! those reads and the session with them (bench/README.md).
+//! open, for at most a bound they choose. The session opens `may_detach` once its event loop
+//! is over, and the ebpf reader waits for it before it detaches its programs: a detach
+//! rewrites the tracepoints' call sites with a round of interrupts on every CPU (~0.3 ms
+//! here), which, run while the session drained the tracker's last events, delayed it
+//! (bench/README.md).
 //!
 //! Owns the signal only; must not know who opens or waits.
 

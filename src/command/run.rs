@@ -110,14 +110,14 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     // fork wait for it, and reach the session in order through the sink.
     let signal_thread = signals::spawn(sink.clone()).context("cannot start the signal thread")?;
     let mut launched = child.launched();
-    let ends_read = crate::bus::latch::Latch::new();
+    let may_detach = crate::bus::latch::Latch::new();
     let tree =
         || std::sync::Arc::clone(&sampler) as std::sync::Arc<dyn crate::bus::tree::TreeWatcher>;
     loading.hand_over(track::Handoff {
         child: launched.clone(),
         sink: sink.clone(),
         sampler: tree(),
-        ends_read: std::sync::Arc::clone(&ends_read),
+        may_detach: std::sync::Arc::clone(&may_detach),
     });
     // Also while BPF loads: the accounts thread starts, and taskstats says when the command's
     // process started.
@@ -223,11 +223,11 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
 
     crate::bus::phases::span("command (release to tree done)", || ());
     signal_thread.stop();
+    // The tracker's clean-up may begin (the ebpf reader's detach: see `bus::latch`).
+    may_detach.open();
     accounting.ask_to_stop();
     let info = crate::bus::phases::span("sampler stop", || sampler.stop());
     crate::bus::phases::span("accounting stop", || accounting.stop());
-    // The tracker's clean-up may begin (the ebpf reader's detach: see `bus::latch`).
-    ends_read.open();
     if let Some(p) = &peak_maps {
         p.finish();
     }

@@ -100,9 +100,9 @@ pub struct Handoff {
     pub child: Launched,
     pub sink: Sink,
     pub sampler: Arc<dyn TreeWatcher>,
-    /// Opened by the session once it has read the run's end figures (the ebpf reader detaches
-    /// its programs only then: see `bus::latch`).
-    pub ends_read: Arc<Latch>,
+    /// Opened by the session once its event loop is over (the ebpf reader detaches its
+    /// programs only then: see `bus::latch`).
+    pub may_detach: Arc<Latch>,
 }
 
 /// [`preload`] under way on a thread of its own, or why there is none.

@@ -84,7 +84,7 @@ pub fn start(
         mut child,
         sink,
         sampler,
-        ends_read,
+        may_detach,
     } = h;
     let Loaded {
         ebpf,
@@ -147,7 +147,7 @@ pub fn start(
         counters,
         dropped: 0,
         sdt,
-        detach_after: ends_read,
+        detach_after: may_detach,
         state: State {
             tree: Tree::new(root, sink.clone(), sampler),
             deferred_leaders: HashSet::new(),

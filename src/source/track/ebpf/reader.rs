@@ -34,8 +34,8 @@ pub(super) struct Reader {
     /// The SDT probes' counts, when a uprobe was attached.
     pub(super) sdt: Option<SdtMaps>,
     pub(super) state: State,
-    /// Opened by the session once it has read the run's end figures: the programs are
-    /// detached only then (see the end of [`Reader::run`]).
+    /// Opened by the session once its event loop is over: the programs are detached only
+    /// then (see the end of [`Reader::run`]).
     pub(super) detach_after: Arc<Latch>,
 }
 
@@ -182,13 +182,15 @@ impl Reader {
         });
         // What is left of this thread is detaching the programs, as `self` drops: the kernel
         // rewrites the tracepoints' call sites (~0.3 ms here, with a round of interrupts on
-        // every CPU). It waits for the session to have read the end figures: the accounts
-        // thread's last reads, which the session waits for, ran on the other CPU after the
-        // detach, or were cut into by its interrupts. Then it must not take the session's CPU,
-        // which finishes the report meanwhile: woken by the session's word, it preempted the
-        // session for the whole detach while the other CPU sat idle, so it runs from here only
-        // where nothing else wants to. The bound only guards against a session that never says
-        // so (it would still exit, and the exit detaches).
+        // every CPU). It waits for the session's word that its event loop is over: a detach
+        // beside the session's last drain delayed it. And it must not take the session's CPU,
+        // which reads the end figures and writes the report meanwhile: woken by the session's
+        // word, it preempted the session for the whole detach while the other CPU sat idle, so
+        // it runs from here only where nothing else wants to. (The word came once the end
+        // figures were read, until the detach stopped preempting: begun that late, it ended
+        // after the report in half the runs, and ste's exit waited for it.) The bound only
+        // guards against a session that never says so (it would still exit, and the exit
+        // detaches).
         crate::kernel::affinity::run_only_when_idle();
         self.detach_after.wait(DETACH_WAIT_MAX);
     }
