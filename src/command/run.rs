@@ -50,9 +50,6 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 
 fn run_inner(opts: &RunOptions) -> Result<i32> {
     crate::compare::budget::require(&opts.budgets, false, "a run")?;
-    // The forwarded signals wait (for the signal thread) from here on, in every thread started
-    // from here on: the thread that loads BPF goes on as the ebpf tracker's reader.
-    let original_mask = signals::block();
     // Start-up side by side: BPF loads on a thread of its own, begun before anything else
     // (it is the longest part of the start-up), while this thread opens the outputs, forks
     // the command and prepares the accounting (the command joins the cgroup itself, once
@@ -62,7 +59,12 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     let sdt = opts
         .malloc
         .then(|| crate::source::malloc::sdt::plan(&opts.command));
-    let loading = track::preload_in_background(opts.tracker, opts.syscalls, sdt.clone());
+    // The thread that loads BPF goes on as the ebpf tracker's reader: it starts with the
+    // forwarded signals blocked, as every later thread does. This thread blocks them just
+    // before the fork, not now: a Ctrl-C before the command exists must end ste.
+    let loading = signals::while_blocked(|| {
+        track::preload_in_background(opts.tracker, opts.syscalls, sdt.clone())
+    });
     // Open every output before the command starts: a bad path must not cost a run. Existing
     // files are emptied once all are open (the record, opened last, at once).
     let out = opts
@@ -93,6 +95,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         .transpose()?;
     let env = malloc.as_ref().map(|m| m.env()).unwrap_or_default();
     let prepared = Prepared::new(&opts.command, creds, &env)?;
+    let original_mask = signals::block();
     let mut child = crate::bus::phases::span("fork", || prepared.fork(&original_mask))?;
     let mut accounting = crate::bus::phases::span("accounting prepare", || {
         account::Session::prepare(&opts.accounting)

@@ -62,6 +62,16 @@ impl SignalThread {
     }
 }
 
+/// Runs `f` with the forwarded signals blocked in the calling thread, then unblocks them: a
+/// thread `f` starts keeps them blocked for its life.
+pub fn while_blocked<T>(f: impl FnOnce() -> T) -> T {
+    let before = block();
+    let out = f();
+    // SAFETY: restoring the mask `block` returned, from a valid sigset.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut()) };
+    out
+}
+
 /// Starts the thread that reports each blocked signal to the session (block them first).
 pub fn spawn(sink: Sink) -> std::io::Result<SignalThread> {
     let signals = signal_fd()?;

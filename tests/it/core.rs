@@ -751,6 +751,56 @@ fn as_root_the_tracker_threads_run_at_their_chosen_priority() {
 }
 
 #[test]
+fn every_ste_thread_blocks_the_signals_it_forwards() {
+    // SIGHUP 1, SIGINT 2, SIGQUIT 3, SIGTERM 15: bits 0, 1, 2 and 14 of SigBlk (proc(5)). A
+    // thread that did not block them would die of them, and ste with it, instead of passing
+    // them on: the thread that loads BPF starts before the session blocks them, and goes on as
+    // the ebpf reader for the whole run.
+    const FORWARDED: u64 = 1 | 1 << 1 | 1 << 2 | 1 << 14;
+    let trackers: &[&str] = if is_root() {
+        &["ebpf", "ptrace", "netlink"]
+    } else {
+        &["ptrace"]
+    };
+    for tracker in trackers {
+        let script = "i=0; until grep -qx ste-sampler /proc/$PPID/task/*/comm; do \
+                      i=$((i+1)); [ $i -lt 500 ] || exit 9; sleep 0.01; done; \
+                      for t in /proc/$PPID/task/*; do echo $(cat $t/comm) $(grep SigBlk $t/status | cut -f2); done";
+        let o = std::process::Command::new(&bins().ste)
+            .args([
+                "--tracker",
+                tracker,
+                "-o",
+                "/dev/null",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{tracker}");
+        let out = String::from_utf8_lossy(&o.stdout);
+        let threads: Vec<(&str, u64)> = out
+            .lines()
+            .map(|l| {
+                let (name, mask) = l.rsplit_once(' ').unwrap();
+                (name, u64::from_str_radix(mask, 16).unwrap())
+            })
+            .collect();
+        // The session, the tracker's thread and the sampler at least.
+        assert!(threads.len() >= 3, "{tracker}: {out}");
+        assert!(
+            threads.iter().any(|(n, _)| *n == format!("ste-{tracker}")),
+            "{tracker}: {out}"
+        );
+        for (name, mask) in &threads {
+            assert_eq!(mask & FORWARDED, FORWARDED, "{tracker}: {name}: {out}");
+        }
+    }
+}
+
+#[test]
 fn as_root_ste_keeps_only_the_capabilities_it_needs_once_the_command_runs() {
     if !is_root() {
         return;
