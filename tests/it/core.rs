@@ -720,20 +720,7 @@ fn as_root_the_tracker_threads_run_at_their_chosen_priority() {
         ("ptrace", Some("-5"), -5),
         ("netlink", None, -10),
     ] {
-        let script = "i=0; until grep -qx ste-sampler /proc/$PPID/task/*/comm; do \
-                      i=$((i+1)); [ $i -lt 500 ] || exit 9; sleep 0.01; done; \
-                      for t in /proc/$PPID/task/*; do echo $(cat $t/comm) $(cut -d' ' -f19 $t/stat); done";
-        let mut c = std::process::Command::new(&bins().ste);
-        c.args([
-            "--tracker",
-            tracker,
-            "-o",
-            "/dev/null",
-            "--",
-            "sh",
-            "-c",
-            script,
-        ]);
+        let mut c = each_ste_thread(tracker, "cut -d' ' -f19 $t/stat");
         if let Some(nice) = env {
             c.env("STE_TRACKER_NICE", nice);
         }
@@ -750,6 +737,21 @@ fn as_root_the_tracker_threads_run_at_their_chosen_priority() {
     }
 }
 
+/// ste with `tracker` running a command that prints, for each of ste's threads once the
+/// sampler's (which ste starts just after releasing the command) is there, its name and what
+/// `read` (a shell command on `$t`, the thread's /proc directory) prints.
+fn each_ste_thread(tracker: &str, read: &str) -> std::process::Command {
+    let script = format!(
+        "i=0; until grep -qx ste-sampler /proc/$PPID/task/*/comm; do \
+         i=$((i+1)); [ $i -lt 500 ] || exit 9; sleep 0.01; done; \
+         for t in /proc/$PPID/task/*; do echo $(cat $t/comm) $({read}); done"
+    );
+    let mut c = std::process::Command::new(&bins().ste);
+    c.args(["--tracker", tracker, "-o", "/dev/null", "--", "sh", "-c"])
+        .arg(script);
+    c
+}
+
 #[test]
 fn every_ste_thread_blocks_the_signals_it_forwards() {
     // SIGHUP 1, SIGINT 2, SIGQUIT 3, SIGTERM 15: bits 0, 1, 2 and 14 of SigBlk (proc(5)). A
@@ -763,20 +765,7 @@ fn every_ste_thread_blocks_the_signals_it_forwards() {
         &["ptrace"]
     };
     for tracker in trackers {
-        let script = "i=0; until grep -qx ste-sampler /proc/$PPID/task/*/comm; do \
-                      i=$((i+1)); [ $i -lt 500 ] || exit 9; sleep 0.01; done; \
-                      for t in /proc/$PPID/task/*; do echo $(cat $t/comm) $(grep SigBlk $t/status | cut -f2); done";
-        let o = std::process::Command::new(&bins().ste)
-            .args([
-                "--tracker",
-                tracker,
-                "-o",
-                "/dev/null",
-                "--",
-                "sh",
-                "-c",
-                script,
-            ])
+        let o = each_ste_thread(tracker, "grep SigBlk $t/status | cut -f2")
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(0), "{tracker}");
