@@ -6,7 +6,7 @@
 //! Owns the BPF object (`bpf/ste.bpf.o`, built from `bpf/ste.bpf.c` by `bpf/build.sh` and
 //! embedded here, so building ste needs no clang), what it is loaded with (the kernel-structure
 //! offsets it reads at, taken from the kernel's BTF; its configuration; which programs are
-//! attached), the reader thread that turns ring-buffer records into Events, and the system-call
+//! attached), the reader that turns ring-buffer records into Events, and the system-call
 //! maps. The loading itself is `kernel::bpf`'s (ste's own loader: its header says why not
 //! aya). Reaping is the shared reaper's (`track::reaper`); the live tree is `track::tree`'s.
 //!

@@ -2,7 +2,8 @@
 //! argv, exits with status and peak RSS, per-process system-call counts), keeps the live tree
 //! through `track::tree`, judges long argvs against /proc, and reports drops with their size.
 //!
-//! Owns the reader thread's state. Must not load or attach anything: `loading` did.
+//! Owns the reader's state (it runs on the thread that loaded the object). Must not load or
+//! attach anything: `loading` did.
 
 use super::*;
 use crate::bus::latch::Latch;
