@@ -238,7 +238,15 @@ fn anatomy(hold_ms: u64) {
     // A file read through a private mapping.
     let path = std::env::temp_dir().join(format!("ste-anatomy-{}", std::process::id()));
     let file_len = 16 * MIB;
-    std::fs::write(&path, vec![7u8; file_len]).expect("write the file");
+    // Written from a small buffer: a 16 MiB one, freed at once, made a peak above the held
+    // layout, which a map at the peak could then catch half built (the thread stacks below
+    // not yet touched) and keep, the layout never rising above it.
+    let mut w = std::fs::File::create(&path).expect("create the file");
+    let chunk = [7u8; 64 << 10];
+    for _ in 0..file_len / chunk.len() {
+        w.write_all(&chunk).expect("write the file");
+    }
+    drop(w);
     let f = std::fs::File::open(&path).expect("open the file");
     // SAFETY: mapping a file of this length read-only; checked.
     let fm = unsafe {
