@@ -22,9 +22,11 @@
 //! Owns the file and its format; must not read the BTF (`loading::from_btf` does).
 
 use super::loading::FromBtf;
-use std::ffi::CString;
+use nix::fcntl::{OFlag, open, openat, renameat};
+use nix::sys::stat::{Mode, fstat};
+use nix::unistd::{UnlinkatFlags, mkdir, unlinkat};
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 /// Where the answer is kept (`/run/ste` is also `account::delays`'s).
@@ -105,51 +107,31 @@ pub(super) fn read(dir: &Path, key: &Key) -> Option<FromBtf> {
 
 /// Keeps `answer` in `dir` (made, root's alone, when missing) under `key`.
 pub(super) fn write(dir: &Path, key: &Key, answer: &FromBtf) -> std::io::Result<()> {
-    let path = CString::new(dir.as_os_str().as_encoded_bytes())?;
-    // SAFETY: a NUL-terminated path; mkdir reads it only.
-    if unsafe { libc::mkdir(path.as_ptr(), 0o700) } != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EEXIST) {
-            return Err(e);
-        }
+    match mkdir(dir, Mode::S_IRWXU) {
+        Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+        Err(e) => return Err(e.into()),
     }
     let dir_fd = open_dir_checked(dir).ok_or_else(|| std::io::Error::other("not root's alone"))?;
-    let temp = CString::new(format!("{}.{}", key.file, std::process::id()))?;
-    let name = CString::new(key.file.as_str())?;
-    // SAFETY: a directory descriptor and a NUL-terminated name; returns a new descriptor or -1.
-    let fd = unsafe {
-        libc::openat(
-            dir_fd.as_raw_fd(),
-            temp.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            0o600,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor that nothing else owns.
-    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let temp = format!("{}.{}", key.file, std::process::id());
+    let fd = openat(
+        &dir_fd,
+        temp.as_str(),
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::S_IRUSR | Mode::S_IWUSR,
+    )?;
     let text = format!("{}{}", key.text, encode(answer));
-    // SAFETY (both calls): the directory descriptor and NUL-terminated names.
-    let renamed = file.write_all(text.as_bytes()).and_then(|()| {
-        let r = unsafe {
-            libc::renameat(
-                dir_fd.as_raw_fd(),
-                temp.as_ptr(),
-                dir_fd.as_raw_fd(),
-                name.as_ptr(),
-            )
-        };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
-    });
+    let renamed = std::fs::File::from(fd)
+        .write_all(text.as_bytes())
+        .and_then(|()| {
+            Ok(renameat(
+                &dir_fd,
+                temp.as_str(),
+                &dir_fd,
+                key.file.as_str(),
+            )?)
+        });
     if renamed.is_err() {
-        // SAFETY: the directory descriptor and a NUL-terminated name.
-        unsafe { libc::unlinkat(dir_fd.as_raw_fd(), temp.as_ptr(), 0) };
+        let _ = unlinkat(&dir_fd, temp.as_str(), UnlinkatFlags::NoRemoveDir);
     }
     prune(dir, &key.file);
     renamed
@@ -216,43 +198,23 @@ fn decode(text: &str) -> Option<FromBtf> {
 /// The directory `path`, opened without following a last symlink, if it belongs to root and no
 /// one else may write it.
 fn open_dir_checked(path: &Path) -> Option<OwnedFd> {
-    let c = CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
-    // SAFETY: a NUL-terminated path; returns a new descriptor or -1.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_DIRECTORY,
-        )
-    };
-    // SAFETY: a fresh descriptor that nothing else owns.
-    let fd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })?;
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_DIRECTORY;
+    let fd = open(path, flags, Mode::empty()).ok()?;
     roots_alone(&fd, libc::S_IFDIR).then_some(fd)
 }
 
 /// `name` in the directory `dir`, opened as [`open_dir_checked`] does, if it is a regular file.
 fn openat_checked(dir: &OwnedFd, name: &str) -> Option<OwnedFd> {
-    let c = CString::new(name).ok()?;
-    // SAFETY: a directory descriptor and a NUL-terminated name; returns a new descriptor or -1.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    // SAFETY: a fresh descriptor that nothing else owns.
-    let fd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })?;
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = openat(dir, name, flags, Mode::empty()).ok()?;
     roots_alone(&fd, libc::S_IFREG).then_some(fd)
 }
 
 /// Whether `fd` is of type `kind`, owned by root, and writable by neither group nor others.
 fn roots_alone(fd: &OwnedFd, kind: libc::mode_t) -> bool {
-    // SAFETY: fstat fills a zeroed struct for a valid descriptor.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return false;
-    }
-    st.st_mode & libc::S_IFMT == kind && st.st_uid == 0 && st.st_mode & 0o022 == 0
+    fstat(fd).is_ok_and(|st| {
+        st.st_mode & libc::S_IFMT == kind && st.st_uid == 0 && st.st_mode & 0o022 == 0
+    })
 }
 
 #[cfg(test)]
