@@ -22,7 +22,8 @@ cd "$(dirname "$0")/.."
 RUNS=${1:-100}
 LOOP_RUNS=${2:-300}
 cargo build --release --quiet
-STE=$PWD/target/release/ste
+RELEASE=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
+STE=$RELEASE/ste
 OUT=$PWD/bench/results
 mkdir -p "$OUT"
 [ "$(id -u)" = 0 ] || echo "warning: not root: taskstats and the cgroup are unavailable, so 'ste' measures the unprivileged ledger (exit-stop reads, wait4) instead" >&2

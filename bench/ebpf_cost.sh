@@ -19,7 +19,7 @@ need python3 perf
 
 RUNS=${RUNS:-30}
 LOOP='i=0; while [ $i -lt 2000 ]; do /bin/true; i=$((i+1)); done'
-FLOOR="$ROOT/target/release/examples/ebpf_floor"
+FLOOR="$RELEASE/examples/ebpf_floor"
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 "$BENCH_DIR/paired.py" --runs "$RUNS" --warmup 2 --json "$RESULTS/ebpf-cost.json" \

@@ -1,5 +1,7 @@
 # Shared helpers for the bench scripts: build ste and the fixtures in release mode, and make the
 # offline multi-process build used as the "real build" workload. Source it; it defines:
+#   RELEASE            where cargo puts release builds (target/HOST-TRIPLE/release: the build
+#                      names its target, .cargo/config.toml says why)
 #   STE, FIXTURE       release binaries
 #   RESULTS            bench/results (git-ignored), where hyperfine exports go
 #   make_c_project DIR N   write a C project of N translation units and a Makefile into DIR
@@ -18,8 +20,9 @@ need() {
 }
 
 (cd "$ROOT" && cargo build --release --quiet --bin ste --examples)
-STE="$ROOT/target/release/ste"
-FIXTURE="$ROOT/target/release/examples/fixture"
+RELEASE="$ROOT/target/$(rustc -vV | sed -n 's/^host: //p')/release"
+STE="$RELEASE/ste"
+FIXTURE="$RELEASE/examples/fixture"
 
 # A C project whose build is real gcc work: each unit has a few hundred lines of functions so
 # cc1 runs for tens of milliseconds, as in a real build; make -j runs them in parallel and links.

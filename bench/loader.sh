@@ -10,7 +10,7 @@
 # then the cost per system call alone, timed inside a program (the minimum over 60 chunks of
 # 50,000 getppid, robust to a busy machine), bare and under each ste, three times.
 #
-#   BEFORE=/tmp/old/target/release/ste bench/loader.sh [RUNS]     (default 10; as root)
+#   BEFORE=/tmp/old/target/x86_64-unknown-linux-gnu/release/ste bench/loader.sh [RUNS]     (default 10; as root)
 #
 # Needs root, hyperfine, cc and sys/sdt.h (systemtap-sdt-dev). Results: bench/results/loader-*.
 source "$(dirname "$0")/lib.sh"
@@ -22,8 +22,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 quiet="-o /dev/null"
 cc -O1 -o "$work/sdt_fixture" "$ROOT/tests/it/c/sdt_fixture.c"
-loop=$ROOT/target/release/examples/syscalls_fixture
-mem=$ROOT/target/release/examples/memory_fixture
+loop=$RELEASE/examples/syscalls_fixture
+mem=$RELEASE/examples/memory_fixture
 sdt=$work/sdt_fixture
 
 compare() {

@@ -16,7 +16,7 @@
 # and CHUNK_RUNS (per-pair runs, 7) can be overridden. Results: bench/results/memory-*.
 source "$(dirname "$0")/lib.sh"
 need hyperfine python3 cc perl
-FX=$ROOT/target/release/examples/memory_fixture
+FX=$RELEASE/examples/memory_fixture
 N=${N:-20000000}
 GIB=${GIB:-4}
 ROUNDS=${ROUNDS:-20}

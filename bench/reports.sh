@@ -16,8 +16,9 @@ N=${1:-100000}
 OUT=bench/results/reports
 mkdir -p "$OUT"
 cargo build --release --bins --examples -q
-STE=$PWD/target/release/ste
-FIX=$PWD/target/release/examples/reports_fixture
+RELEASE=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
+STE=$RELEASE/ste
+FIX=$RELEASE/examples/reports_fixture
 REC=$OUT/synth-$N.ste
 PLAIN=$OUT/synth-$N-no-accounting.ste
 

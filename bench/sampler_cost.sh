@@ -14,7 +14,8 @@ BEFORE=$1
 LOOP_RUNS=${2:-60}
 RUNS=${3:-20}
 cargo build --release --quiet
-STE=$PWD/target/release/ste
+RELEASE=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
+STE=$RELEASE/ste
 OUT=$PWD/bench/results
 mkdir -p "$OUT"
 

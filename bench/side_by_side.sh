@@ -32,7 +32,7 @@ BEFORE=${BEFORE:-}
 WORKLOADS=("$@")
 [ ${#WORKLOADS[@]} -eq 0 ] && WORKLOADS=(loop build true)
 
-EBPF_FLOOR="$ROOT/target/release/examples/ebpf_floor"
+EBPF_FLOOR="$RELEASE/examples/ebpf_floor"
 PTRACE_FLOOR="$RESULTS/ptrace_floor"
 NETLINK_FLOOR="$RESULTS/netlink_floor"
 cc -O2 -o "$PTRACE_FLOOR" "$BENCH_DIR/ptrace_floor.c"

@@ -25,8 +25,9 @@ done
 [ "$(id -u)" = 0 ] || { echo "bench/syscalls.sh: run as root (BPF, perf trace)" >&2; exit 1; }
 
 cargo build --release --quiet --bin ste --example syscalls_fixture
-ste=$PWD/target/release/ste
-loop=$PWD/target/release/examples/syscalls_fixture
+RELEASE=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
+ste=$RELEASE/ste
+loop=$RELEASE/examples/syscalls_fixture
 out=bench/results
 mkdir -p "$out"
 work=$(mktemp -d)

@@ -1,6 +1,6 @@
 //! What ste reads from ELF files: whether a program is dynamic (it names a program
-//! interpreter, so ld.so runs and honours `LD_PRELOAD`) and of this machine's class, from the
-//! first bytes of the file; and the SystemTap SDT probes of an object (`.note.stapsdt`), such
+//! interpreter, so ld.so runs and honours `LD_PRELOAD`), which interpreter, and of this
+//! machine's class, from the first bytes of the file; and the SystemTap SDT probes of an object (`.note.stapsdt`), such
 //! as glibc's `memory_*` malloc probes on distributions that build them.
 //!
 //! Owns these two formats. The header check is hand-written (a few fixed offsets of the ELF
@@ -21,6 +21,8 @@ pub struct ElfSummary {
     pub machine: u16,
     /// It has a `PT_INTERP` program header: a dynamically linked program.
     pub interp: bool,
+    /// Where in the file that header says the interpreter's path is (offset, size).
+    interp_at: Option<(u64, u64)>,
 }
 
 const PT_INTERP: u32 = 3;
@@ -71,16 +73,22 @@ pub fn summarize(prefix: &[u8]) -> Option<ElfSummary> {
             u16_at(44)? as usize,
         )
     };
-    let mut interp = false;
+    let mut interp_at = None;
     for i in 0..phnum {
-        if u32_at(phoff + i * phentsize)? == PT_INTERP {
-            interp = true;
+        let ph = phoff + i * phentsize;
+        if u32_at(ph)? == PT_INTERP {
+            interp_at = Some(if class64 {
+                (u64_at(ph + 8)?, u64_at(ph + 32)?)
+            } else {
+                (u64::from(u32_at(ph + 4)?), u64::from(u32_at(ph + 16)?))
+            });
         }
     }
     Some(ElfSummary {
         class64,
         machine,
-        interp,
+        interp: interp_at.is_some(),
+        interp_at,
     })
 }
 
@@ -97,6 +105,25 @@ pub fn summarize_file(path: &Path) -> std::io::Result<Option<ElfSummary>> {
         file.take(60 * 1024).read_to_end(&mut buf)?;
     }
     Ok(summarize(&buf))
+}
+
+/// The program interpreter (the dynamic loader) that the program at `path` names, if it is a
+/// dynamically linked ELF program.
+pub fn interpreter(path: &Path) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::FileExt;
+    let (offset, size) = summarize_file(path).ok()??.interp_at?;
+    // A path, NUL-terminated; PATH_MAX bounds what the kernel would accept.
+    if size == 0 || size > 4096 {
+        return None;
+    }
+    let mut buf = vec![0u8; size as usize];
+    std::fs::File::open(path)
+        .ok()?
+        .read_exact_at(&mut buf, offset)
+        .ok()?;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    (end > 0).then(|| std::ffi::OsStr::from_bytes(&buf[..end]).into())
 }
 
 /// The machine ste itself was built for, as `e_machine` names it.
@@ -261,12 +288,28 @@ mod tests {
 
     #[test]
     fn elf_headers_of_real_programs() {
-        // ste's own test binary: a dynamic 64-bit program of this machine.
+        // The shell: a dynamic 64-bit program of this machine (ste and its tests are static:
+        // .cargo/config.toml), whose loader is there.
+        let sh = summarize_file(Path::new("/bin/sh")).unwrap().unwrap();
+        assert!(sh.class64 && sh.interp);
+        assert_eq!(sh.machine, own_machine());
+        let loader = interpreter(Path::new("/bin/sh")).expect("/bin/sh names its loader");
+        assert!(
+            loader.is_absolute() && loader.exists(),
+            "{}",
+            loader.display()
+        );
+        assert!(
+            loader.to_string_lossy().contains("ld-"),
+            "{}",
+            loader.display()
+        );
+        // This test's own binary is static: no interpreter.
         let me = summarize_file(&std::env::current_exe().unwrap())
             .unwrap()
             .unwrap();
-        assert!(me.class64 && me.interp);
-        assert_eq!(me.machine, own_machine());
+        assert!(me.class64 && !me.interp);
+        assert_eq!(interpreter(&std::env::current_exe().unwrap()), None);
         assert_eq!(summarize(b"#!/bin/sh\n"), None);
         // A truncated header is not a summary.
         assert_eq!(summarize(b"\x7fELF\x02\x01"), None);

@@ -1,5 +1,5 @@
 //! Starting the command, the parent side: subreaper, the command resolved for `execve`, the
-//! credentials it runs with under sudo, starting the child process that waits for the tracker,
+//! credentials it runs with under sudo (the groups from `groups.rs`), starting the child process that waits for the tracker,
 //! and the launch errors ste exits with (127/126/125). The child side is `child.rs` (only
 //! async-signal-safe raw calls), the capability policy `privilege.rs`, the signals ste
 //! forwards `signals.rs`.
@@ -36,6 +36,7 @@
 //! must learn the pid and register it before the exec happens (docs/kernel-notes.md, ptrace).
 
 mod child;
+mod groups;
 pub mod privilege;
 pub mod signals;
 
@@ -119,12 +120,9 @@ impl Credentials {
         let groups = if user.is_empty() {
             vec![gid]
         } else {
-            nix::unistd::getgrouplist(
-                &CString::new(user.clone())?,
-                nix::unistd::Gid::from_raw(gid),
-            )
-            .map(|g| g.into_iter().map(|g| g.as_raw()).collect())
-            .unwrap_or_else(|_| vec![gid])
+            groups::of(&user, gid)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("cannot list the groups of SUDO_USER {user}"))?
         };
         Ok(Some(Credentials {
             uid,

@@ -702,6 +702,46 @@ fn under_sudo_the_command_runs_as_the_invoking_user() {
     );
     let o = run(&["--keep-root"], &["id", "-u"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout), "0\n");
+    // A user the group database lists in groups besides their own, when this machine has one:
+    // the command gets the groups `id` (glibc's getgrouplist) gives that user.
+    let Some(member) = std::fs::read_to_string("/etc/group")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(':').nth(3))
+        .flat_map(|m| m.split(','))
+        .find(|m| !m.is_empty())
+        .map(str::to_string)
+    else {
+        eprintln!("no user is listed in a group of /etc/group: supplementary groups not compared");
+        return;
+    };
+    let id = |args: &[&str]| {
+        let o = std::process::Command::new("id")
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let mut c = command_as(Who::Root, &bins().ste);
+    let o = c
+        .current_dir(&bins().dir)
+        .args(["-q", "-o", "/dev/null", "--", "id", "-G"])
+        .env("SUDO_UID", id(&["-u", &member]))
+        .env("SUDO_GID", id(&["-g", &member]))
+        .env("SUDO_USER", &member)
+        .output()
+        .unwrap();
+    let sorted = |s: &str| {
+        let mut g: Vec<u32> = s.split_whitespace().map(|g| g.parse().unwrap()).collect();
+        g.sort_unstable();
+        g
+    };
+    assert_eq!(
+        sorted(&String::from_utf8_lossy(&o.stdout)),
+        sorted(&id(&["-G", &member])),
+        "{member}'s groups; {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]

@@ -306,11 +306,43 @@ mod tests {
             mine,
             5,
         );
-        assert_eq!(c.static_binary, Some(false));
+        // This test's binary is static, as ste is (.cargo/config.toml): no ld.so to preload into.
+        assert_eq!(c.static_binary, Some(true));
         assert_eq!(c.foreign, Some(false));
         assert_eq!(c.secure, Some(false));
         assert_eq!(c.preload_in_env, Some(false));
         assert_eq!(c.shim_reachable, Some(true), "its own user");
         assert!(c.program.unwrap().contains("ste"));
+    }
+
+    #[test]
+    fn a_dynamic_program_is_not_static() {
+        // `sleep`, once its exec shows in /proc (the spawn may return before it does).
+        let mut sleep = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let exe = format!("/proc/{}/exe", sleep.id());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read_link(&exe).is_ok_and(|p| p.ends_with("sleep"))
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let reach = Reach {
+            owner: nix::unistd::geteuid().as_raw(),
+            group_root: false,
+        };
+        let c = check_exec(
+            Path::new("/proc"),
+            sleep.id() as i32,
+            Path::new("/x.so"),
+            reach,
+            5,
+        );
+        let _ = sleep.kill();
+        let _ = sleep.wait();
+        assert_eq!(c.static_binary, Some(false));
+        assert!(c.program.unwrap().ends_with("sleep"));
     }
 }

@@ -184,17 +184,18 @@ pub fn parse_arg(spec: &str) -> Result<Arg, String> {
     Err(format!("`{spec}`: form not decoded"))
 }
 
-/// The libc ste itself runs with (the one the command's programs load too, in practice).
-pub fn own_libc() -> Option<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .find(|p| {
-            Path::new(p)
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("libc.so"))
-        })
-        .map(PathBuf::from)
+/// The libc the command's programs load, in practice: `libc.so.6` beside the dynamic loader
+/// that `program` names (glibc installs the two side by side), or, for a script or a static
+/// program, the loader `/bin/sh` names. Not ste's own: ste is static (`.cargo/config.toml`).
+pub fn command_libc(program: Option<&Path>) -> Option<PathBuf> {
+    let loader = program
+        .and_then(elf::interpreter)
+        .or_else(|| elf::interpreter(Path::new("/bin/sh")))?;
+    let libc = std::fs::canonicalize(loader)
+        .ok()?
+        .parent()?
+        .join("libc.so.6");
+    libc.is_file().then_some(libc)
 }
 
 /// The file the command's first word names, found as `execvp` would.
@@ -212,10 +213,11 @@ fn program_path(command: &[OsString]) -> Option<PathBuf> {
 /// The plan for a command: its libc and its own program.
 pub fn plan(command: &[OsString]) -> Plan {
     let mut objects: Vec<(PathBuf, &'static str)> = Vec::new();
-    if let Some(libc) = own_libc() {
+    let program = program_path(command);
+    if let Some(libc) = command_libc(program.as_deref()) {
         objects.push((libc, "libc"));
     }
-    if let Some(program) = program_path(command)
+    if let Some(program) = program
         && elf::summarize_file(&program).is_ok_and(|s| s.is_some())
     {
         objects.push((program, "program"));
@@ -525,10 +527,28 @@ mod tests {
     }
 
     #[test]
-    fn own_libc_plan() {
-        let Some(libc) = own_libc() else {
-            panic!("ste's test binary runs with a libc");
+    fn the_commands_libc_plan() {
+        let Some(libc) = command_libc(Some(Path::new("/bin/sh"))) else {
+            panic!("no libc.so.6 beside the loader of /bin/sh");
         };
+        // What a dynamic program (cat, reading its own maps) has mapped is that file.
+        let maps = std::process::Command::new("cat")
+            .arg("/proc/self/maps")
+            .output()
+            .unwrap();
+        let canonical = std::fs::canonicalize(&libc).unwrap();
+        assert!(
+            String::from_utf8_lossy(&maps.stdout)
+                .lines()
+                .any(|l| l.ends_with(&*canonical.to_string_lossy())),
+            "{}",
+            libc.display()
+        );
+        // A static program (this test's own binary) falls back on the shell's loader.
+        assert_eq!(
+            command_libc(Some(&std::env::current_exe().unwrap())),
+            Some(libc.clone())
+        );
         let plan = plan_for(&[(libc.clone(), "libc")]);
         let text = plan.text_before(Err("not root".into()));
         if plan.objects[0].found == 0 {
