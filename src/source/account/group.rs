@@ -372,6 +372,24 @@ pub fn sweep(parent: &Path) {
 }
 
 #[cfg(test)]
+impl Group {
+    /// A group of plain directories (rmdir works the same on empty ones), for tests.
+    pub(super) fn of_plain_dirs(paths: &[PathBuf]) -> Group {
+        Group {
+            version: 1,
+            dirs: paths
+                .iter()
+                .map(|p| Dir {
+                    path: p.clone(),
+                    controllers: Vec::new(),
+                })
+                .collect(),
+            missing: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

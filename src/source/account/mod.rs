@@ -67,6 +67,9 @@ pub struct Session {
     join: Vec<CString>,
     taskstats: Option<Taskstats>,
     listener: Option<Listener>,
+    /// Removes the group on the accounts thread, once its end figures are read; dropped last
+    /// (see `listener::Remover`).
+    remover: Option<listener::Remover>,
     /// The group's end figures, read by the accounts thread as it stopped.
     group_end: Option<GroupEnd>,
     matcher: Matcher,
@@ -103,6 +106,7 @@ impl Session {
             join: Vec::new(),
             taskstats: None,
             listener: None,
+            remover: None,
             group_end: None,
             matcher: Matcher::default(),
             delays: None,
@@ -408,6 +412,7 @@ impl Session {
         if let Some(mut l) = self.listener.take() {
             self.group_end = self.group.as_ref().map(|g| g.end());
             l.stop();
+            self.remover = l.remover();
         }
     }
 
@@ -421,8 +426,12 @@ impl Session {
             out.push(Event::Accounting {
                 event: AccountEvent::GroupEnd { end: Box::new(end) },
             });
-            // Dropping the last reference removes the directories.
-            drop(g);
+            // Dropping the last reference removes the directories: on the accounts thread,
+            // while the session goes on to its report, when there is one.
+            match self.remover.as_mut() {
+                Some(r) => r.remove(g),
+                None => drop(g),
+            }
         }
         self.delays.take();
         out
