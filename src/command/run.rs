@@ -50,6 +50,9 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 
 fn run_inner(opts: &RunOptions) -> Result<i32> {
     crate::compare::budget::require(&opts.budgets, false, "a run")?;
+    // Before any thread starts, so that none takes a child's SIGCHLD from the ebpf reader's
+    // signalfd; the command gets this mask back.
+    let original_mask = signals::block_child_ends();
     // Start-up side by side: BPF loads on a thread of its own, begun before anything else
     // (it is the longest part of the start-up), while this thread opens the outputs, forks
     // the command and prepares the accounting (the command joins the cgroup itself, once
@@ -74,8 +77,10 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         .transpose()?;
     let mut exports = Exports::open(opts)?;
     let recording = match &opts.record {
+        // Its writer thread lives for the run: it blocks the forwarded signals as every ste
+        // thread must (a SIGINT it took would end ste instead of reaching the command).
         Some(p) => Some(
-            Recording::create(p, opts.style)
+            signals::while_blocked(|| Recording::create(p, opts.style))
                 .with_context(|| format!("cannot create the record {}", p.display()))?,
         ),
         None => None,
@@ -95,7 +100,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         .transpose()?;
     let env = malloc.as_ref().map(|m| m.env()).unwrap_or_default();
     let prepared = Prepared::new(&opts.command, creds, &env)?;
-    let original_mask = signals::block();
+    signals::block();
     let mut child = crate::bus::phases::span("fork", || prepared.fork(&original_mask))?;
     let mut accounting = crate::bus::phases::span("accounting prepare", || {
         account::Session::prepare(&opts.accounting)

@@ -95,8 +95,17 @@ pub struct Credentials {
 
 impl Credentials {
     /// Under `sudo`, the invoking user (from `SUDO_UID`, `SUDO_GID`, `SUDO_USER` and the
-    /// group database); `None` when ste is not root or was not started by sudo.
+    /// group database); `None` when ste is not root or was not started by sudo. Looked up once
+    /// per process (the groups cost a run of `getent`), for the command and every output.
     pub fn invoking_user() -> Result<Option<Credentials>> {
+        static ONCE: std::sync::OnceLock<Result<Option<Credentials>, String>> =
+            std::sync::OnceLock::new();
+        ONCE.get_or_init(|| Self::look_up().map_err(|e| format!("{e:#}")))
+            .clone()
+            .map_err(anyhow::Error::msg)
+    }
+
+    fn look_up() -> Result<Option<Credentials>> {
         // SAFETY: getuid cannot fail.
         if unsafe { libc::geteuid() } != 0 {
             return Ok(None);

@@ -5,9 +5,10 @@
 //! signals: a thread still asleep when ste exits must be woken to die, and ste's exit waited
 //! for that (up to ~0.2 ms on an idle CPU of a VM) after everything else. Between runs of `ste bench`, SIGINT and SIGTERM
 //! are noted instead ([`catch_interrupts`]), so the bench ends with what it measured.
-//! SIGCHLD is blocked with them: the ebpf tracker's reader reaps the tree when a signalfd of
-//! its own says a child ended ([`child_fd`]), which it can only see while no thread takes the
-//! signal. Owns nothing else.
+//! SIGCHLD is blocked in every ste thread from the run's start ([`block_child_ends`], before
+//! any thread exists): the ebpf tracker's reader reaps the tree when a signalfd of its own says
+//! a child ended ([`child_fd`]), which it can only see while no thread takes the signal (its
+//! default action discards it). Owns nothing else.
 
 use crate::bus::sink::{Msg, Sink};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -45,15 +46,27 @@ pub fn signal_fd() -> std::io::Result<std::os::fd::OwnedFd> {
 }
 
 /// A signalfd for SIGCHLD, readable while a child's end is pending: for a thread that reaps
-/// without blocking in `waitpid` ([`block`] blocked SIGCHLD in every thread).
+/// without blocking in `waitpid` ([`block_child_ends`] blocked SIGCHLD in every thread).
 pub fn child_fd() -> std::io::Result<std::os::fd::OwnedFd> {
     signalfd_of(&[libc::SIGCHLD])
 }
 
-/// Blocks the forwarded signals and SIGCHLD in the calling thread (and every thread it starts
-/// later). Returns the mask before, which the command must get back.
+/// Blocks SIGCHLD in the calling thread and every thread it starts later: call it before any
+/// other thread exists. Returns the mask before, which the command must get back.
+pub fn block_child_ends() -> libc::sigset_t {
+    let set = set(&[libc::SIGCHLD]);
+    // SAFETY: valid sigset pointers.
+    unsafe {
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        old
+    }
+}
+
+/// Blocks the forwarded signals in the calling thread (and every thread it starts later).
+/// Returns the mask before.
 pub fn block() -> libc::sigset_t {
-    let set = set(&[FORWARDED.as_slice(), &[libc::SIGCHLD]].concat());
+    let set = set(&FORWARDED);
     // SAFETY: valid sigset pointers.
     unsafe {
         let mut old: libc::sigset_t = std::mem::zeroed();

@@ -781,14 +781,18 @@ fn as_root_the_tracker_threads_run_at_their_chosen_priority() {
 /// sampler's (which ste starts just after releasing the command) is there, its name and what
 /// `read` (a shell command on `$t`, the thread's /proc directory) prints.
 fn each_ste_thread(tracker: &str, read: &str) -> std::process::Command {
+    each_ste_thread_of(&["--tracker", tracker, "-o", "/dev/null"], read)
+}
+
+/// [`each_ste_thread`] with ste's arguments before the command.
+fn each_ste_thread_of(args: &[&str], read: &str) -> std::process::Command {
     let script = format!(
         "i=0; until grep -qx ste-sampler /proc/$PPID/task/*/comm; do \
          i=$((i+1)); [ $i -lt 500 ] || exit 9; sleep 0.01; done; \
          for t in /proc/$PPID/task/*; do echo $(cat $t/comm) $({read}); done"
     );
     let mut c = std::process::Command::new(&bins().ste);
-    c.args(["--tracker", tracker, "-o", "/dev/null", "--", "sh", "-c"])
-        .arg(script);
+    c.args(args).args(["--", "sh", "-c"]).arg(script);
     c
 }
 
@@ -806,7 +810,16 @@ fn every_ste_thread_blocks_the_signals_it_forwards() {
         &["ptrace"]
     };
     for tracker in trackers {
-        let o = each_ste_thread(tracker, "grep SigBlk $t/status | cut -f2")
+        // Recording: the record's writer thread starts before the command does.
+        let record = scratch(&format!("blocked-{tracker}.ste"));
+        let args = [
+            "record",
+            "-o",
+            record.to_str().unwrap(),
+            "--tracker",
+            tracker,
+        ];
+        let o = each_ste_thread_of(&args, "grep SigBlk $t/status | cut -f2")
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(0), "{tracker}");
@@ -818,12 +831,14 @@ fn every_ste_thread_blocks_the_signals_it_forwards() {
                 (name, u64::from_str_radix(mask, 16).unwrap())
             })
             .collect();
-        // The session, the tracker's thread and the sampler at least.
-        assert!(threads.len() >= 3, "{tracker}: {out}");
-        assert!(
-            threads.iter().any(|(n, _)| *n == format!("ste-{tracker}")),
-            "{tracker}: {out}"
-        );
+        // The session, the tracker's thread, the sampler and the record's writer at least.
+        assert!(threads.len() >= 4, "{tracker}: {out}");
+        for thread in [format!("ste-{tracker}"), "ste-record".into()] {
+            assert!(
+                threads.iter().any(|(n, _)| *n == thread),
+                "{tracker}: {thread}: {out}"
+            );
+        }
         for (name, mask) in &threads {
             assert_eq!(mask & FORWARDED, FORWARDED, "{tracker}: {name}: {out}");
         }

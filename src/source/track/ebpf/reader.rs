@@ -53,9 +53,10 @@ pub(super) struct Reaping {
 }
 
 impl Reaping {
-    /// Takes the pending SIGCHLD, then reaps what ended. One signal stands for any number of
-    /// ends, and an end after the signal was taken is reaped here or raises another.
-    fn reap(&mut self, sink: &Sink) {
+    /// Takes the pending SIGCHLD, then reaps what ended (`anyway`: whether or not one was
+    /// pending). One signal stands for any number of ends, and an end after the signal was
+    /// taken is reaped here or raises another.
+    fn reap(&mut self, sink: &Sink, anyway: bool) {
         if self.over.is_some() {
             return;
         }
@@ -69,7 +70,7 @@ impl Reaping {
         {
             pending = true;
         }
-        if pending {
+        if pending || anyway {
             self.over = reaper::reap_ended(self.root, &mut self.report, sink);
         }
     }
@@ -176,7 +177,10 @@ impl Reader {
             } else {
                 DROP_CHECK
             });
-            self.reaping.reap(&self.state.tree.sink);
+            // Also every DROP_CHECK without a signal: a SIGCHLD that some thread took after all
+            // (a thread started before the run blocked it) then costs that long, not a hang.
+            self.reaping
+                .reap(&self.state.tree.sink, last_check.elapsed() >= DROP_CHECK);
             let records = self.drain();
             // Records again within two batches of the last drain: a storm, so batch.
             let was = batching;
