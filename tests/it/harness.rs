@@ -216,6 +216,15 @@ impl Outcome {
 }
 
 /// Runs `ste --tracker T --json J [extra] -- command...` as `mode.who`.
+/// Held by a test that floods the machine on purpose, and by each test whose claim needs the
+/// machine's CPUs for ste alone: they never overlap. (A fork flood beside the burst of long
+/// argv starved its reader into losing a record, counted as it should be, where the burst
+/// claims that none is lost.)
+pub fn machine_to_itself() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 pub fn ste(mode: Mode, extra: &[&str], command: &[&str]) -> Outcome {
     ste_with(mode, extra, command, |_| {})
 }

@@ -178,6 +178,7 @@ fn netlink_never_shows_a_later_images_argv_under_a_fork_flood() {
         vec!["/bin/true", "first"],
     ];
     // Two loops of short processes beside the runs, killed on the way out.
+    let _alone = machine_to_itself();
     struct Flood(Vec<std::process::Child>);
     impl Drop for Flood {
         fn drop(&mut self) {
@@ -272,6 +273,7 @@ fn ebpf_loses_no_exec_in_a_burst_of_long_argv() {
     };
     let word = "a".repeat(100_000);
     let script = r#"seq 300 | xargs -s 2000000 -P 8 -I{} /bin/true {} "$0" "$0""#;
+    let _alone = machine_to_itself();
     let o = ste(
         mode,
         &["-o", "/dev/null"],
