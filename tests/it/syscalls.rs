@@ -400,6 +400,7 @@ fn ebpf_and_ptrace_see_the_same_processes_threads_and_execs() {
 #[test]
 #[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn a_fork_storm_loses_nothing() {
+    let _alone = crate::harness::machine_to_itself();
     let o = ste(EBPF, &[], &[&crate::harness::fixture(), "forks", "20000"]);
     assert_eq!(o.status(), 0, "{}", o.stderr());
     let run = o.run();

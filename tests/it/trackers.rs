@@ -320,6 +320,8 @@ fn netlink_fork_loop(no_filter: bool) {
         who: Who::Root,
     };
     let script = "i=0; while [ $i -lt 2000 ]; do /bin/true; i=$((i+1)); done";
+    // A fork loop whose reader runs at nice -10: it takes the CPUs from a test beside it.
+    let _alone = machine_to_itself();
     let o = ste_with(
         mode,
         &["-o", "/dev/null"],
