@@ -62,8 +62,7 @@ impl Alarm {
         let mut event: libc::sigevent = unsafe { std::mem::zeroed() };
         event.sigev_notify = libc::SIGEV_THREAD_ID;
         event.sigev_signo = signal();
-        // SAFETY: gettid cannot fail.
-        event.sigev_notify_thread_id = unsafe { libc::gettid() };
+        event.sigev_notify_thread_id = super::calls::gettid();
         let mut timer: libc::timer_t = std::ptr::null_mut();
         // SAFETY: valid pointers to the event and the output id.
         if unsafe { libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut timer) } != 0 {

@@ -31,6 +31,13 @@ pub fn name_this_thread(name: &std::ffi::CStr) {
     unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
 }
 
+/// The calling thread's id, from the system call: in ste's static, LTO-linked binary, glibc's
+/// `gettid` wrapper came out as an unresolved weak symbol, and a call to it jumped to address 0.
+pub fn gettid() -> libc::pid_t {
+    // SAFETY: gettid takes no argument and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
+}
+
 /// ste's effective uid.
 pub fn euid() -> libc::uid_t {
     // SAFETY: geteuid cannot fail.

@@ -359,5 +359,11 @@ fn set_priority(default: i32) {
         return;
     }
     // SAFETY: setpriority on the calling thread's id.
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
+    unsafe {
+        libc::setpriority(
+            libc::PRIO_PROCESS,
+            crate::kernel::calls::gettid() as libc::id_t,
+            nice,
+        )
+    };
 }
