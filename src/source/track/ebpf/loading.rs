@@ -257,13 +257,17 @@ pub(super) fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBu
     let with_syscalls = config.syscalls.is_some();
     let (btf_tx, btf_rx) = mpsc::channel();
     let (work_tx, work_rx) = mpsc::channel::<(Arc<Tracepoints>, Arc<RingJob>)>();
+    let (done_tx, done_rx) = mpsc::sync_channel(1);
     let helper = spawn_elsewhere("ste-bpf-helper", move || {
         let btf = btf_answers(with_syscalls, &want);
         let _ = btf_tx.send(btf);
         // No work when the loading stopped short: its error says why.
-        let (tracepoints, ring) = work_rx.recv().ok()?;
+        let Ok((tracepoints, ring)) = work_rx.recv() else {
+            return;
+        };
         let turns = tracepoints.take_turns();
-        Some((turns, ring.take()))
+        // Said before the thread ends: this thread's exit is not waited for.
+        let _ = done_tx.send((turns, ring.take()));
     })
     .ok();
     let created = crate::bus::phases::span("bpf: create maps", || loader.create_maps(&maps_for));
@@ -308,10 +312,16 @@ pub(super) fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBu
             .is_ok();
     let mine = crate::bus::phases::span("bpf: load+attach programs", || work.take_turns());
     ring = ring.or_else(|| ring_job.take());
-    let theirs = match helper.filter(|_| helped).and_then(joined) {
-        Some((theirs, their_ring)) => {
+    // The helper's word, not its end: joining it waited for its exit too.
+    let theirs = match helper.filter(|_| helped).map(|h| (done_rx.recv(), h)) {
+        Some((Ok((theirs, their_ring)), _)) => {
             ring = ring.or(their_ring);
             Some(theirs)
+        }
+        // It ended without a word: its panic goes on here.
+        Some((Err(_), h)) => {
+            joined(h);
+            None
         }
         None => None,
     };
