@@ -50,9 +50,6 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 
 fn run_inner(opts: &RunOptions) -> Result<i32> {
     crate::compare::budget::require(&opts.budgets, false, "a run")?;
-    // Before any thread starts, so that none takes a child's SIGCHLD from the ebpf reader's
-    // signalfd; the command gets this mask back.
-    let original_mask = signals::block_child_ends();
     // Start-up side by side: BPF loads on a thread of its own, begun before anything else
     // (it is the longest part of the start-up), while this thread opens the outputs, forks
     // the command and prepares the accounting (the command joins the cgroup itself, once
@@ -100,7 +97,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         .transpose()?;
     let env = malloc.as_ref().map(|m| m.env()).unwrap_or_default();
     let prepared = Prepared::new(&opts.command, creds, &env)?;
-    signals::block();
+    let original_mask = signals::block();
     let mut child = crate::bus::phases::span("fork", || prepared.fork(&original_mask))?;
     let mut accounting = crate::bus::phases::span("accounting prepare", || {
         account::Session::prepare(&opts.accounting)

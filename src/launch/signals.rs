@@ -4,32 +4,29 @@
 //! sent to ste alone (which ste forwards). The session stops the thread once it takes no more
 //! signals: a thread still asleep when ste exits must be woken to die, and ste's exit waited
 //! for that (up to ~0.2 ms on an idle CPU of a VM) after everything else. Between runs of `ste bench`, SIGINT and SIGTERM
-//! are noted instead ([`catch_interrupts`]), so the bench ends with what it measured.
-//! SIGCHLD is blocked in every ste thread from the run's start ([`block_child_ends`], before
-//! any thread exists): the ebpf tracker's reader reaps the tree when a signalfd of its own says
-//! a child ended ([`child_fd`]), which it can only see while no thread takes the signal (its
-//! default action discards it). Owns nothing else.
+//! are noted instead ([`catch_interrupts`]), so the bench ends with what it measured. Owns
+//! nothing else.
 
 use crate::bus::sink::{Msg, Sink};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 pub const FORWARDED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
-fn set(signals: &[i32]) -> libc::sigset_t {
+fn set() -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset initialise and fill a local sigset_t.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for &s in signals {
+        for s in FORWARDED {
             libc::sigaddset(&mut set, s);
         }
         set
     }
 }
 
-/// A close-on-exec, non-blocking signalfd for `signals` (the caller blocks them first).
-fn signalfd_of(signals: &[i32]) -> std::io::Result<std::os::fd::OwnedFd> {
-    let set = set(signals);
+/// A close-on-exec signalfd for the forwarded signals (the caller blocks them first).
+pub fn signal_fd() -> std::io::Result<std::os::fd::OwnedFd> {
+    let set = set();
     // Non-blocking: its readers poll it first, and a signal taken meanwhile must not block them.
     // SAFETY: creating a signalfd from a valid, initialised set.
     let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
@@ -40,33 +37,10 @@ fn signalfd_of(signals: &[i32]) -> std::io::Result<std::os::fd::OwnedFd> {
     Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
 }
 
-/// A signalfd for the forwarded signals (the caller blocks them first).
-pub fn signal_fd() -> std::io::Result<std::os::fd::OwnedFd> {
-    signalfd_of(&FORWARDED)
-}
-
-/// A signalfd for SIGCHLD, readable while a child's end is pending: for a thread that reaps
-/// without blocking in `waitpid` ([`block_child_ends`] blocked SIGCHLD in every thread).
-pub fn child_fd() -> std::io::Result<std::os::fd::OwnedFd> {
-    signalfd_of(&[libc::SIGCHLD])
-}
-
-/// Blocks SIGCHLD in the calling thread and every thread it starts later: call it before any
-/// other thread exists. Returns the mask before, which the command must get back.
-pub fn block_child_ends() -> libc::sigset_t {
-    let set = set(&[libc::SIGCHLD]);
-    // SAFETY: valid sigset pointers.
-    unsafe {
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-        old
-    }
-}
-
 /// Blocks the forwarded signals in the calling thread (and every thread it starts later).
-/// Returns the mask before.
+/// Returns the mask before, which the command must get back.
 pub fn block() -> libc::sigset_t {
-    let set = set(&FORWARDED);
+    let set = set();
     // SAFETY: valid sigset pointers.
     unsafe {
         let mut old: libc::sigset_t = std::mem::zeroed();

@@ -64,7 +64,7 @@ pub fn run(argv: &[String], timer: Option<Duration>) -> Result<Floor, String> {
         libc::close(go[0]);
         libc::close(go[1]);
     }
-    // The command's end wakes the reader at once, as it wakes ste's (a SIGCHLD signalfd there).
+    // The command's end wakes the reader at once, as ste's reaper does.
     // SAFETY: pidfd_open with integer arguments; returns a new descriptor or -1.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
     if pidfd < 0 {

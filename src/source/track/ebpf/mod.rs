@@ -8,7 +8,7 @@
 //! offsets it reads at, taken from the kernel's BTF; its configuration; which programs are
 //! attached), the reader that turns ring-buffer records into Events, and the system-call
 //! maps. The loading itself is `kernel::bpf`'s (ste's own loader: its header says why not
-//! aya). Reaping is `track::reaper`'s, called by the reader; the live tree is `track::tree`'s.
+//! aya). Reaping is the shared reaper's (`track::reaper`); the live tree is `track::tree`'s.
 //!
 //! The programs attach as raw tracepoints, in two kinds the kernel calls the same way: exec
 //! and exit, which run in the task they trace, are plain raw tracepoints, and find that task's
@@ -24,8 +24,8 @@
 //! The root is registered before it is released: the kernel map of tracked tasks (task-local
 //! storage) gets the root's entry through a pidfd, marked "launching" so that ste's own launch
 //! code in the child (the pipe read, PATH search) is not counted as the command's system calls.
-//! The kernel writes a task's exit record before the task becomes a zombie, so once the reader
-//! has reaped every child (`track::reaper`), every record is in the ring buffer. Records that do not fit are
+//! The kernel writes a task's exit record before the task becomes a zombie, so once the reaper
+//! has reaped every child, every record is in the ring buffer. Records that do not fit are
 //! counted in the kernel; the reader reports them as lost and rebuilds the tree from /proc.
 //!
 //! Its rooms: `abi` (the mirrors of `bpf/ste.bpf.c`), `btf_cache` (what the kernel's BTF told
@@ -54,7 +54,7 @@ use crate::source::malloc::sdt::{self, Plan};
 use crate::source::syscalls::{self, Counts, Errnos, Mode};
 use crate::source::track::Handoff;
 use crate::source::track::argv_check::{self, Later, Probe, Verdict};
-use crate::source::track::reaper;
+use crate::source::track::reaper::{self, Done};
 use crate::source::track::tree::Tree;
 use std::collections::HashSet;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -73,7 +73,7 @@ pub use loading::{Config, Loaded, load};
 use reader::*;
 use syscall_maps::*;
 
-/// Registers the root, builds the reader (which also reaps the tree), on the thread that loaded the
+/// Registers the root, builds the reader and starts the reaper, on the thread that loaded the
 /// object (see `track::Handoff`), which then runs the reader ([`Running::run`]). Returns the
 /// system-call source when `--syscalls` was asked for.
 pub fn start(
@@ -121,12 +121,10 @@ pub fn start(
         Some(plan) => Some(SdtMaps { plan, maps: None }),
         None => None,
     };
-    // The reader reaps the tree itself when a child's end is pending (see `track::reaper`).
-    let child_ended = crate::launch::signals::child_fd()
-        .map_err(|e| format!("cannot wait for the command's end (signalfd): {e}"))?;
+    let done = Done::new().map_err(|e| format!("eventfd: {e}"))?;
     let waiter = Epoll::new()
         .and_then(|w| {
-            w.add(child_ended.as_fd(), false)?;
+            w.add(done.wake.as_fd(), false)?;
             w.add(ring.as_fd(), true)?;
             Ok(w)
         })
@@ -146,12 +144,6 @@ pub fn start(
         _ebpf: ebpf,
         ring,
         waiter,
-        reaping: Reaping {
-            root,
-            report: Some(report),
-            child_ended,
-            over: None,
-        },
         counters,
         dropped: 0,
         sdt,
@@ -167,13 +159,15 @@ pub fn start(
     };
     // The session wakes once per drain, not once per record.
     reader.state.tree.batch();
+    reaper::spawn(root, report, sink, Arc::clone(&done))?;
     let source = source.map(|s| s as Arc<dyn syscalls::Source>);
-    Ok((Running { reader }, source))
+    Ok((Running { reader, done }, source))
 }
 
 /// The reader, started and ready to run on the thread that loaded it.
 pub struct Running {
     reader: Reader,
+    done: Arc<Done>,
 }
 
 impl Running {
@@ -186,7 +180,7 @@ impl Running {
             crate::launch::privilege::Role::Tracker,
             &self.reader.state.tree.sink,
         );
-        self.reader.run()
+        self.reader.run(&self.done)
     }
 }
 

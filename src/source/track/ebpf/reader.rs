@@ -27,9 +27,8 @@ pub(super) fn unreadable(what: &str, so: &str, e: &dyn std::error::Error) {
 pub(super) struct Reader {
     pub(super) _ebpf: Bpf,
     pub(super) ring: RingBuf,
-    /// A child's end (level-triggered) and the ring (edge-triggered: see [`Reader::run`]).
+    /// The end of the tree (level-triggered) and the ring (edge-triggered: see [`Reader::run`]).
     pub(super) waiter: Epoll,
-    pub(super) reaping: Reaping,
     pub(super) counters: Array<u64>,
     /// Dropped records and untracked tasks already reported.
     pub(super) dropped: u64,
@@ -39,41 +38,6 @@ pub(super) struct Reader {
     /// Opened by the session once its event loop is over: the programs are detached only
     /// then (see the end of [`Reader::run`]).
     pub(super) detach_after: Arc<Latch>,
-}
-
-/// The reader's reaping of ste's children (see `track::reaper`).
-pub(super) struct Reaping {
-    pub(super) root: i32,
-    /// How the root's exec went, taken when the root is reaped.
-    pub(super) report: Option<crate::bus::launched::ExecOutcome>,
-    /// Readable while a SIGCHLD is pending (`launch::signals::child_fd`).
-    pub(super) child_ended: OwnedFd,
-    /// When the last child was reaped.
-    pub(super) over: Option<u64>,
-}
-
-impl Reaping {
-    /// Takes the pending SIGCHLD, then reaps what ended (`anyway`: whether or not one was
-    /// pending). One signal stands for any number of ends, and an end after the signal was
-    /// taken is reaped here or raises another.
-    fn reap(&mut self, sink: &Sink, anyway: bool) {
-        if self.over.is_some() {
-            return;
-        }
-        let mut pending = false;
-        // SAFETY: a zeroed signalfd_siginfo is a valid output buffer.
-        let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
-        let size = std::mem::size_of_val(&info);
-        // SAFETY: reading at most `size` bytes into `info` from the non-blocking signalfd.
-        while unsafe { libc::read(self.child_ended.as_raw_fd(), (&raw mut info).cast(), size) }
-            == size as isize
-        {
-            pending = true;
-        }
-        if pending || anyway {
-            self.over = reaper::reap_ended(self.root, &mut self.report, sink);
-        }
-    }
 }
 
 /// The SDT probe sites and the kernel's counts of their hits (per kind, and sizes), when a
@@ -162,7 +126,7 @@ impl Reader {
     /// notification, except for a record that takes the data waiting past a quarter of the
     /// ring, which wakes it early. The ring is waited on edge-triggered, so data already
     /// waiting does not keep the reader awake.
-    pub(super) fn run(mut self) {
+    pub(super) fn run(mut self, done: &Done) {
         let mut last_check = Instant::now();
         let mut last_drain = Instant::now();
         let mut batching = false;
@@ -177,10 +141,6 @@ impl Reader {
             } else {
                 DROP_CHECK
             });
-            // Also every DROP_CHECK without a signal: a SIGCHLD that some thread took after all
-            // (a thread started before the run blocked it) then costs that long, not a hang.
-            self.reaping
-                .reap(&self.state.tree.sink, last_check.elapsed() >= DROP_CHECK);
             let records = self.drain();
             // Records again within two batches of the last drain: a storm, so batch.
             let was = batching;
@@ -203,7 +163,7 @@ impl Reader {
                 self.check_drops();
                 last_check = Instant::now();
             }
-            if let Some(t) = self.reaping.over {
+            if let Some(t) = done.get() {
                 // Every exit record was written before its task was reaped.
                 self.drain();
                 self.check_drops();
