@@ -1035,7 +1035,13 @@ fn the_optional_parts_follow_the_schema() {
             Who::Nobody => (&["--tracker", "ptrace"], &["--allow-ptrace"]),
         };
         let json = scratch("optional.json");
-        let script = format!("{f} threads 2 4 100; {f} fill 64 300", f = fixture());
+        // The Rust fixture is static, as ste is (.cargo/config.toml): the shim reaches only the
+        // C fixture, a dynamic program that ends with exit() (its last snapshot).
+        let script = format!(
+            "{f} threads 2 4 100; {f} fill 64 300; {c} count 5 10",
+            f = fixture(),
+            c = crate::malloc::c_program("malloc_fixture", &[]),
+        );
         let o = command_as(who, &bins().ste)
             .current_dir(&bins().dir)
             .args(tracker)
