@@ -1,7 +1,8 @@
 //! What ste reads from ELF files: whether a program is dynamic (it names a program
 //! interpreter, so ld.so runs and honours `LD_PRELOAD`), which interpreter, and of this
-//! machine's class, from the first bytes of the file; and the SystemTap SDT probes of an object (`.note.stapsdt`), such
-//! as glibc's `memory_*` malloc probes on distributions that build them.
+//! machine's class, from the first bytes of the file; and the SystemTap SDT probes of an
+//! object (`.note.stapsdt`), such as glibc's `memory_*` malloc probes on distributions that
+//! build them.
 //!
 //! Owns these two formats. The header check is hand-written (a few fixed offsets of the ELF
 //! header, read from a prefix, so a 200 MB program costs one small read); sections are found
@@ -19,10 +20,16 @@ pub struct ElfSummary {
     pub class64: bool,
     /// `e_machine` (62: x86-64, 183: aarch64).
     pub machine: u16,
-    /// It has a `PT_INTERP` program header: a dynamically linked program.
-    pub interp: bool,
-    /// Where in the file that header says the interpreter's path is (offset, size).
+    /// Where in the file its `PT_INTERP` program header says the interpreter's path is
+    /// (offset, size).
     interp_at: Option<(u64, u64)>,
+}
+
+impl ElfSummary {
+    /// It has a `PT_INTERP` program header: a dynamically linked program.
+    pub fn interp(&self) -> bool {
+        self.interp_at.is_some()
+    }
 }
 
 const PT_INTERP: u32 = 3;
@@ -87,7 +94,6 @@ pub fn summarize(prefix: &[u8]) -> Option<ElfSummary> {
     Some(ElfSummary {
         class64,
         machine,
-        interp: interp_at.is_some(),
         interp_at,
     })
 }
@@ -291,7 +297,7 @@ mod tests {
         // The shell: a dynamic 64-bit program of this machine (ste and its tests are static:
         // .cargo/config.toml), whose loader is there.
         let sh = summarize_file(Path::new("/bin/sh")).unwrap().unwrap();
-        assert!(sh.class64 && sh.interp);
+        assert!(sh.class64 && sh.interp());
         assert_eq!(sh.machine, own_machine());
         let loader = interpreter(Path::new("/bin/sh")).expect("/bin/sh names its loader");
         assert!(
@@ -308,7 +314,7 @@ mod tests {
         let me = summarize_file(&std::env::current_exe().unwrap())
             .unwrap()
             .unwrap();
-        assert!(me.class64 && !me.interp);
+        assert!(me.class64 && !me.interp());
         assert_eq!(interpreter(&std::env::current_exe().unwrap()), None);
         assert_eq!(summarize(b"#!/bin/sh\n"), None);
         // A truncated header is not a summary.

@@ -1,8 +1,8 @@
 //! Starting the command, the parent side: subreaper, the command resolved for `execve`, the
-//! credentials it runs with under sudo (the groups from `groups.rs`), starting the child process that waits for the tracker,
-//! and the launch errors ste exits with (127/126/125). The child side is `child.rs` (only
-//! async-signal-safe raw calls), the capability policy `privilege.rs`, the signals ste
-//! forwards `signals.rs`.
+//! credentials it runs with under sudo, starting the child process that waits for the
+//! tracker, and the launch errors ste exits with (127/126/125). The child side is `child.rs`
+//! (only async-signal-safe raw calls), the invoking user's groups `groups.rs`, the capability
+//! policy `privilege.rs`, the signals ste forwards `signals.rs`.
 //!
 //! Owns the child between its start and `execve`. The child waits on a pipe until a tracker
 //! has registered it (ptrace seize, netlink listening, BPF's tree filter), so no event of the

@@ -120,7 +120,7 @@ pub fn check_exec(root: &Path, pid: i32, shim: &Path, reach: Reach, t_ns: u64) -
         .ok()
         .map(|p| p.display().to_string());
     let summary = elf::summarize_file(&proc_dir.join("exe")).ok();
-    let static_binary = summary.map(|s| s.is_some_and(|s| !s.interp));
+    let static_binary = summary.map(|s| s.is_some_and(|s| !s.interp()));
     let foreign = summary
         .flatten()
         .map(|s| !s.class64 || s.machine != elf::own_machine());
