@@ -18,7 +18,8 @@ use caps::{CapSet, Capability, CapsHashSet};
 pub enum Role {
     /// The session thread: forwards signals to the command and kills lingering processes
     /// (`CAP_KILL`: the command may run as the user who invoked sudo); at the end it removes
-    /// the cgroup (`CAP_DAC_OVERRIDE`: its parent directory may belong to another user) and
+    /// the cgroup (`CAP_DAC_OVERRIDE`: its parent directory may belong to another user, or be
+    /// the root of a v1 hierarchy, `r-x` even for root) and
     /// switches `kernel.task_delayacct` back off (`CAP_SYS_ADMIN`, which the sysctl demands).
     Session { cgroup: bool, restores_delays: bool },
     /// A tracker's thread (ptrace, netlink, ebpf): ptrace itself, and the tree's

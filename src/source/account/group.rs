@@ -181,8 +181,7 @@ impl Group {
             sweep(&h.dir);
             let dir = h.dir.join(name);
             if let Err(e) = std::fs::create_dir(&dir) {
-                g.remove();
-                return Err(format!("cannot create {}: {e}", dir.display()));
+                return Err(abandon(g, format!("cannot create {}: {e}", dir.display())));
             }
             g.dirs.push(Dir {
                 path: dir,
@@ -190,8 +189,7 @@ impl Group {
             });
         }
         if g.dir_with("memory").is_none() {
-            g.remove();
-            return Err("no v1 memory hierarchy is mounted".into());
+            return Err(abandon(g, "no v1 memory hierarchy is mounted".into()));
         }
         for (c, figures) in [("cpuacct", CPU_FIGURES), ("pids", PIDS_FIGURES)] {
             if g.dir_with(c).is_none() {
@@ -325,10 +323,16 @@ impl Group {
     }
 
     /// Removes every directory (members, if any are left, are moved to the parent first).
-    pub fn remove(&mut self) {
-        for d in self.dirs.drain(..) {
-            remove_dir(&d.path);
-        }
+    /// Returns what could not be removed, one line each (path and why).
+    pub fn remove(&mut self) -> Vec<String> {
+        self.dirs
+            .drain(..)
+            .filter_map(|d| {
+                remove_dir(&d.path)
+                    .err()
+                    .map(|e| format!("{}: {e}", d.path.display()))
+            })
+            .collect()
     }
 }
 
@@ -339,22 +343,35 @@ impl Dir {
 }
 
 impl Drop for Group {
+    /// The last resort (a panic, an early return): a removal that can say what it could not
+    /// remove is [`Group::remove`], which leaves nothing for this.
     fn drop(&mut self) {
         self.remove();
     }
 }
 
+/// Removes a group that could not be completed; `why` names the failure, and what could not
+/// be removed is added to it.
+fn abandon(mut g: Group, why: String) -> String {
+    let left = g.remove();
+    if left.is_empty() {
+        why
+    } else {
+        format!("{why}; and ste could not remove {}", left.join(", "))
+    }
+}
+
 /// Removes a group directory, moving any process still in it to the parent.
-fn remove_dir(dir: &Path) {
+fn remove_dir(dir: &Path) -> std::io::Result<()> {
     if std::fs::remove_dir(dir).is_ok() {
-        return;
+        return Ok(());
     }
     if let (Ok(pids), Some(parent)) = (cgroup::procs(dir), dir.parent()) {
         for pid in pids {
             let _ = std::fs::write(parent.join("cgroup.procs"), pid.to_string());
         }
     }
-    let _ = std::fs::remove_dir(dir);
+    std::fs::remove_dir(dir)
 }
 
 /// Removes the groups in `parent` whose ste is gone (no such pid, or a pid reused by a
@@ -366,7 +383,8 @@ pub fn sweep(parent: &Path) {
     let mut liveness = Liveness::default();
     for e in entries.flatten() {
         if e.file_name().to_str().and_then(|n| liveness.is_gone(n)) == Some(true) {
-            remove_dir(&e.path());
+            // Another run's leftover: what cannot be removed now is tried again next time.
+            let _ = remove_dir(&e.path());
         }
     }
 }
@@ -440,6 +458,28 @@ mod tests {
             "a v2 domain group is joined by cgroup.procs"
         );
         std::mem::forget(g); // its directory is the tempdir's
+    }
+
+    #[test]
+    fn removing_says_what_could_not_be_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<_> = ["memory", "pids"].map(|n| dir.path().join(n)).into();
+        for p in &paths {
+            std::fs::create_dir(p).unwrap();
+        }
+        // rmdir fails on a directory that is not empty.
+        std::fs::write(paths[1].join("busy"), "").unwrap();
+        let mut g = Group::of_plain_dirs(&paths);
+        let left = g.remove();
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert!(
+            left[0].starts_with(&format!("{}: ", paths[1].display()))
+                && left[0].contains("not empty"),
+            "{left:?}"
+        );
+        assert!(!paths[0].exists());
+        // Nothing is left for the drop to try again.
+        assert!(g.dirs.is_empty());
     }
 
     #[test]

@@ -8,7 +8,6 @@
 //! process end, so nothing of the tree is left behind. The session reads the group's end
 //! figures meanwhile, beside the drain rather than after it, and waits for a word from the
 //! thread, not for its exit (the end of a short run is mostly such waits: bench/README.md).
-//! Its last job is removing the group's directories, beside the session's report ([`Remover`]).
 
 use super::group::Group;
 use crate::bus::event::Event;
@@ -18,7 +17,7 @@ use crate::kernel::taskstats::{Message, Received, TaskStats, Taskstats};
 use crate::model::AccountEvent;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, sync_channel};
 use std::time::Duration;
 
 /// How often the group's usage is read and queued taskstats records are taken while the usage
@@ -39,39 +38,6 @@ pub struct Listener {
     /// Says the thread has drained and taken its last sample; it is let go, not joined
     /// (waiting for its exit was a wake-up and a thread's teardown more at the end of a run).
     done: Option<Receiver<()>>,
-    /// After that, the thread removes the group it is given: see [`Remover`].
-    remover: Option<Remover>,
-}
-
-/// The accounts thread's last job: once the session has read the group's end figures, the
-/// thread drops the session's hold on the group, which removes its directories (`rmdir`,
-/// ~0.1 ms on cgroup v1) while the session applies the last events and writes its report.
-/// Dropping the `Remover` waits until the directories are gone (ste must not exit before),
-/// or removes the group itself if the thread could not take it.
-pub struct Remover {
-    give: Option<SyncSender<Arc<Group>>>,
-    removed: Receiver<()>,
-    /// A group the thread did not take (it ended early): removed on drop.
-    kept: Option<Arc<Group>>,
-}
-
-impl Remover {
-    /// Hands the session's hold on the group to the accounts thread.
-    pub fn remove(&mut self, group: Arc<Group>) {
-        if let Some(give) = self.give.take()
-            && let Err(e) = give.send(group)
-        {
-            self.kept = Some(e.0);
-        }
-    }
-}
-
-impl Drop for Remover {
-    fn drop(&mut self) {
-        // Closing the channel unblocks a thread that was given nothing.
-        self.give.take();
-        let _ = self.removed.recv();
-    }
 }
 
 impl Listener {
@@ -84,8 +50,6 @@ impl Listener {
         let wake = crate::kernel::calls::eventfd()?;
         let thread_wake = wake.try_clone()?;
         let (done_tx, done) = sync_channel(1);
-        let (give, given) = sync_channel::<Arc<Group>>(1);
-        let (removed_tx, removed) = sync_channel(1);
         std::thread::Builder::new()
             .name("ste-accounts".into())
             .spawn(move || {
@@ -95,19 +59,10 @@ impl Listener {
                 );
                 run(taskstats, group, &sink, tree.as_ref(), &thread_wake);
                 let _ = done_tx.send(());
-                // The thread's own hold on the group ended with `run`: the session's is the
-                // last, and dropping it here removes the directories.
-                drop(given.recv());
-                let _ = removed_tx.send(());
             })?;
         Ok(Listener {
             wake,
             done: Some(done),
-            remover: Some(Remover {
-                give: Some(give),
-                removed,
-                kept: None,
-            }),
         })
     }
 
@@ -125,11 +80,6 @@ impl Listener {
         if let Some(done) = self.done.take() {
             let _ = done.recv();
         }
-    }
-
-    /// The thread's last job, once stopped (see [`Remover`]).
-    pub fn remover(&mut self) -> Option<Remover> {
-        self.remover.take()
     }
 }
 
@@ -285,58 +235,4 @@ fn drain(t: &mut Taskstats, sink: &Sink, tree: &dyn TreeWatcher) {
 /// written.
 fn wait_for(wake: &OwnedFd, timeout: Option<Duration>) -> bool {
     crate::kernel::calls::poll_readable(wake.as_fd(), timeout)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::bus::sink::Clock;
-    use crate::source::sample::{Pace, Sampler};
-
-    fn plain_group(dir: &tempfile::TempDir) -> (Arc<Group>, Vec<std::path::PathBuf>) {
-        let paths: Vec<_> = ["memory", "pids"]
-            .iter()
-            .map(|n| dir.path().join(n))
-            .collect();
-        for p in &paths {
-            std::fs::create_dir(p).unwrap();
-        }
-        (Arc::new(Group::of_plain_dirs(&paths)), paths)
-    }
-
-    #[test]
-    fn the_accounts_thread_removes_the_group_before_the_wait_ends() {
-        let dir = tempfile::tempdir().unwrap();
-        let (group, paths) = plain_group(&dir);
-        let (sink, _rx) = Sink::new(Clock::start());
-        let tree = Sampler::new(Pace::Fixed(Duration::from_millis(10)), sink.clone());
-        let mut listener = Listener::spawn(None, Some(Arc::clone(&group)), sink, tree).unwrap();
-        listener.stop();
-        let mut remover = listener.remover().expect("a remover, once");
-        assert!(listener.remover().is_none());
-        remover.remove(group);
-        drop(remover);
-        for p in &paths {
-            assert!(!p.exists(), "{} left", p.display());
-        }
-    }
-
-    #[test]
-    fn a_group_the_thread_cannot_take_is_removed_by_the_wait() {
-        let dir = tempfile::tempdir().unwrap();
-        let (group, paths) = plain_group(&dir);
-        // A thread that ended before it was given the group.
-        let (give, given) = sync_channel(1);
-        let (removed_tx, removed) = sync_channel::<()>(1);
-        drop((given, removed_tx));
-        let mut remover = Remover {
-            give: Some(give),
-            removed,
-            kept: None,
-        };
-        remover.remove(group);
-        assert!(paths.iter().all(|p| p.exists()), "kept until the wait");
-        drop(remover);
-        assert!(paths.iter().all(|p| !p.exists()));
-    }
 }
