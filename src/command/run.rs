@@ -118,11 +118,13 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     let may_detach = crate::bus::latch::Latch::new();
     let tree =
         || std::sync::Arc::clone(&sampler) as std::sync::Arc<dyn crate::bus::tree::TreeWatcher>;
+    let registered = crate::bus::phases::span("bpf: register root", || loading.register(child.pid));
     loading.hand_over(track::Handoff {
         child: launched.clone(),
         sink: sink.clone(),
         sampler: tree(),
         may_detach: std::sync::Arc::clone(&may_detach),
+        registered,
     });
     // Also while BPF loads: the accounts thread starts, and taskstats says when the command's
     // process started.

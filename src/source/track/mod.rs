@@ -79,6 +79,7 @@ fn preload(
     requested: Option<TrackerKind>,
     syscalls: Option<SyscallRequest>,
     sdt: Option<crate::source::malloc::sdt::Plan>,
+    maps_made: impl FnOnce(&crate::kernel::bpf::loader::Loaded),
 ) -> Option<Result<ebpf::Loaded, String>> {
     match requested {
         None | Some(TrackerKind::Ebpf) => Some(ebpf::load(
@@ -86,16 +87,17 @@ fn preload(
                 syscalls: syscalls.map(|r| r.mode),
             },
             sdt,
+            maps_made,
         )),
         Some(_) => None,
     }
 }
 
 /// What starting the ebpf tracker needs of the session, handed to the thread that loads BPF
-/// before the BPF is there ([`Loading::hand_over`]): that thread registers the command and
-/// goes on as the ring buffer's reader the moment the programs are attached, instead of
-/// handing the object to the session to start a reader (a wake-up and a thread's start more
-/// between the last program's attach and the command's release).
+/// before the BPF is there ([`Loading::hand_over`]): that thread goes on as the ring buffer's
+/// reader the moment the programs are attached, instead of handing the object to the session
+/// to start a reader (a wake-up and a thread's start more between the last program's attach
+/// and the command's release).
 pub struct Handoff {
     pub child: Launched,
     pub sink: Sink,
@@ -103,6 +105,8 @@ pub struct Handoff {
     /// Opened by the session once its event loop is over (the ebpf reader detaches its
     /// programs only then: see `bus::latch`).
     pub may_detach: Arc<Latch>,
+    /// Whether the session registered the command with BPF ([`Loading::register`]).
+    pub registered: Result<(), String>,
 }
 
 /// [`preload`] under way on a thread of its own, or why there is none.
@@ -114,6 +118,8 @@ pub enum Loading {
     Thread {
         handoff: mpsc::SyncSender<Handoff>,
         outcome: mpsc::Receiver<Preloaded>,
+        /// The map of tracked tasks, once created (closed if it never will be).
+        tasks: mpsc::Receiver<crate::kernel::bpf::maps::Map>,
     },
 }
 
@@ -132,9 +138,17 @@ pub fn preload_in_background(
     }
     let (handoff, handed) = mpsc::sync_channel::<Handoff>(1);
     let (said, outcome) = mpsc::sync_channel::<Preloaded>(1);
+    let (tasks_made, tasks) = mpsc::sync_channel(1);
     // Off this thread's CPU: this thread goes on to the accounting's set-up and the fork.
     let spawned = crate::kernel::affinity::spawn_elsewhere("ste-bpf-load", move || {
-        let loaded = crate::bus::phases::span("bpf preload", || preload(requested, syscalls, sdt));
+        let maps_made = move |b: &crate::kernel::bpf::loader::Loaded| {
+            if let Ok(m) = b.map("tasks") {
+                let _ = tasks_made.send(m);
+            }
+        };
+        let loaded = crate::bus::phases::span("bpf preload", || {
+            preload(requested, syscalls, sdt, maps_made)
+        });
         let loaded = match loaded {
             Some(Ok(l)) => l,
             Some(Err(why)) => {
@@ -167,12 +181,33 @@ pub fn preload_in_background(
         }
     });
     match spawned {
-        Ok(_) => Loading::Thread { handoff, outcome },
+        Ok(_) => Loading::Thread {
+            handoff,
+            outcome,
+            tasks,
+        },
         Err(e) => Loading::Failed(format!("cannot start the thread that loads BPF: {e}")),
     }
 }
 
 impl Loading {
+    /// Registers the command (held before its exec) with BPF as the tree's root, as soon as
+    /// the loading thread has created the maps: on this thread, which would otherwise only
+    /// wait, while the programs load, rather than on the loading thread between the last
+    /// attach and the release. Call it before [`Loading::hand_over`], which carries the
+    /// answer.
+    pub fn register(&self, pid: i32) -> Result<(), String> {
+        match self {
+            Loading::Thread { tasks, .. } => match tasks.recv() {
+                Ok(map) => ebpf::register_root(&map, pid)
+                    .map_err(|e| format!("cannot register the command with BPF: {e}")),
+                // The loading's own error says why.
+                Err(_) => Err("the BPF maps were not created".into()),
+            },
+            Loading::NotNeeded | Loading::Failed(_) => Err("no BPF is being loaded".into()),
+        }
+    }
+
     /// Gives the loading thread what starting the ebpf tracker needs (nothing happens when
     /// there is no such thread). Call it once, before [`Loading::wait`].
     pub fn hand_over(&self, h: Handoff) {

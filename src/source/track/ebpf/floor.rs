@@ -29,7 +29,7 @@ pub struct Floor {
 /// `timer` (records pile up and the kernel does not wake it). Needs root (CAP_BPF and
 /// CAP_PERFMON), as the tracker does.
 pub fn run(argv: &[String], timer: Option<Duration>) -> Result<Floor, String> {
-    let (ebpf, mut ring) = load_object(Config { syscalls: None }, false)?;
+    let (ebpf, mut ring) = load_object(Config { syscalls: None }, false, |_| {})?;
     let tasks = ebpf.map("tasks").map_err(|e| e.to_string())?;
     let cargs: Vec<std::ffi::CString> = argv
         .iter()

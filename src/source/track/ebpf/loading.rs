@@ -38,7 +38,13 @@ pub struct Loaded {
 
 /// Loads the object and attaches what `config` needs (and uprobes on the sites of `sdt`), or
 /// says why it cannot. An SDT site that cannot be attached is marked so, not an error.
-pub fn load(config: Config, mut sdt: Option<Plan>) -> Result<Loaded, String> {
+/// `maps_made` is called once the maps exist, before any program is loaded: the session
+/// registers the root in `tasks` then, while the programs load (see `track::Loading`).
+pub fn load(
+    config: Config,
+    mut sdt: Option<Plan>,
+    maps_made: impl FnOnce(&Bpf),
+) -> Result<Loaded, String> {
     if !cfg!(target_arch = "x86_64") {
         return Err(format!(
             "the BPF object is built for x86_64, not {}",
@@ -55,7 +61,7 @@ pub fn load(config: Config, mut sdt: Option<Plan>) -> Result<Loaded, String> {
         }
     }
     let with_sdt = sdt.as_ref().is_some_and(|p| !p.sites.is_empty());
-    let (mut ebpf, ring) = load_object(config, with_sdt).map_err(|e| explain(&e))?;
+    let (mut ebpf, ring) = load_object(config, with_sdt, maps_made).map_err(|e| explain(&e))?;
     if let Some(plan) = sdt.as_mut().filter(|p| !p.sites.is_empty())
         && let Err(e) = attach_sdt(&mut ebpf, plan)
     {
@@ -208,8 +214,13 @@ pub(super) fn from_btf<S: AsRef<str>>(
 }
 
 /// Loads the object and attaches what `config` needs (and creates what the uprobe program
-/// needs, `with_sdt`), and maps the ring buffer. Detaches on drop.
-pub(super) fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBuf), String> {
+/// needs, `with_sdt`), and maps the ring buffer; calls `maps_made` once the maps exist.
+/// Detaches on drop.
+pub(super) fn load_object(
+    config: Config,
+    with_sdt: bool,
+    maps_made: impl FnOnce(&Bpf),
+) -> Result<(Bpf, RingBuf), String> {
     let obj = Object::parse(&OBJECT.0).map_err(|e| e.to_string())?;
     let timed: u32 = config.syscalls.is_some_and(Mode::timed).into();
     let per_thread: u32 = config.syscalls.is_some_and(Mode::per_process).into();
@@ -271,6 +282,9 @@ pub(super) fn load_object(config: Config, with_sdt: bool) -> Result<(Bpf, RingBu
     })
     .ok();
     let created = crate::bus::phases::span("bpf: create maps", || loader.create_maps(&maps_for));
+    if let Ok(c) = &created {
+        maps_made(c);
+    }
     let ring_job = Arc::new(RingJob(Mutex::new(
         created.as_ref().ok().and_then(|c| c.map("events").ok()),
     )));

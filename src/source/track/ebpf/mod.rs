@@ -31,8 +31,8 @@
 //! Its rooms: `abi` (the mirrors of `bpf/ste.bpf.c`), `btf_cache` (what the kernel's BTF told
 //! the last run of this binary since boot), `loading` (the object loaded before the
 //! release), `reader` (the ring-buffer reader, run by the thread that loaded the object),
-//! `syscall_maps` (the system-call maps read at the end); this file registers the root and
-//! starts them.
+//! `syscall_maps` (the system-call maps read at the end); this file registers the root (for
+//! the session, `track::Loading::register`) and starts them.
 
 use crate::bus::event::Event;
 use crate::bus::sink::{Msg, Sink};
@@ -73,9 +73,10 @@ pub use loading::{Config, Loaded, load};
 use reader::*;
 use syscall_maps::*;
 
-/// Registers the root, builds the reader and starts the reaper, on the thread that loaded the
-/// object (see `track::Handoff`), which then runs the reader ([`Running::run`]). Returns the
-/// system-call source when `--syscalls` was asked for.
+/// Builds the reader and starts the reaper once the session registered the root (see
+/// `track::Loading::register`), on the thread that loaded the object (see `track::Handoff`),
+/// which then runs the reader ([`Running::run`]). Returns the system-call source when
+/// `--syscalls` was asked for.
 pub fn start(
     loaded: Loaded,
     h: Handoff,
@@ -85,16 +86,15 @@ pub fn start(
         sink,
         sampler,
         may_detach,
+        registered,
     } = h;
+    registered?;
     let Loaded {
         ebpf,
         ring,
         config,
         sdt,
     } = loaded;
-    let tasks = ebpf.map("tasks").map_err(|e| e.to_string())?;
-    register_root(&tasks, child.pid)
-        .map_err(|e| format!("cannot register the command with BPF: {e}"))?;
     let map = |name: &str| ebpf.map(name).map_err(|e| e.to_string());
     let counters: Array<u64> = Array::new(map("counters")?).map_err(|e| e.to_string())?;
     let source = match config.syscalls {
@@ -129,15 +129,6 @@ pub fn start(
             Ok(w)
         })
         .map_err(|e| format!("cannot wait on the ring buffer (epoll): {e}"))?;
-    declare_sources(&sink, config);
-    if sdt.as_ref().is_some_and(|s| s.maps.is_some()) {
-        sink.emit(Event::Source {
-            figure: "malloc_sdt_probes".into(),
-            source: Source::exact(
-                "uprobes on libc:memory_* SDT probe sites (BPF), counted in the kernel for the tree's tasks",
-            ),
-        });
-    }
     let report = child.take_exec_outcome();
     let root = child.pid;
     let mut reader = Reader {
@@ -161,13 +152,21 @@ pub fn start(
     reader.state.tree.batch();
     reaper::spawn(root, report, sink, Arc::clone(&done))?;
     let source = source.map(|s| s as Arc<dyn syscalls::Source>);
-    Ok((Running { reader, done }, source))
+    Ok((
+        Running {
+            reader,
+            done,
+            config,
+        },
+        source,
+    ))
 }
 
 /// The reader, started and ready to run on the thread that loaded it.
 pub struct Running {
     reader: Reader,
     done: Arc<Done>,
+    config: Config,
 }
 
 impl Running {
@@ -176,6 +175,17 @@ impl Running {
     /// capabilities first.
     pub fn run(self) {
         crate::kernel::calls::name_this_thread(c"ste-ebpf");
+        // After the session has its answer, not on the way to the command's release.
+        let sink = &self.reader.state.tree.sink;
+        declare_sources(sink, self.config);
+        if self.reader.sdt.as_ref().is_some_and(|s| s.maps.is_some()) {
+            sink.emit(Event::Source {
+                figure: "malloc_sdt_probes".into(),
+                source: Source::exact(
+                    "uprobes on libc:memory_* SDT probe sites (BPF), counted in the kernel for the tree's tasks",
+                ),
+            });
+        }
         crate::launch::privilege::limit_or_say(
             crate::launch::privilege::Role::Tracker,
             &self.reader.state.tree.sink,
@@ -185,7 +195,10 @@ impl Running {
 }
 
 /// Gives the root its `struct task_state` (launching until its exec) through a pidfd.
-fn register_root(tasks: &crate::kernel::bpf::maps::Map, pid: i32) -> std::io::Result<()> {
+pub(in crate::source::track) fn register_root(
+    tasks: &crate::kernel::bpf::maps::Map,
+    pid: i32,
+) -> std::io::Result<()> {
     // SAFETY: pidfd_open with integer arguments; returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
