@@ -28,6 +28,7 @@
 use super::owner::{Liveness, own_name};
 use crate::kernel::cgroup::{self, Hierarchy, MemoryStat};
 use crate::model::GroupEnd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// One directory of the group, in one hierarchy.
@@ -377,6 +378,12 @@ fn remove_dir(dir: &Path) -> std::io::Result<()> {
 /// Removes the groups in `parent` whose ste is gone (no such pid, or a pid reused by a
 /// process that started at another time).
 pub fn sweep(parent: &Path) {
+    // A directory's link count is 2 plus its subdirectories (in cgroupfs, as in ext4 and
+    // tmpfs): at 2 there is no group to sweep, and one stat spares listing the directory,
+    // which in a v1 hierarchy's root holds every controller file, at each run's start-up.
+    if std::fs::metadata(parent).is_ok_and(|m| m.nlink() == 2) {
+        return;
+    }
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
@@ -492,6 +499,8 @@ mod tests {
         for n in [me.as_str(), dead, reused.as_str(), "other"] {
             std::fs::create_dir(dir.path().join(n)).unwrap();
         }
+        // The link count the sweep reads first counts these subdirectories.
+        assert!(std::fs::metadata(dir.path()).unwrap().nlink() > 2);
         sweep(dir.path());
         let mut left: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
