@@ -104,6 +104,12 @@ impl Marks {
 /// live run wants it on: a note saying what was done, or `None` (nothing left behind, or
 /// not root: the marks are root's).
 pub fn sweep(places: &Places) -> Option<String> {
+    // Off: no killed run left it on. Its marks, if any, wait for the next `--delays` run's
+    // sweep; every run that is not one reads this one small file instead of locking and
+    // listing the marks' directory beside the BPF load.
+    if read(&places.sysctl).is_some_and(|v| v.trim() == "0") {
+        return None;
+    }
     let marks = Marks::lock(&places.marks, false).ok()?;
     let (live, gone) = marks.sweep();
     let (name, value) = gone.first()?;
@@ -265,12 +271,18 @@ mod tests {
         assert_eq!(sweep(&p), None);
     }
 
+    /// The setting at `value`, and the mark of a killed run that found it at `found`.
+    fn left_by_a_killed_run(value: &str, found: &str) -> (tempfile::TempDir, Places) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = places(dir.path(), value);
+        std::fs::create_dir(&p.marks).unwrap();
+        std::fs::write(p.marks.join("ste-2147483000-5"), found).unwrap();
+        (dir, p)
+    }
+
     #[test]
     fn a_killed_runs_switch_is_put_back_by_the_next_run() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = places(dir.path(), "1\n");
-        std::fs::create_dir(&p.marks).unwrap();
-        std::fs::write(p.marks.join("ste-2147483000-5"), "0").unwrap();
+        let (_dir, p) = left_by_a_killed_run("1\n", "0");
         let note = sweep(&p).unwrap();
         assert!(
             note.contains("ste-2147483000-5") && note.contains("back to 0"),
@@ -289,5 +301,13 @@ mod tests {
             !p.marks.join("ste-2147483000-5").exists(),
             "the dead mark goes"
         );
+    }
+
+    #[test]
+    fn with_delays_off_the_marks_are_left_for_a_delays_run() {
+        let (_dir, p) = left_by_a_killed_run("0\n", "1");
+        assert_eq!(sweep(&p), None);
+        assert_eq!(setting(&p), "0");
+        assert!(p.marks.join("ste-2147483000-5").exists());
     }
 }
