@@ -16,6 +16,7 @@ pub mod netlink;
 pub mod pagemap;
 pub mod proc;
 pub mod smaps;
+pub mod statmount;
 pub mod taskstats;
 
 /// Decodes a hex string: tests paste binary kernel captures (pagemap words, ELF notes) as hex.

@@ -132,7 +132,7 @@ impl Group {
     /// hierarchy has no memory controller, as on this hybrid one: the group's exact CPU, its
     /// members for `--kill-lingering`, and the memory figures said unavailable).
     pub fn create(procfs_self: &Path) -> Result<Group, String> {
-        let hier = cgroup::hierarchies_of(procfs_self)
+        let hier = cgroup::hierarchies_of(procfs_self, &V1_CONTROLLERS)
             .map_err(|e| format!("cannot read /proc/self/cgroup and mountinfo: {e}"))?;
         let name = own_name(procfs_self)?;
         let v2 = match hier.iter().find(|h| h.v2) {
