@@ -1,6 +1,7 @@
 //! The house's rules, checked on the source tree (docs/DESIGN.md, "The map"): `model/` uses
 //! nothing but std and serde, `report/` nothing of the crate but `model`, `units` and its own
-//! rooms, and `unsafe` stands only in the rooms the design lists, each for its reason.
+//! rooms, `unsafe` stands only in the rooms the design lists, each for its reason, and nothing
+//! calls a glibc function that the static release build leaves unresolved.
 //!
 //! Reads `src/` with std alone, as text: comments, strings and test-only code are left out
 //! first (a report's tests may build their Run through the ledger; the compiled report does
@@ -477,6 +478,51 @@ fn unsafe_stands_only_in_the_rooms_the_design_allows() {
     );
 }
 
+/// glibc functions that Rust's std declares weak (it checks them for null before a call). ste is
+/// linked statically with fat LTO in its release build, where a direct call to one through the
+/// `libc` crate merged with std's weak declaration and came out unresolved: a call to address
+/// 0, in the release build only (`gettid` crashed every ptrace run, `statx` every run). ste
+/// makes these system calls itself (`libc::syscall`). The names are the release binary's weak
+/// undefined symbols (`nm`), less the runtime's own (`_ITM_*`, `__gmon_start__`, `__cxa_*`).
+const WEAK_IN_STD: &[&str] = &[
+    "gettid",
+    "statx",
+    "pidfd_getpid",
+    "pidfd_spawnp",
+    "posix_spawn_file_actions_addchdir",
+    "posix_spawn_file_actions_addchdir_np",
+];
+
+/// The calls in `code` to a function of [`WEAK_IN_STD`] through the `libc` crate.
+fn weak_calls(code: &str) -> Vec<&'static str> {
+    WEAK_IN_STD
+        .iter()
+        .filter(|name| {
+            let call = format!("libc::{name}");
+            code.match_indices(&call)
+                .any(|(at, _)| code[at + call.len()..].trim_start().starts_with('('))
+        })
+        .copied()
+        .collect()
+}
+
+#[test]
+fn no_call_to_a_glibc_function_std_declares_weak() {
+    let wrong: Vec<String> = files()
+        .iter()
+        .flat_map(|f| {
+            weak_calls(&f.code)
+                .into_iter()
+                .map(move |n| format!("src/{}: libc::{n}(…)", f.path))
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "calls that the static release build leaves unresolved (use libc::syscall):\n{}",
+        wrong.join("\n")
+    );
+}
+
 /// The checks must be able to fail: planted code is caught, and what only looks like it is not.
 #[test]
 fn the_checks_see_code_and_nothing_else() {
@@ -512,6 +558,12 @@ fn the_checks_see_code_and_nothing_else() {
     let (rooms, _) = path_roots(&f);
     assert_eq!(rooms.into_iter().collect::<Vec<_>>(), ["report"]);
     assert!(!f.code.contains("unsafe"), "{}", f.code);
+    // A call is caught; the struct of the same name, a comment and a string are not.
+    let f = file(
+        "kernel/z.rs",
+        "fn f() { let s: libc::statx = z(); unsafe { libc::gettid () }; }\n// libc::statx(\nconst S: &str = \"libc::statx(\";\n",
+    );
+    assert_eq!(weak_calls(&f.code), ["gettid"]);
     let f = file(
         "model/y.rs",
         "use libc::c_int;\nfn f() -> u64 { u64::MAX }\n",
