@@ -13,6 +13,7 @@ mod malloc;
 mod maps;
 mod outputs;
 mod pss;
+mod release;
 mod reports;
 mod syscalls;
 mod trackers;
