@@ -291,7 +291,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     let lines: Vec<&str> = budgets.iter().map(|b| b.line.as_str()).collect();
     crate::bus::phases::span("report", || out.summary(&run, opts, &lines))?;
     exports.write(&run, opts.style)?;
-    // Removed beside the report; a directory left behind is said, not lost.
+    // The group goes once the report is out; a directory left behind is said, not lost.
     for left in accounting.close() {
         eprintln!("ste: cannot remove its cgroup directory {left}");
     }
