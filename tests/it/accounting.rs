@@ -79,6 +79,13 @@ matrix!(group_peak_and_exact_process_peaks, |mode: Mode| {
                 assert!(!std::path::Path::new(d).exists(), "ste left {d}");
             }
             assert!(!o.stderr().contains("cannot remove"), "{}", o.stderr());
+            // The group's exact CPU, split by its tick samples (v1: cpuacct.usage_all): the
+            // fixture faults 600 MiB in, tens of ticks of system time (its user time may be
+            // too short for one).
+            let end = g.end.unwrap();
+            let (user, sys) = (end.cpu_user_ns.unwrap(), end.cpu_sys_ns.unwrap());
+            assert_eq!(Some(user + sys), end.cpu_ns, "{end:?}");
+            assert!(sys > 0, "{end:?}");
             let group_peak = g.end.unwrap().memory_peak_bytes.expect("group peak");
             let err = (group_peak as f64 - (600 * MIB) as f64).abs() / (600 * MIB) as f64;
             assert!(

@@ -281,11 +281,17 @@ impl Group {
             // usage is exact; usage_user/_sys are tick samples: split it as getrusage does.
             // (v2's cpu.stat already applies the same adjustment.)
             e.cpu_ns = cgroup::read_number(dir, "cpuacct.usage");
-            if let (Some(all), Some(u), Some(s)) = (
-                e.cpu_ns,
-                cgroup::read_number(dir, "cpuacct.usage_user"),
-                cgroup::read_number(dir, "cpuacct.usage_sys"),
-            ) {
+            // Both tick samples in one file (each CPU's); the two files of their sums if not.
+            let ticks = cgroup::read(dir, "cpuacct.usage_all")
+                .ok()
+                .and_then(|t| cgroup::parse_usage_all(&t))
+                .or_else(|| {
+                    Some((
+                        cgroup::read_number(dir, "cpuacct.usage_user")?,
+                        cgroup::read_number(dir, "cpuacct.usage_sys")?,
+                    ))
+                });
+            if let (Some(all), Some((u, s))) = (e.cpu_ns, ticks) {
                 let (user, system) = super::split_runtime(all, u, s);
                 e.cpu_user_ns = Some(user);
                 e.cpu_sys_ns = Some(system);
