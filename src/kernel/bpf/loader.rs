@@ -22,6 +22,23 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub struct Loader {
     obj: Object,
     max_entries: Vec<(&'static str, u32)>,
+    /// Maps another thread creates ([`Loader::leave`]).
+    left: Vec<String>,
+}
+
+/// What creating one map needs, for a thread other than the loader's ([`Loader::leave`]).
+#[derive(Clone)]
+pub struct MapPlan {
+    name: String,
+    def: MapDef,
+}
+
+impl MapPlan {
+    pub fn create(&self) -> Result<Map, Error> {
+        let fd = sys::map_create(&self.name, &self.def, None)
+            .map_err(|e| Error(format!("creating map `{}`: {e}", self.name)))?;
+        Ok(Map::new(self.name.clone(), self.def.clone(), fd))
+    }
 }
 
 impl Loader {
@@ -29,6 +46,7 @@ impl Loader {
         Loader {
             obj,
             max_entries: Vec::new(),
+            left: Vec::new(),
         }
     }
 
@@ -36,6 +54,26 @@ impl Loader {
     pub fn max_entries(&mut self, name: &'static str, n: u32) -> &mut Self {
         self.max_entries.push((name, n));
         self
+    }
+
+    /// Leaves map `name` out of [`Loader::create_maps`], for another thread to create from
+    /// the plan returned (a large map beside the rest); [`Loaded::put_map`] takes it back
+    /// before any program is loaded. `None` for a map the object lacks, or a task-storage map
+    /// (its BTF is written by `create_maps`). Call it after [`Loader::max_entries`].
+    pub fn leave(&mut self, name: &str) -> Option<MapPlan> {
+        let spec = self.obj.maps.iter().find(|m| m.name == name)?;
+        if spec.def.map_type == sys::MAP_TASK_STORAGE {
+            return None;
+        }
+        let mut def = spec.def.clone();
+        if let Some(&(_, n)) = self.max_entries.iter().find(|(m, _)| *m == name) {
+            def.max_entries = n;
+        }
+        self.left.push(name.to_string());
+        Some(MapPlan {
+            name: spec.name.clone(),
+            def,
+        })
     }
 
     /// Creates the maps that `programs` use (the others cost kernel memory and time for
@@ -74,7 +112,7 @@ impl Loader {
         }
         let mut maps = Vec::with_capacity(obj.maps.len());
         for (i, spec) in obj.maps.iter().enumerate() {
-            if !used[i] {
+            if !used[i] || self.left.contains(&spec.name) {
                 maps.push(None);
                 continue;
             }
@@ -276,6 +314,25 @@ fn section_type(section: &str) -> Option<(u32, u32, Option<&str>)> {
 }
 
 impl Loaded {
+    /// Takes back a map [`Loader::leave`] left out, created from its plan; before any
+    /// program is loaded (the programs refer to it).
+    pub fn put_map(&mut self, map: Map) -> Result<(), Error> {
+        let i = self
+            .obj
+            .maps
+            .iter()
+            .position(|m| m.name == map.name)
+            .ok_or_else(|| Error(format!("the BPF object has no map `{}`", map.name)))?;
+        if self.maps[i].is_some() || !self.progs.is_empty() {
+            return Err(Error(format!(
+                "map `{}` was created already, or programs are loaded",
+                map.name
+            )));
+        }
+        self.maps[i] = Some(map);
+        Ok(())
+    }
+
     /// A handle on map `name`.
     pub fn map(&self, name: &str) -> Result<Map, Error> {
         let i = self
@@ -449,6 +506,42 @@ mod tests {
         );
         assert_eq!(section_type("uprobe"), Some((sys::PROG_KPROBE, 0, None)));
         assert_eq!(section_type("kprobe/do_exit"), None);
+    }
+
+    #[test]
+    fn a_map_left_out_is_planned_with_its_size_and_taken_back_once() {
+        let obj = Object::parse(include_bytes!("../../../bpf/ste.bpf.o")).unwrap();
+        let mut loader = Loader::new(obj.clone());
+        loader.max_entries("events", 1 << 16);
+        let plan = loader
+            .leave("events")
+            .expect("a ring buffer can be left out");
+        assert_eq!(
+            (plan.name.as_str(), plan.def.max_entries),
+            ("events", 1 << 16)
+        );
+        assert!(loader.left.contains(&"events".to_string()));
+        // Task storage needs the BTF create_maps writes; no such map, nothing to leave.
+        assert!(loader.leave("tasks").is_none());
+        assert!(loader.leave("nothing").is_none());
+        let fake = || std::fs::File::open("/dev/null").unwrap().into();
+        let mut loaded = Loaded {
+            obj: obj.clone(),
+            rodata_bytes: None,
+            maps: obj.maps.iter().map(|_| None).collect(),
+            rodata: None,
+            progs: Vec::new(),
+            links: Vec::new(),
+        };
+        let made = || Map::new(plan.name.clone(), plan.def.clone(), fake());
+        loaded.put_map(made()).unwrap();
+        assert!(loaded.map("events").is_ok());
+        assert!(loaded.put_map(made()).is_err(), "a second one");
+        assert!(
+            loaded
+                .put_map(Map::new("nothing".into(), plan.def.clone(), fake()))
+                .is_err()
+        );
     }
 
     #[test]
