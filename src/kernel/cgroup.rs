@@ -145,10 +145,7 @@ pub fn own_hierarchies(memberships: &[Membership], mounts: &[Mount]) -> Vec<Hier
 /// one and the v1 ones holding a controller of `v1_wanted`.
 pub fn hierarchies_of(proc_pid: &Path, v1_wanted: &[&str]) -> io::Result<Vec<Hierarchy>> {
     let cg = std::fs::read_to_string(proc_pid.join("cgroup"))?;
-    let memberships: Vec<Membership> = parse_proc_cgroup(&cg)
-        .into_iter()
-        .filter(|m| is_v2(m) || m.controllers.iter().any(|c| v1_wanted.contains(&&**c)))
-        .collect();
+    let memberships = wanted(&cg, v1_wanted);
     // This process's own: where each hierarchy is usually mounted, if each is there, spares
     // reading every mount's line of mountinfo (~0.1 ms of each run's start-up here).
     let usual = (proc_pid == Path::new("/proc/self"))
@@ -159,6 +156,15 @@ pub fn hierarchies_of(proc_pid: &Path, v1_wanted: &[&str]) -> io::Result<Vec<Hie
         None => parse_mountinfo(&std::fs::read_to_string(proc_pid.join("mountinfo"))?),
     };
     Ok(own_hierarchies(&memberships, &mounts))
+}
+
+/// The memberships of `/proc/PID/cgroup` text in the v2 hierarchy and in the v1 ones holding a
+/// controller of `v1_wanted`.
+fn wanted(proc_cgroup: &str, v1_wanted: &[&str]) -> Vec<Membership> {
+    parse_proc_cgroup(proc_cgroup)
+        .into_iter()
+        .filter(|m| is_v2(m) || m.controllers.iter().any(|c| v1_wanted.contains(&&**c)))
+        .collect()
 }
 
 fn is_v2(m: &Membership) -> bool {
@@ -219,14 +225,16 @@ pub fn parse_usage_all(text: &str) -> Option<(u64, u64)> {
     if lines.next()?.split_ascii_whitespace().collect::<Vec<_>>() != ["cpu", "user", "system"] {
         return None;
     }
-    let mut sums = (0u64, 0u64);
+    let mut sums = None;
     for l in lines.filter(|l| !l.trim().is_empty()) {
         let mut it = l.split_ascii_whitespace().skip(1);
         let user: u64 = it.next()?.parse().ok()?;
         let system: u64 = it.next()?.parse().ok()?;
-        sums = (sums.0.checked_add(user)?, sums.1.checked_add(system)?);
+        let (u, s) = sums.unwrap_or((0u64, 0u64));
+        sums = Some((u.checked_add(user)?, s.checked_add(system)?));
     }
-    Some(sums)
+    // No CPU line: no split, rather than one of 0 and 0 (which gives all the time to user).
+    sums
 }
 
 /// A file holding one number (`memory.max_usage_in_bytes`, `pids.peak`, `cpuacct.usage`).
@@ -269,19 +277,8 @@ pub fn memory_stat(keyed: &BTreeMap<String, u64>, v2: bool) -> Option<MemoryStat
 pub fn read(dir: &Path, file: &str) -> io::Result<String> {
     use std::io::Read;
     let mut f = std::fs::File::open(dir.join(file))?;
-    let mut buf = vec![0u8; 4096];
-    let mut n = 0;
-    loop {
-        if n == buf.len() {
-            buf.resize(2 * buf.len(), 0);
-        }
-        match f.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
+    let mut buf = Vec::new();
+    let n = super::proc::read_all(|b, _| f.read(b), &mut buf)?;
     buf.truncate(n);
     String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
@@ -387,10 +384,7 @@ mod tests {
     fn the_usual_places_give_what_mountinfo_gives() {
         let want = ["memory", "cpuacct", "pids"];
         let cg = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-        let memberships: Vec<_> = parse_proc_cgroup(&cg)
-            .into_iter()
-            .filter(|m| is_v2(m) || m.controllers.iter().any(|c| want.contains(&&**c)))
-            .collect();
+        let memberships = wanted(&cg, &want);
         if crate::kernel::statmount::of_path(Path::new("/")).is_none() {
             eprintln!("skipped: statmount(2) does not answer here (it needs Linux 6.8)");
             return;
@@ -421,6 +415,7 @@ mod tests {
         );
         assert_eq!(parse_usage_all("cpu user\n0 1\n"), None);
         assert_eq!(parse_usage_all("cpu user system\n0 1\n"), None);
+        assert_eq!(parse_usage_all("cpu user system\n"), None);
     }
 
     #[test]

@@ -532,7 +532,7 @@ fn itoa(n: i32) -> String {
 /// Reads a file to its end into `buf` (zero-filled to its length, doubled when full) with
 /// `read(buffer, offset)` calls; returns the number of bytes read. Stops only at a read of 0:
 /// /proc files may come in several reads.
-fn read_all(
+pub(super) fn read_all(
     mut read: impl FnMut(&mut [u8], u64) -> io::Result<usize>,
     buf: &mut Vec<u8>,
 ) -> io::Result<usize> {

@@ -10,7 +10,7 @@
 
 use super::btf::{self, Btf};
 use super::maps::{Map, Pod};
-use super::object::{Object, Target, Tracepoint};
+use super::object::{MapSpec, Object, Target, Tracepoint};
 use super::sys::{self, MapBtf, MapDef};
 use super::{Error, err};
 use std::ffi::CString;
@@ -65,15 +65,21 @@ impl Loader {
         if spec.def.map_type == sys::MAP_TASK_STORAGE {
             return None;
         }
-        let mut def = spec.def.clone();
-        if let Some(&(_, n)) = self.max_entries.iter().find(|(m, _)| *m == name) {
-            def.max_entries = n;
-        }
+        let def = self.sized(spec);
         self.left.push(name.to_string());
         Some(MapPlan {
             name: spec.name.clone(),
             def,
         })
+    }
+
+    /// A map's definition with the size [`Loader::max_entries`] set, if it set one.
+    fn sized(&self, spec: &MapSpec) -> MapDef {
+        let mut def = spec.def.clone();
+        if let Some(&(_, n)) = self.max_entries.iter().find(|(m, _)| *m == spec.name) {
+            def.max_entries = n;
+        }
+        def
     }
 
     /// Creates the maps that `programs` use (the others cost kernel memory and time for
@@ -116,10 +122,7 @@ impl Loader {
                 maps.push(None);
                 continue;
             }
-            let mut def = spec.def.clone();
-            if let Some(&(_, n)) = self.max_entries.iter().find(|(m, _)| *m == spec.name) {
-                def.max_entries = n;
-            }
+            let def = self.sized(spec);
             let btf = btf_fd
                 .as_ref()
                 .filter(|_| value_ids[i] != 0)
