@@ -299,8 +299,12 @@ pub struct PeakMapsInfo {
     pub allowance_ns: u64,
     /// Snapshots taken (each replaced the previous one).
     pub snapshots: u64,
-    /// CPU they cost in all.
+    /// CPU they cost in all (the rounds they asked for included).
     pub cpu_ns: u64,
+    /// Exact rounds of the tree asked for at a tick's new high (the sampler's own budget
+    /// would have read it later, or never), paid from this budget.
+    #[serde(default)]
+    pub rounds: u64,
     /// New highs that were not snapshotted because the budget was spent.
     pub over_budget: u64,
     /// Snapshots taken at a ptrace exit stop with the budget already spent (the only moment

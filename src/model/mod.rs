@@ -252,13 +252,17 @@ pub struct SamplerInfo {
     pub burst_ns: Option<u64>,
     /// The fixed period (fixed mode).
     pub interval_ns: Option<u64>,
-    /// Sampling rounds taken.
+    /// Sampling rounds taken (`paid_rounds` among them).
     pub rounds: u64,
+    /// Rounds an observer asked for at a tick's new high and paid for from its own budget
+    /// (`--maps-at-peak`): not in `cpu_ns`, which is the sampler's.
+    #[serde(default)]
+    pub paid_rounds: u64,
     /// Wall time covered divided by rounds; `None` with fewer than two rounds.
     pub effective_interval_ns: Option<u64>,
     /// Longest time between two consecutive rounds.
     pub max_gap_ns: Option<u64>,
-    /// CPU the sampler spent reading /proc (exact rounds and counter ticks).
+    /// CPU the sampler spent reading /proc (exact rounds and counter ticks), paid rounds aside.
     pub cpu_ns: u64,
     /// Counter ticks taken (`/proc/PID/statm` of every live process) between exact rounds.
     #[serde(default)]

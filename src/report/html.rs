@@ -91,6 +91,9 @@ pub struct Labels {
     /// What taking the maps at the peak cost and what the budget left out.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_info: Option<String>,
+    /// Where the snapshot stands against the run's Max PSS (and why it is below it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_where: Option<String>,
     /// Per process of `memory_at_peak.snapshot`: the program it ran at the snapshot.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub peak_programs: Vec<String>,
@@ -134,6 +137,7 @@ fn labels(run: &Run) -> Labels {
     }
     if let Some(peak) = &run.memory_at_peak {
         l.peak_info = Some(report::maps::info_text(run, peak));
+        l.peak_where = report::maps::where_text(run, peak);
         l.mapping_kinds = MappingKind::ALL.iter().map(|k| (*k, k.label())).collect();
     }
     if let Some(s) = run

@@ -8,7 +8,7 @@ use crate::model::maps::{
     MappingFigures, MappingKind, MemoryAtPeak, PAGE_FLAGS, PAGE_TABLE_LETTERS, PageState,
     PagesFrom, ProcessMap,
 };
-use crate::model::{Escaped, Process, Run};
+use crate::model::{Escaped, Process, Run, SampleKind};
 use crate::report::text::program;
 use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
 use std::collections::BTreeMap;
@@ -220,21 +220,7 @@ pub fn render_at_peak(run: &Run, w: &mut dyn Write) -> io::Result<()> {
             "Memory at the peak: no snapshot (nothing was sampled, or every new high was over the maps budget)"
         )?,
         Some(s) => {
-            let highest = run
-                .totals
-                .max_pss_bytes
-                .map(|m| {
-                    if m == s.tree_pss_bytes {
-                        " (the highest round)".to_string()
-                    } else {
-                        format!(
-                            " ({} of the highest round, {}: later highs were over the maps budget)",
-                            percent(s.tree_pss_bytes as f64 / m.max(1) as f64),
-                            bytes_human(m)
-                        )
-                    }
-                })
-                .unwrap_or_default();
+            let highest = where_text(run, peak).unwrap_or_default();
             writeln!(
                 w,
                 "Memory at the peak: at {}, tree PSS {}{highest}",
@@ -269,6 +255,28 @@ pub fn render_at_peak(run: &Run, w: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// Where the snapshot stands against the run's Max PSS, and, below it, why no higher round
+/// was mapped; `None` without a snapshot or a Max PSS.
+pub(crate) fn where_text(run: &Run, peak: &MemoryAtPeak) -> Option<String> {
+    let s = peak.snapshot.as_ref()?;
+    let max = run.totals.max_pss_bytes?;
+    if s.tree_pss_bytes >= max {
+        return Some(" (the run's Max PSS)".into());
+    }
+    let why = if peak.info.over_budget > 0 {
+        "later highs were over the maps budget"
+    } else if run.totals.max_pss_kind == Some(SampleKind::Carried) {
+        "the Max PSS is a tick's estimate between exact rounds, and no round read as much"
+    } else {
+        "a later high was gone before it could be mapped"
+    };
+    Some(format!(
+        " ({} of the run's Max PSS, {}: {why})",
+        percent(s.tree_pss_bytes as f64 / max.max(1) as f64),
+        bytes_human(max)
+    ))
+}
+
 pub(crate) fn info_text(run: &Run, peak: &MemoryAtPeak) -> String {
     let i = &peak.info;
     let share = if run.totals.wall_ns > 0 {
@@ -279,8 +287,13 @@ pub(crate) fn info_text(run: &Run, peak: &MemoryAtPeak) -> String {
     } else {
         String::new()
     };
+    let rounds = match i.rounds {
+        0 => String::new(),
+        1 => " and 1 round asked for at a new high".into(),
+        n => format!(" and {n} rounds asked for at new highs"),
+    };
     let mut out = format!(
-        "{} snapshot{}, {} of CPU{share}; budget {} of a core (plus a {} start-up allowance); {}",
+        "{} snapshot{}{rounds}, {} of CPU{share}; budget {} of a core (plus a {} start-up allowance); {}",
         i.snapshots,
         if i.snapshots == 1 { "" } else { "s" },
         duration_human(i.cpu_ns),
@@ -393,4 +406,54 @@ fn render_anatomy(run: &Run, m: &ProcessMap, t_ns: u64, w: &mut dyn Write) -> io
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::maps::{PeakMapsInfo, PeakSnapshot};
+    use crate::report::testing::run_of;
+
+    fn peak(tree_pss_bytes: u64, over_budget: u64) -> MemoryAtPeak {
+        MemoryAtPeak {
+            snapshot: Some(PeakSnapshot {
+                t_ns: 1_000_000_000,
+                tree_pss_bytes,
+                processes: Vec::new(),
+                others: 0,
+                others_pss_bytes: 0,
+            }),
+            info: PeakMapsInfo {
+                over_budget,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// The snapshot against the run's Max PSS says which of three reasons left it below: the
+    /// maps' budget, a Max PSS that only a tick's estimate saw, or a high gone too soon.
+    #[test]
+    fn a_snapshot_below_the_max_says_why() {
+        let mut run = run_of(Vec::new());
+        assert_eq!(where_text(&run, &peak(100 << 20, 0)), None);
+        run.totals.max_pss_bytes = Some(200 << 20);
+        run.totals.max_pss_kind = Some(SampleKind::Exact);
+        assert_eq!(
+            where_text(&run, &peak(200 << 20, 0)).as_deref(),
+            Some(" (the run's Max PSS)")
+        );
+        let why = |run: &Run, over| where_text(run, &peak(100 << 20, over)).unwrap();
+        assert_eq!(
+            why(&run, 2),
+            " (50% of the run's Max PSS, 200 MiB: later highs were over the maps budget)"
+        );
+        assert!(why(&run, 0).ends_with(": a later high was gone before it could be mapped)"));
+        run.totals.max_pss_kind = Some(SampleKind::Carried);
+        assert!(why(&run, 0).contains("a tick's estimate between exact rounds"));
+        let none = MemoryAtPeak {
+            snapshot: None,
+            info: PeakMapsInfo::default(),
+        };
+        assert_eq!(where_text(&run, &none), None);
+    }
 }

@@ -318,6 +318,7 @@ pub fn events() -> Vec<Stamped> {
                 burst_ns: Some(MS),
                 interval_ns: None,
                 rounds: 18,
+                paid_rounds: 0,
                 effective_interval_ns: Some(50 * MS),
                 max_gap_ns: Some(50 * MS),
                 cpu_ns: 2 * MS,

@@ -666,6 +666,7 @@ mod tests {
             burst_ns: Some(1_000_000),
             interval_ns: None,
             rounds: 13,
+            paid_rounds: 0,
             effective_interval_ns: Some(100_000_000),
             max_gap_ns: Some(100_000_000),
             cpu_ns: 12_000_000,

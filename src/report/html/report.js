@@ -1793,9 +1793,7 @@
     if (!snap) {
       s.insertAdjacentHTML('beforeend', '<p class="empty">No snapshot (nothing was sampled, or every new high was over the maps budget).</p>');
     } else {
-      const max = M.run.totals.max_pss_bytes;
-      const highest = max == null ? '' : max === snap.tree_pss_bytes ? ' (the highest round)'
-        : ` (${fmtPct(snap.tree_pss_bytes / Math.max(1, max))} of the highest round, ${fmtBytes(max)}: later highs were over the maps budget)`;
+      const highest = L.peak_where || '';
       s.insertAdjacentHTML('beforeend', `<p class="timehead" data-t-ns="${snap.t_ns}" data-pss="${snap.tree_pss_bytes}">At <b>${esc(fmtDur(snap.t_ns))}</b>, tree PSS <b>${esc(fmtBytes(snap.tree_pss_bytes))}</b>${esc(highest)}. ${badge(false, 'the sampling round with the highest PSS that could be mapped; /proc/PID/smaps of its largest processes')}</p>`);
       st.t_ns = snap.t_ns; st.tree_pss_bytes = snap.tree_pss_bytes; st.others = snap.others; st.others_pss_bytes = snap.others_pss_bytes;
       st.processes = [];

@@ -11,7 +11,11 @@
 //! mapped at a later round if still held then. At a ptrace exit stop — the last moment the exiting
 //! process's memory can be seen — a new high is mapped even with too few tokens left (never
 //! with the bucket already in debt); that overdraft is counted and reported. Everything spent
-//! is reported, never hidden in the sampler's figures.
+//! is reported, never hidden in the sampler's figures. The sampler's own rounds keep to its 1 %
+//! of a core and may be seconds apart on a large tree: when a tick's estimate finds a new high
+//! that the policy would map, this budget also pays for an exact round at once
+//! ([`RoundObserver::round_wanted`]), so a high held for less than the sampler's gap is still
+//! mapped.
 
 use crate::bus::event::Event;
 use crate::bus::sink::Sink;
@@ -106,6 +110,20 @@ impl PeakMaps {
 }
 
 impl RoundObserver for PeakMaps {
+    fn round_wanted(&self, t_ns: u64, pss_bytes: u64) -> bool {
+        let mut st = self.state.lock().expect("peak maps lock");
+        let (wanted, refused) = st.policy.wants_round(t_ns, pss_bytes);
+        st.info.over_budget += u64::from(refused);
+        wanted
+    }
+
+    fn round_paid(&self, cost_ns: u64) {
+        let mut st = self.state.lock().expect("peak maps lock");
+        st.policy.tokens_ns -= cost_ns as f64;
+        st.info.cpu_ns += cost_ns;
+        st.info.rounds += 1;
+    }
+
     fn round_done(&self, r: &RoundInfo<'_>) {
         let mut st = self.state.lock().expect("peak maps lock");
         let chosen = choose(r.pss_by_pid, r.pss_bytes);
@@ -179,6 +197,8 @@ struct Policy {
     max_seen: u64,
     /// A high was not mapped: map a later round that still holds it.
     pending: bool,
+    /// A tick's high was refused for want of budget since the last map (counted once).
+    refused: bool,
 }
 
 impl Policy {
@@ -191,14 +211,54 @@ impl Policy {
             mapped: None,
             max_seen: 0,
             pending: false,
+            refused: false,
         }
     }
 
-    fn decide(&mut self, r: &Round) -> Decision {
-        let elapsed = r.t_ns.saturating_sub(self.last_refill_ns) as f64;
-        self.last_refill_ns = self.last_refill_ns.max(r.t_ns);
+    fn refill(&mut self, t_ns: u64) {
+        let elapsed = t_ns.saturating_sub(self.last_refill_ns) as f64;
+        self.last_refill_ns = self.last_refill_ns.max(t_ns);
         self.tokens_ns =
             (self.tokens_ns + elapsed * self.budget).min(SAVINGS_WALL_NS * self.budget);
+    }
+
+    /// A tick estimated the tree at a new high of `pss_bytes`: is an exact round (and then
+    /// likely a map) worth paying for now? The same rules as a round's new high in
+    /// [`Policy::decide`], on the estimate, with the round's cost on top of the map's. Also
+    /// says whether the high is refused for want of budget, once until the next map (a tick
+    /// finds a new high at each step of a growth).
+    fn wants_round(&mut self, t_ns: u64, pss_bytes: u64) -> (bool, bool) {
+        self.refill(t_ns);
+        let r = Round {
+            t_ns,
+            pss_bytes,
+            new_high: true,
+            exit_stop: false,
+            pages: pss_bytes / 4096,
+            processes: 1,
+        };
+        let worth = match self.mapped {
+            None => pss_bytes > 0,
+            Some(m) => {
+                pss_bytes > m
+                    && (pss_bytes as f64 >= m as f64 * GROWTH
+                        || self.tokens_ns >= PLENTY * self.expected(&r))
+            }
+        };
+        if !worth {
+            return (false, false);
+        }
+        // A round reads what a map reads, and less: at most the map's cost again.
+        if self.tokens_ns >= 2.0 * self.expected(&r) {
+            return (true, false);
+        }
+        let first = !self.refused;
+        self.refused = true;
+        (false, first)
+    }
+
+    fn decide(&mut self, r: &Round) -> Decision {
+        self.refill(r.t_ns);
         if r.new_high {
             self.max_seen = r.pss_bytes;
         }
@@ -250,6 +310,7 @@ impl Policy {
         }
         self.mapped = Some(r.pss_bytes);
         self.pending = false;
+        self.refused = false;
     }
 }
 
@@ -343,6 +404,37 @@ mod tests {
             p.decide(&round(6, 2000, true, true)),
             Decision::Wait { over_budget: true }
         );
+    }
+
+    /// A tick's new high asks for a round by the rules a round's new high is mapped by, with
+    /// the round's cost on top; one refused for want of budget is counted once until a map.
+    #[test]
+    fn a_ticks_new_high_asks_for_a_round_the_policy_would_map() {
+        // 5 % of a core: 50 ms at start.
+        let mut p = Policy::new(0.05);
+        p.ns_per_page = 100.0;
+        // Nothing mapped yet: any high is worth a round.
+        assert_eq!(p.wants_round(10_000_000, 10 << 20), (true, false));
+        p.spent(&round(10, 10, true, false), 300_000);
+        // 10 → 12 MiB with little to spare: not worth it (a later round maps it if held).
+        p.tokens_ns = 500_000.0;
+        assert_eq!(p.wants_round(20_000_000, 12 << 20), (false, false));
+        // 25 % above the last map and affordable: a round.
+        p.tokens_ns = 10_000_000.0;
+        assert_eq!(p.wants_round(30_000_000, 13 << 20), (true, false));
+        // Below the last map: never.
+        assert_eq!(p.wants_round(40_000_000, 9 << 20), (false, false));
+        // A big high the bucket cannot pay a round and a map for: refused, counted once.
+        p.tokens_ns = 0.0;
+        assert_eq!(p.wants_round(50_000_000, 1000 << 20), (false, true));
+        assert_eq!(p.wants_round(51_000_000, 1001 << 20), (false, false));
+        // The bucket refilled (5 % of 1.5 s: 75 ms, more than twice the 26 ms a map of
+        // 1 GiB is expected to cost): the round is asked for.
+        assert_eq!(p.wants_round(1_551_000_000, 1001 << 20), (true, false));
+        p.spent(&round(1_551, 1001, true, false), 30_000_000);
+        // After a map the count starts again.
+        p.tokens_ns = 0.0;
+        assert_eq!(p.wants_round(1_600_000_000, 2000 << 20), (false, true));
     }
 
     #[test]

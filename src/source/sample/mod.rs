@@ -66,6 +66,16 @@ pub trait RoundObserver: Send + Sync {
     /// The round is over. Runs outside the round's measured CPU: an observer that does more
     /// than a few microseconds of work here keeps its own budget and reports its cost.
     fn round_done(&self, _round: &RoundInfo<'_>) {}
+    /// A tick saw the tree's PSS at `pss_bytes` (an estimate), above every earlier figure:
+    /// does the observer want an exact round now, paid from its own budget? The round then
+    /// runs at once, whatever the sampler's budget holds, and costs the sampler nothing: its
+    /// cost goes to [`RoundObserver::round_paid`] before `round_done`. Called without the
+    /// sampler's lock, at most once per tick.
+    fn round_wanted(&self, _t_ns: u64, _pss_bytes: u64) -> bool {
+        false
+    }
+    /// The round this observer asked for cost `cost_ns` of CPU.
+    fn round_paid(&self, _cost_ns: u64) {}
     /// Process `pid` exec'd (called by the tracker; under ptrace, at the exec stop).
     fn exec(&self, _pid: i32) {}
     /// Process `pid` ended (called by the tracker once it is gone).
@@ -189,6 +199,8 @@ struct State {
     /// The sampling thread is in a round or a tick (it holds no state lock meanwhile).
     busy: bool,
     nudged: bool,
+    /// Observers that asked for a round at a tick's new high and pay for it.
+    payers: Vec<Arc<dyn RoundObserver>>,
     /// The CPU budget's bucket, the rounds' expected cost and the ticks' pace.
     budget: Budget,
     /// Resident bytes as of the last tick (a round's cost grows with them).
@@ -204,6 +216,8 @@ struct State {
     first_round_ns: Option<u64>,
     max_gap_ns: u64,
     rounds: u64,
+    /// Rounds an observer paid for (counted in `rounds`, not in `cpu_ns`).
+    paid_rounds: u64,
     cpu_ns: u64,
     max_pss: u64,
     /// The highest sum an exact round read.
@@ -266,6 +280,7 @@ impl Sampler {
                 stop: false,
                 busy: false,
                 nudged: false,
+                payers: Vec::new(),
                 budget: Budget::new(pace),
                 tick_rss_bytes: 0,
                 tick_growing: false,
@@ -276,6 +291,7 @@ impl Sampler {
                 first_round_ns: None,
                 max_gap_ns: 0,
                 rounds: 0,
+                paid_rounds: 0,
                 cpu_ns: 0,
                 max_pss: 0,
                 max_round_pss: 0,
@@ -520,6 +536,7 @@ impl Sampler {
                 Pace::Budget(_) => None,
             },
             rounds: st.rounds,
+            paid_rounds: st.paid_rounds,
             effective_interval_ns: mean_gap(st.first_round_ns, st.last_round_ns, st.rounds),
             max_gap_ns: (st.rounds > 1).then_some(st.max_gap_ns),
             cpu_ns: st.cpu_ns,
@@ -596,7 +613,12 @@ impl Sampler {
             if budgeted && !asked && not_due {
                 round_wait = round_wait.max(st.next_tick_ns.saturating_sub(now) + 1);
             }
-            let only_asked = budgeted && asked && not_due;
+            // A round an observer pays for is due at once: it asked for it at a new high.
+            let payers = std::mem::take(&mut st.payers);
+            if !payers.is_empty() {
+                round_wait = 0;
+            }
+            let only_asked = budgeted && asked && not_due && payers.is_empty();
             let tick_wait = st.next_tick_ns.saturating_sub(now);
             if readable && (round_wait == 0 || tick_wait == 0) {
                 let exact = round_wait == 0;
@@ -607,20 +629,39 @@ impl Sampler {
                 drop(st);
                 let between = thread_cpu_ns().saturating_sub(mark);
                 let (moved, new_high) = if exact {
-                    self.round(None, only_asked);
-                    (true, false)
+                    self.round(only_asked, payers);
+                    (true, None)
                 } else {
                     self.tick()
                 };
                 // Observers (`--maps-at-peak`, `--malloc`) look at memory in exact rounds: a
-                // tick that found a new high asks for one, which runs when the budget allows.
-                let asks = new_high;
+                // tick that found a new high asks for one. An observer that wants that high
+                // read exactly pays for the round from its own budget (a high held for two
+                // seconds was missed when the round waited for the sampler's 1 %); else it
+                // runs when the sampler's budget allows.
+                let observers = match new_high {
+                    Some(_) => self.observers(),
+                    None => Vec::new(),
+                };
+                let t = self.sink.now_ns();
+                let payers: Vec<_> = new_high
+                    .map(|pss| {
+                        observers
+                            .into_iter()
+                            .filter(|o| o.round_wanted(t, pss))
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 st = self.state.lock().expect("sampler lock");
                 self.not_busy(&mut st);
                 st.budget.between_spent(between, !exact);
                 st.cpu_ns += between;
-                if asks && !self.observers.read().expect("observers lock").is_empty() {
+                if new_high.is_some() && !self.observers.read().expect("observers lock").is_empty()
+                {
                     st.nudged = true;
+                }
+                if !payers.is_empty() && readable {
+                    st.payers = payers;
                 }
                 if !exact {
                     st.tick_moved = moved;
@@ -687,9 +728,9 @@ impl Sampler {
     }
 
     /// One tick: read the counters of every live process and carry their PSS. Returns whether
-    /// any counter moved, or the set of processes changed, since the last tick, and whether
-    /// the sum is a new maximum.
-    fn tick(&self) -> (bool, bool) {
+    /// any counter moved, or the set of processes changed, since the last tick, and the sum
+    /// when it is a new maximum.
+    fn tick(&self) -> (bool, Option<u64>) {
         let mut reader = self.reader.lock().expect("reader lock");
         let cpu0 = thread_cpu_ns();
         let (procs, unreadable): (Vec<(i32, Cached)>, u32) = {
@@ -794,9 +835,9 @@ impl Sampler {
         st.tick_pss_bytes = sample.pss_bytes;
         st.tick_bound_bytes = sample.bound_bytes;
         if sample.processes == 0 {
-            return (changed, false);
+            return (changed, None);
         }
-        let new_high = sample.pss_bytes > st.max_pss;
+        let new_high = (sample.pss_bytes > st.max_pss).then_some(sample.pss_bytes);
         st.max_pss = st.max_pss.max(sample.pss_bytes);
         if st
             .pending
@@ -1016,7 +1057,7 @@ mod tests {
         std::thread::sleep(Duration::from_nanos(2 * EXEC_SETTLE_NS));
         samples(&mut rx);
         sampler.state.lock().unwrap().changed_since_round = true;
-        sampler.round(None, true);
+        sampler.round(true, Vec::new());
         let s = samples(&mut rx);
         let round = s.last().expect("the round's sample");
         assert_eq!(round.kind, SampleKind::Carried);

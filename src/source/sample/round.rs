@@ -15,9 +15,11 @@ use crate::model::{ProcessSample, Sample, SampleKind};
 use std::sync::Arc;
 
 impl Sampler {
-    /// One round: read every live process, emit the sum.
-    pub(super) fn round(&self, exit_stop: Option<i32>, only_asked: bool) {
-        let r = self.begin_round(exit_stop, only_asked);
+    /// One round of the sampling thread: read every live process (or with `only_asked`, the
+    /// new images), emit the sum. `payers`: the observers that asked for it and pay for it.
+    pub(super) fn round(&self, only_asked: bool, payers: Vec<Arc<dyn RoundObserver>>) {
+        let mut r = self.begin_round(None, only_asked);
+        r.payers = payers;
         self.end_round(r);
     }
 
@@ -75,6 +77,7 @@ impl Sampler {
             read_rss_bytes: 0,
             reader,
             observers,
+            payers: Vec::new(),
             t,
             cost_ns: 0,
             exit_stop,
@@ -114,6 +117,7 @@ impl Sampler {
             exit_stop,
             mut sample,
             refused,
+            payers,
             mut read,
             mut per_process,
             moved,
@@ -164,7 +168,13 @@ impl Sampler {
                     }
                 }
             }
-            st.budget.round_spent(cost, read_rss_bytes);
+            // A round an observer paid for is its cost, not the sampler's.
+            if payers.is_empty() {
+                st.budget.round_spent(cost, read_rss_bytes);
+                st.cpu_ns += cost;
+            } else {
+                st.paid_rounds += 1;
+            }
             st.max_round_cpu_ns = st.max_round_cpu_ns.max(cost);
             // Only a round of every process anchors the tree afresh.
             if full {
@@ -172,7 +182,6 @@ impl Sampler {
                 st.last_full_round_ns = Some(t);
             }
             st.tick_rss_bytes = sample.rss_bytes;
-            st.cpu_ns += cost;
             st.rounds += 1;
             if let Some(last) = st.last_round_ns {
                 st.max_gap_ns = st.max_gap_ns.max(t.saturating_sub(last));
@@ -201,6 +210,9 @@ impl Sampler {
         if sample.processes > 0 || sample.unreadable > 0 {
             self.sink.emit_at(t, Event::Sample { sample });
         }
+        for o in &payers {
+            o.round_paid(cost);
+        }
         if !observers.is_empty() {
             let pss_by_pid: Vec<(i32, u64)> = read.iter().map(|&(p, pss, _)| (p, pss)).collect();
             let info = RoundInfo {
@@ -222,6 +234,8 @@ impl Sampler {
 pub(super) struct Round<'a> {
     reader: std::sync::MutexGuard<'a, Reader>,
     pub(super) observers: Vec<Arc<dyn RoundObserver>>,
+    /// The observers that asked for this round and pay for it (none: the sampler pays).
+    payers: Vec<Arc<dyn RoundObserver>>,
     t: u64,
     /// CPU spent in the round before [`Sampler::end_round`].
     cost_ns: u64,
