@@ -33,13 +33,16 @@
 //! A process's exit (its high-water mark, the round or tick at a ptrace exit stop) is in
 //! `exit.rs`; the carry arithmetic in `carry.rs`, and what is carried of each process in
 //! `carried.rs`; the budget's bucket and the ticks' pace in `budget.rs`; a round's reads and
-//! its sample in `round.rs`.
+//! its sample in `round.rs`; a tick's in `tick.rs`; the sampling thread's loop, which decides
+//! which of the two is due, in `thread.rs`.
 
 mod budget;
 mod carried;
 pub mod carry;
 mod exit;
 mod round;
+mod thread;
+mod tick;
 
 pub use budget::Pace;
 use budget::{Budget, TICK_MIN_NS};
@@ -49,9 +52,9 @@ pub use exit::ExitRound;
 use round::Round;
 
 use crate::bus::event::Event;
-use crate::bus::sink::{Sink, thread_cpu_ns};
+use crate::bus::sink::Sink;
 use crate::kernel::proc::{ProcFs, Rollup, page_size};
-use crate::model::{ProcessSample, Sample, SampleKind, SamplerInfo, Source};
+use crate::model::{Sample, SamplerInfo, Source};
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -113,13 +116,6 @@ const SMALL_EXIT_ROUND_BYTES: u64 = 64 << 20;
 /// The longest ticks back off to while no counter moves: growth that starts after a quiet
 /// spell is seen within this long.
 const TICK_IDLE_MAX_NS: u64 = 10_000_000;
-
-/// Ticks' samples are emitted at most once per window of `max(EMIT_MIN_NS, elapsed /
-/// EMIT_SCALE)`, the window's highest: each emitted sample wakes the session thread (~20 µs),
-/// which would cost more than the ticks themselves. A chart is ~80 columns wide and the
-/// HTML's ~1,000: a run of an hour keeps ~1,000 × (1 + ln(hour / 5 s)) ≈ 7,600 of them.
-const EMIT_MIN_NS: u64 = 5_000_000;
-const EMIT_SCALE: u64 = 1_000;
 
 #[derive(Default, Clone, Copy)]
 struct Cached {
@@ -549,171 +545,6 @@ impl Sampler {
         }
     }
 
-    fn run(&self) {
-        let mut st = self.state.lock().expect("sampler lock");
-        // The thread's CPU at the end of its last round or tick: what it spends between
-        // (waking up, waiting, the loop) is charged to the next one, so the budget holds
-        // for the thread's whole CPU, not only for its reads.
-        let mut mark = thread_cpu_ns();
-        loop {
-            if st.stop {
-                return;
-            }
-            if st.ended_due {
-                st.busy = true;
-                drop(st);
-                self.apply_ended();
-                st = self.state.lock().expect("sampler lock");
-                self.not_busy(&mut st);
-                continue;
-            }
-            let now = self.sink.now_ns();
-            self.refill(&mut st, now);
-            let readable = st.live.values().any(|c| c.readable(now));
-            // A process that has just exec'd becomes readable when it has settled.
-            let settle_wait = st
-                .live
-                .values()
-                .filter(|c| c.counted())
-                .filter_map(|c| c.exec_ns)
-                .map(|t| (t + EXEC_SETTLE_NS).saturating_sub(now))
-                .filter(|&w| w > 0)
-                .min();
-            let mut round_wait = self.wait_before_round(&st, now);
-            // Within a budget, an exact round of memory whose counters have not moved since the
-            // last one would read the same figures again: it waits for a tick that sees a move
-            // (or for an event that asks for a round).
-            // Nor is one needed while the ticks' figure is tight (its bound within
-            // ANCHOR_WHEN_BOUND of it) and the last anchor is young: exact rounds walk every
-            // page and hold up the ticks while they do.
-            let since_round = st
-                .last_full_round_ns
-                .map_or(u64::MAX, |t| now.saturating_sub(t));
-            // The age rule waits while memory grows: a round then walks the most pages and
-            // holds up the ticks that follow the growth, and growth is what the carry counts
-            // exactly (new anonymous pages). Nor does it anchor memory that has stopped moving
-            // with a tight figure: that round (~40 ms for 4 GiB) was most of what ste spent
-            // watching a process asleep on its memory, for a bound already within 0.5 %.
-            let tight = st
-                .tick_bound_bytes
-                .is_some_and(|b| b as f64 <= ANCHOR_WHEN_BOUND * st.tick_pss_bytes as f64)
-                && (since_round < ANCHOR_MAX_AGE_NS || st.tick_growing || !st.tick_moved);
-            // Observers (`--maps-at-peak`, `--malloc`) look at memory in rounds only: with them
-            // rounds keep their budget's pace.
-            // Within a budget, what asks for a round is a new image that has settled and was
-            // never read: its carry from nothing is loose (its libraries' pages). Such a round
-            // reads only the new images, the rest of the tree carried from its last tick: on
-            // a fork loop, reading the shell at each exec locked its memory map against its
-            // next fork, and a build's make and shells were read again at every compiler's
-            // exec for nothing.
-            let asked = st.live.values().any(|c| c.round_asked && c.readable(now));
-            let budgeted = matches!(self.pace, Pace::Budget(_))
-                && self.observers.read().expect("observers lock").is_empty();
-            let not_due = !st.changed_since_round || tight;
-            if budgeted && !asked && not_due {
-                round_wait = round_wait.max(st.next_tick_ns.saturating_sub(now) + 1);
-            }
-            // A round an observer pays for is due at once: it asked for it at a new high.
-            let payers = std::mem::take(&mut st.payers);
-            if !payers.is_empty() {
-                round_wait = 0;
-            }
-            let only_asked = budgeted && asked && not_due && payers.is_empty();
-            let tick_wait = st.next_tick_ns.saturating_sub(now);
-            if readable && (round_wait == 0 || tick_wait == 0) {
-                let exact = round_wait == 0;
-                if exact {
-                    st.nudged = false;
-                }
-                st.busy = true;
-                drop(st);
-                let between = thread_cpu_ns().saturating_sub(mark);
-                let (moved, new_high) = if exact {
-                    self.round(only_asked, payers);
-                    (true, None)
-                } else {
-                    self.tick()
-                };
-                // Observers (`--maps-at-peak`, `--malloc`) look at memory in exact rounds: a
-                // tick that found a new high asks for one. An observer that wants that high
-                // read exactly pays for the round from its own budget (a high held for two
-                // seconds was missed when the round waited for the sampler's 1 %); else it
-                // runs when the sampler's budget allows.
-                let observers = match new_high {
-                    Some(_) => self.observers(),
-                    None => Vec::new(),
-                };
-                let t = self.sink.now_ns();
-                let payers: Vec<_> = new_high
-                    .map(|pss| {
-                        observers
-                            .into_iter()
-                            .filter(|o| o.round_wanted(t, pss))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                st = self.state.lock().expect("sampler lock");
-                self.not_busy(&mut st);
-                st.budget.between_spent(between, !exact);
-                st.cpu_ns += between;
-                if new_high.is_some() && !self.observers.read().expect("observers lock").is_empty()
-                {
-                    st.nudged = true;
-                }
-                if !payers.is_empty() && readable {
-                    st.payers = payers;
-                }
-                if !exact {
-                    st.tick_moved = moved;
-                    st.tick_cpu_ns += between;
-                }
-                mark = thread_cpu_ns();
-                let now = self.sink.now_ns();
-                // While nothing moves, ticks back off (doubling, up to TICK_IDLE_MAX_NS): a
-                // process asleep on 4 GiB costs a wake-up every 10 ms, not every tick.
-                let paced = st.budget.tick_interval();
-                st.tick_backoff_ns = if moved {
-                    paced
-                } else {
-                    (st.tick_backoff_ns.max(paced) * 2).min(TICK_IDLE_MAX_NS.max(paced))
-                };
-                st.next_tick_ns = now + st.tick_backoff_ns.max(st.budget.debt_wait());
-                continue;
-            }
-            let timeout = match (readable, settle_wait) {
-                (false, None) => Duration::from_millis(100),
-                (false, Some(w)) => Duration::from_nanos(w.max(100_000)),
-                (true, w) => Duration::from_nanos(
-                    round_wait
-                        .min(tick_wait)
-                        .min(w.unwrap_or(u64::MAX))
-                        .max(100_000),
-                ),
-            };
-            let (guard, _) = self.wake.wait_timeout(st, timeout).expect("sampler lock");
-            st = guard;
-        }
-    }
-
-    /// The sampling thread is done reading. Only `stop` waits for that (after setting `stop`):
-    /// a wake-up of nobody is still a system call, at every tick.
-    fn not_busy(&self, st: &mut State) {
-        st.busy = false;
-        if st.stop {
-            self.idle.notify_all();
-        }
-    }
-
-    /// Nanoseconds to wait before the next round is due (0: now).
-    fn wait_before_round(&self, st: &State, now: u64) -> u64 {
-        st.budget
-            .wait_before_round(now, st.last_round_ns, st.nudged, st.tick_rss_bytes)
-    }
-
-    fn refill(&self, st: &mut State, now: u64) {
-        st.budget.refill(now, st.tick_rss_bytes);
-    }
-
     /// Reports high-water marks read at `t` that grew.
     fn emit_peaks(&self, t: u64, peaks: Vec<(i32, u64)>) {
         for (tgid, hwm) in peaks {
@@ -725,153 +556,6 @@ impl Sampler {
             };
             self.sink.emit_at(t, event);
         }
-    }
-
-    /// One tick: read the counters of every live process and carry their PSS. Returns whether
-    /// any counter moved, or the set of processes changed, since the last tick, and the sum
-    /// when it is a new maximum.
-    fn tick(&self) -> (bool, Option<u64>) {
-        let mut reader = self.reader.lock().expect("reader lock");
-        let cpu0 = thread_cpu_ns();
-        let (procs, unreadable): (Vec<(i32, Cached)>, u32) = {
-            let st = self.state.lock().expect("sampler lock");
-            let now = self.sink.now_ns();
-            (
-                st.live
-                    .iter()
-                    .filter(|(_, c)| c.readable(now))
-                    .map(|(p, c)| (*p, *c))
-                    .collect(),
-                st.live.values().filter(|c| c.unreadable).count() as u32,
-            )
-        };
-        let t = self.sink.now_ns();
-        let Reader {
-            procfs,
-            carried,
-            page,
-        } = &mut *reader;
-        let page = *page;
-        {
-            let st = self.state.lock().expect("sampler lock");
-            // A process gone keeps its carry while an exit record may still come for it (its
-            // `statm` is closed: a fork loop would keep a descriptor per process otherwise).
-            carried.retain(|p, c| {
-                if st.live.contains_key(p) {
-                    true
-                } else if st.ended.contains_key(p) {
-                    c.statm = None;
-                    true
-                } else {
-                    false
-                }
-            });
-        }
-        let mut sample = Sample {
-            t_ns: t,
-            unreadable,
-            kind: SampleKind::Carried,
-            bound_bytes: Some(0),
-            ..Default::default()
-        };
-        let mut per_process = Vec::with_capacity(procs.len());
-        let mut estimates = Vec::with_capacity(procs.len());
-        let mut changed = procs.len() != carried.len();
-        let read_peaks = self.read_peaks.load(std::sync::atomic::Ordering::Relaxed);
-        let mut peaks = Vec::new();
-        for &(pid, cached) in &procs {
-            let parent = Carried::parent_of_fork(carried, pid, &cached);
-            let c = Carried::of(carried, procfs, pid, cached.image);
-            let Some(now) = c.counters() else {
-                continue;
-            };
-            let resident = now.resident;
-            let (e, moved) = c.tick(now, cached.exec_seen, parent, page);
-            changed |= moved;
-            // A tracker that cannot read the high-water mark at exit (netlink) has it read
-            // whenever a tick sees the process above the last one reported.
-            if read_peaks
-                && resident * page > cached.hwm
-                && let Ok(Some(hwm)) = procfs.status(pid).map(|s| s.vm_hwm_bytes)
-                && hwm > cached.hwm
-            {
-                peaks.push((pid, hwm));
-            }
-            sample.pss_bytes += e.pss_bytes;
-            sample.rss_bytes += resident * page;
-            sample.processes += 1;
-            sample.bound_bytes = sample.bound_bytes.map(|b| b + e.bound_bytes);
-            estimates.push((pid, e.pss_bytes));
-            per_process.push(ProcessSample {
-                pid,
-                pss_bytes: e.pss_bytes,
-                cpu_ns: None,
-            });
-        }
-        drop(reader);
-        let cost = thread_cpu_ns().saturating_sub(cpu0);
-        sample.per_process = Some(per_process);
-        let mut st = self.state.lock().expect("sampler lock");
-        for (pid, pss) in estimates {
-            if let Some(c) = st.live.get_mut(&pid) {
-                c.pss = pss;
-            }
-        }
-        for &(pid, hwm) in &peaks {
-            if let Some(c) = st.live.get_mut(&pid) {
-                c.hwm = c.hwm.max(hwm);
-            }
-        }
-        self.emit_peaks(t, peaks);
-        st.budget.tick_spent(cost);
-        st.tick_growing = sample.rss_bytes > st.tick_rss_bytes.saturating_add(GROWING_BYTES);
-        st.tick_rss_bytes = sample.rss_bytes;
-        st.cpu_ns += cost;
-        st.tick_cpu_ns += cost;
-        st.ticks += 1;
-        st.first_tick_ns.get_or_insert(t);
-        st.last_tick_ns = Some(t);
-        st.changed_since_round |= changed;
-        st.tick_pss_bytes = sample.pss_bytes;
-        st.tick_bound_bytes = sample.bound_bytes;
-        if sample.processes == 0 {
-            return (changed, None);
-        }
-        let new_high = (sample.pss_bytes > st.max_pss).then_some(sample.pss_bytes);
-        st.max_pss = st.max_pss.max(sample.pss_bytes);
-        if st
-            .pending
-            .as_ref()
-            .is_none_or(|p| sample.pss_bytes > p.pss_bytes)
-        {
-            st.pending = Some(sample);
-        }
-        let window = EMIT_MIN_NS.max(t / EMIT_SCALE);
-        if t.saturating_sub(st.last_emit_ns) >= window
-            && let Some(p) = st.pending.take()
-        {
-            st.last_emit_ns = t;
-            // A window that repeats the last emitted figures is held back: while memory
-            // stands still, each emission woke the session thread for nothing (a process
-            // asleep on its memory cost ste ~0.3 % of a core so). The plateau's last point
-            // goes out before the next change, so both a sample-and-hold chart and one
-            // that joins its points draw it flat.
-            if st
-                .tick_emitted
-                .as_ref()
-                .is_some_and(|e| same_figures(e, &p))
-            {
-                st.plateau_end = Some(p);
-            } else {
-                let end = st.plateau_end.take();
-                st.tick_emitted = Some(p.clone());
-                drop(st);
-                for p in end.into_iter().chain([p]) {
-                    self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
-                }
-            }
-        }
-        (changed, new_high)
     }
 }
 
@@ -910,21 +594,11 @@ impl crate::bus::tree::TreeWatcher for Sampler {
     }
 }
 
-/// Whether two samples read the same figures (all but their time).
-fn same_figures(a: &Sample, b: &Sample) -> bool {
-    a.pss_bytes == b.pss_bytes
-        && a.rss_bytes == b.rss_bytes
-        && a.processes == b.processes
-        && a.unreadable == b.unreadable
-        && a.kind == b.kind
-        && a.bound_bytes == b.bound_bytes
-        && a.per_process == b.per_process
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::bus::sink::{Clock, Msg};
+    use crate::model::SampleKind;
 
     fn samples(rx: &mut crate::bus::mailbox::Receiver<Msg>) -> Vec<Sample> {
         rx.try_iter()

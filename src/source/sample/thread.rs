@@ -1,0 +1,180 @@
+//! The sampling thread's loop: when the next exact round or tick is due, and waiting for it.
+//!
+//! Owns the decision each time the thread wakes (a round the budget can pay for, one an
+//! observer pays for, one an exec asked for, or a tick), and the wait until the next. It reads
+//! nothing itself: the reads are `round.rs`'s and `tick.rs`'s; the bucket's arithmetic is
+//! `budget.rs`'s.
+
+use super::budget::Pace;
+use super::{
+    ANCHOR_MAX_AGE_NS, ANCHOR_WHEN_BOUND, EXEC_SETTLE_NS, Sampler, State, TICK_IDLE_MAX_NS,
+};
+use crate::bus::sink::thread_cpu_ns;
+use std::time::Duration;
+
+impl Sampler {
+    pub(super) fn run(&self) {
+        let mut st = self.state.lock().expect("sampler lock");
+        // The thread's CPU at the end of its last round or tick: what it spends between
+        // (waking up, waiting, the loop) is charged to the next one, so the budget holds
+        // for the thread's whole CPU, not only for its reads.
+        let mut mark = thread_cpu_ns();
+        loop {
+            if st.stop {
+                return;
+            }
+            if st.ended_due {
+                st.busy = true;
+                drop(st);
+                self.apply_ended();
+                st = self.state.lock().expect("sampler lock");
+                self.not_busy(&mut st);
+                continue;
+            }
+            let now = self.sink.now_ns();
+            self.refill(&mut st, now);
+            let readable = st.live.values().any(|c| c.readable(now));
+            // A process that has just exec'd becomes readable when it has settled.
+            let settle_wait = st
+                .live
+                .values()
+                .filter(|c| c.counted())
+                .filter_map(|c| c.exec_ns)
+                .map(|t| (t + EXEC_SETTLE_NS).saturating_sub(now))
+                .filter(|&w| w > 0)
+                .min();
+            let mut round_wait = self.wait_before_round(&st, now);
+            // Within a budget, an exact round of memory whose counters have not moved since the
+            // last one would read the same figures again: it waits for a tick that sees a move
+            // (or for an event that asks for a round).
+            // Nor is one needed while the ticks' figure is tight (its bound within
+            // ANCHOR_WHEN_BOUND of it) and the last anchor is young: exact rounds walk every
+            // page and hold up the ticks while they do.
+            let since_round = st
+                .last_full_round_ns
+                .map_or(u64::MAX, |t| now.saturating_sub(t));
+            // The age rule waits while memory grows: a round then walks the most pages and
+            // holds up the ticks that follow the growth, and growth is what the carry counts
+            // exactly (new anonymous pages). Nor does it anchor memory that has stopped moving
+            // with a tight figure: that round (~40 ms for 4 GiB) was most of what ste spent
+            // watching a process asleep on its memory, for a bound already within 0.5 %.
+            let tight = st
+                .tick_bound_bytes
+                .is_some_and(|b| b as f64 <= ANCHOR_WHEN_BOUND * st.tick_pss_bytes as f64)
+                && (since_round < ANCHOR_MAX_AGE_NS || st.tick_growing || !st.tick_moved);
+            // Observers (`--maps-at-peak`, `--malloc`) look at memory in rounds only: with them
+            // rounds keep their budget's pace.
+            // Within a budget, what asks for a round is a new image that has settled and was
+            // never read: its carry from nothing is loose (its libraries' pages). Such a round
+            // reads only the new images, the rest of the tree carried from its last tick: on
+            // a fork loop, reading the shell at each exec locked its memory map against its
+            // next fork, and a build's make and shells were read again at every compiler's
+            // exec for nothing.
+            let asked = st.live.values().any(|c| c.round_asked && c.readable(now));
+            let budgeted = matches!(self.pace, Pace::Budget(_))
+                && self.observers.read().expect("observers lock").is_empty();
+            let not_due = !st.changed_since_round || tight;
+            if budgeted && !asked && not_due {
+                round_wait = round_wait.max(st.next_tick_ns.saturating_sub(now) + 1);
+            }
+            // A round an observer pays for is due at once: it asked for it at a new high.
+            let payers = std::mem::take(&mut st.payers);
+            if !payers.is_empty() {
+                round_wait = 0;
+            }
+            let only_asked = budgeted && asked && not_due && payers.is_empty();
+            let tick_wait = st.next_tick_ns.saturating_sub(now);
+            if readable && (round_wait == 0 || tick_wait == 0) {
+                let exact = round_wait == 0;
+                if exact {
+                    st.nudged = false;
+                }
+                st.busy = true;
+                drop(st);
+                let between = thread_cpu_ns().saturating_sub(mark);
+                let (moved, new_high) = if exact {
+                    self.round(only_asked, payers);
+                    (true, None)
+                } else {
+                    self.tick()
+                };
+                // Observers (`--maps-at-peak`, `--malloc`) look at memory in exact rounds: a
+                // tick that found a new high asks for one. An observer that wants that high
+                // read exactly pays for the round from its own budget (a high held for two
+                // seconds was missed when the round waited for the sampler's 1 %); else it
+                // runs when the sampler's budget allows.
+                let observers = match new_high {
+                    Some(_) => self.observers(),
+                    None => Vec::new(),
+                };
+                let t = self.sink.now_ns();
+                let payers: Vec<_> = new_high
+                    .map(|pss| {
+                        observers
+                            .into_iter()
+                            .filter(|o| o.round_wanted(t, pss))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                st = self.state.lock().expect("sampler lock");
+                self.not_busy(&mut st);
+                st.budget.between_spent(between, !exact);
+                st.cpu_ns += between;
+                if new_high.is_some() && !self.observers.read().expect("observers lock").is_empty()
+                {
+                    st.nudged = true;
+                }
+                if !payers.is_empty() && readable {
+                    st.payers = payers;
+                }
+                if !exact {
+                    st.tick_moved = moved;
+                    st.tick_cpu_ns += between;
+                }
+                mark = thread_cpu_ns();
+                let now = self.sink.now_ns();
+                // While nothing moves, ticks back off (doubling, up to TICK_IDLE_MAX_NS): a
+                // process asleep on 4 GiB costs a wake-up every 10 ms, not every tick.
+                let paced = st.budget.tick_interval();
+                st.tick_backoff_ns = if moved {
+                    paced
+                } else {
+                    (st.tick_backoff_ns.max(paced) * 2).min(TICK_IDLE_MAX_NS.max(paced))
+                };
+                st.next_tick_ns = now + st.tick_backoff_ns.max(st.budget.debt_wait());
+                continue;
+            }
+            let timeout = match (readable, settle_wait) {
+                (false, None) => Duration::from_millis(100),
+                (false, Some(w)) => Duration::from_nanos(w.max(100_000)),
+                (true, w) => Duration::from_nanos(
+                    round_wait
+                        .min(tick_wait)
+                        .min(w.unwrap_or(u64::MAX))
+                        .max(100_000),
+                ),
+            };
+            let (guard, _) = self.wake.wait_timeout(st, timeout).expect("sampler lock");
+            st = guard;
+        }
+    }
+
+    /// The sampling thread is done reading. Only `stop` waits for that (after setting `stop`):
+    /// a wake-up of nobody is still a system call, at every tick.
+    pub(super) fn not_busy(&self, st: &mut State) {
+        st.busy = false;
+        if st.stop {
+            self.idle.notify_all();
+        }
+    }
+
+    /// Nanoseconds to wait before the next round is due (0: now).
+    pub(super) fn wait_before_round(&self, st: &State, now: u64) -> u64 {
+        st.budget
+            .wait_before_round(now, st.last_round_ns, st.nudged, st.tick_rss_bytes)
+    }
+
+    pub(super) fn refill(&self, st: &mut State, now: u64) {
+        st.budget.refill(now, st.tick_rss_bytes);
+    }
+}
