@@ -17,7 +17,7 @@ use ste::model::{
     AccountEvent, Arg, Figures, GroupEnd, LedgerSource, ProcessSample, Sample, SamplerInfo, Source,
     Termination,
 };
-use ste::report::text::Style;
+use ste::report::style::Style;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -48,7 +48,7 @@ impl Exports {
     }
 
     /// Renders the run into each file.
-    pub fn write(self, run: &Run, style: report::text::Style) -> Result<()> {
+    pub fn write(self, run: &Run, style: report::style::Style) -> Result<()> {
         for (format, flag, file, path) in self.files {
             let file = file
                 .into_file()

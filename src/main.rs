@@ -31,8 +31,8 @@ fn main() -> ExitCode {
             ste::command::report::run(&ReportOptions::from_args(args))
         }
         Some(Subcommand::Maps(args)) => ste::command::maps::run(MapsOptions::from_args(args)),
-        Some(Subcommand::Bench(args)) => ste::compare::bench::run(&ste::cli::options::bench(args)),
-        Some(Subcommand::Diff(args)) => ste::compare::diff::run(&ste::cli::options::diff(args)),
+        Some(Subcommand::Bench(args)) => ste::compare::bench::run(&ste::cli::compare::bench(args)),
+        Some(Subcommand::Diff(args)) => ste::compare::diff::run(&ste::cli::compare::diff(args)),
     };
     match result {
         Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),

@@ -40,7 +40,7 @@ const IMPORTS: &[(&str, &[&str])] = &[
     ("report/", &["model", "units", "report"]),
     // Never a source, the kernel or the face: sources may read the ledger (the accounts match
     // taskstats records against the recorder's processes), so the ledger must not see them.
-    // The record file keeps the text layout (`report::text::Style`), is written through
+    // The record file keeps the text layout (`report::style::Style`), is written through
     // `output` and drops its writer thread's privileges (`launch::privilege`).
     (
         "ledger/",

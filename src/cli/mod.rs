@@ -2,6 +2,7 @@
 //! one rule clap cannot say ([`Cli::parse_args`]). `options.rs` (here) turns this into checked
 //! settings; nothing else looks at clap types.
 
+pub mod compare;
 pub mod options;
 
 use clap::{Args, Parser, ValueEnum};

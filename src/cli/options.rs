@@ -3,7 +3,7 @@
 
 use crate::cli::{ColorChoice, MapsArgs, RecordArgs, ReportArgs, ReportFormat, RunArgs, ViewArgs};
 use crate::report::Format;
-use crate::report::text::Style;
+use crate::report::style::Style;
 use crate::source::maps::peak::PeakOptions;
 use crate::source::sample::Pace;
 use crate::source::track::{SyscallRequest, TrackerKind};
@@ -240,38 +240,5 @@ impl From<super::SyscallsArg> for crate::source::syscalls::Mode {
             super::SyscallsArg::Time => Mode::Time,
             super::SyscallsArg::PerProcess => Mode::PerProcess,
         }
-    }
-}
-
-/// Checked settings for `ste bench`.
-pub fn bench(a: crate::cli::BenchArgs) -> crate::compare::bench::BenchOptions {
-    crate::compare::bench::BenchOptions {
-        commands: a.commands,
-        runs: a.runs as usize,
-        warmup: a.warmup as usize,
-        prepare: a.prepare,
-        shell: a.shell,
-        show_output: a.show_output,
-        tracker: a.tracker.map(Into::into),
-        syscalls: a.syscalls.syscalls.map(|mode| SyscallRequest {
-            mode: mode.into(),
-            allow_ptrace: a.syscalls.allow_ptrace,
-        }),
-        seed: a.seed,
-        json: a.json,
-        csv: a.csv,
-        markdown: a.markdown,
-        budgets: a.budgets.budgets,
-    }
-}
-
-/// Checked settings for `ste diff`.
-pub fn diff(a: crate::cli::DiffArgs) -> crate::compare::diff::DiffOptions {
-    crate::compare::diff::DiffOptions {
-        a: a.a,
-        b: a.b,
-        json: a.json,
-        markdown: a.markdown,
-        budgets: a.budgets.budgets,
     }
 }

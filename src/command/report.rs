@@ -14,7 +14,7 @@ use crate::cli::options::ReportOptions;
 use crate::ledger::record;
 use crate::ledger::recorder::Recorder;
 use crate::model::{Escaped, Run};
-use crate::report::{self, text::Style};
+use crate::report::{self, style::Style};
 use anyhow::{Context, Result, bail};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, IsTerminal, Read, Write};

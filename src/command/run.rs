@@ -444,7 +444,7 @@ fn event_loop(
                     let names: Vec<String> = live
                         .iter()
                         .take(8)
-                        .map(|(pid, p)| format!("{pid} ({})", text::program(p)))
+                        .map(|(pid, p)| format!("{pid} ({})", crate::report::names::program(p)))
                         .collect();
                     let more = if live.len() > 8 {
                         format!(" and {} more", live.len() - 8)

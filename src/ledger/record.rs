@@ -25,7 +25,7 @@
 //! names the limit it hit; nothing is allocated in proportion to a number the file states.
 
 use crate::bus::event::{Event, Stamped};
-use crate::report::text::{MAX_WIDTH, Style};
+use crate::report::style::{MAX_WIDTH, Style};
 use flate2::Compression;
 use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;

@@ -8,7 +8,8 @@
 use crate::model::{
     Accounting, MemoryFigure, Process, Run, join_escaped, process_peak, signal_name,
 };
-use crate::report::text::{Style, program};
+use crate::report::names::program;
+use crate::report::style::Style;
 use crate::units::{bytes_human, duration_human, group_thousands, percent};
 use std::collections::HashMap;
 use std::io::{self, Write};

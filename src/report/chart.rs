@@ -8,7 +8,7 @@
 //!
 //! Its arithmetic cannot wrap or loop on any Run (a hostile record's times and sizes near
 //! `u64::MAX`, any width): products are taken in `u128`, the time axis has at most one tick
-//! per label's room, and the plot is at most `text::MAX_WIDTH` columns.
+//! per label's room, and the plot is at most `style::MAX_WIDTH` columns.
 
 use crate::model::Sample;
 use crate::units::{bytes_human, duration_human};
@@ -44,7 +44,7 @@ pub fn render(
         .unwrap_or(1)
         .max(3);
     let plot_w = width
-        .min(crate::report::text::MAX_WIDTH)
+        .min(crate::report::style::MAX_WIDTH)
         .saturating_sub(label_w + 2)
         .max(10);
     let end_ns = end_ns
@@ -262,7 +262,7 @@ mod tests {
         assert!(
             lines
                 .iter()
-                .all(|l| l.chars().count() <= crate::report::text::MAX_WIDTH)
+                .all(|l| l.chars().count() <= crate::report::style::MAX_WIDTH)
         );
     }
 

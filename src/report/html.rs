@@ -568,7 +568,7 @@ mod tests {
         crate::report::text::render(
             &run,
             &mut text,
-            crate::report::text::Style {
+            crate::report::style::Style {
                 width: 80,
                 color: false,
             },

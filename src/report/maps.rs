@@ -9,7 +9,7 @@ use crate::model::maps::{
     PagesFrom, ProcessMap,
 };
 use crate::model::{Escaped, Process, Run, SampleKind};
-use crate::report::text::program;
+use crate::report::names::program;
 use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
 use std::collections::BTreeMap;
 use std::io::{self, Write};

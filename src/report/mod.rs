@@ -14,6 +14,7 @@ pub mod maps;
 pub mod names;
 pub mod perfetto;
 pub mod programs;
+pub mod style;
 pub mod syscalls;
 pub mod terminal;
 pub mod text;
@@ -58,7 +59,7 @@ impl Format {
 }
 
 /// Renders `run` in `format`; `style` lays out the text report.
-pub fn render(run: &Run, format: Format, style: text::Style, w: &mut dyn Write) -> io::Result<()> {
+pub fn render(run: &Run, format: Format, style: style::Style, w: &mut dyn Write) -> io::Result<()> {
     render_with(run, format, style, text::Options::default(), w)
 }
 
@@ -66,7 +67,7 @@ pub fn render(run: &Run, format: Format, style: text::Style, w: &mut dyn Write) 
 pub fn render_with(
     run: &Run,
     format: Format,
-    style: text::Style,
+    style: style::Style,
     options: text::Options,
     w: &mut dyn Write,
 ) -> io::Result<()> {
@@ -87,7 +88,7 @@ pub(crate) mod testing;
 mod tests {
     use super::*;
 
-    fn rendered(format: Format, style: text::Style) -> String {
+    fn rendered(format: Format, style: style::Style) -> String {
         let mut out = Vec::new();
         render(&testing::build(), format, style, &mut out).unwrap();
         String::from_utf8(out).unwrap()
@@ -99,7 +100,7 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
-    const PLAIN: text::Style = text::Style {
+    const PLAIN: style::Style = style::Style {
         width: 80,
         color: false,
     };
@@ -181,7 +182,7 @@ mod tests {
     fn the_text_layout_follows_the_style() {
         let wide = rendered(
             Format::Text,
-            text::Style {
+            style::Style {
                 width: 120,
                 color: true,
             },

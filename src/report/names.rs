@@ -2,9 +2,9 @@
 //! the program a forked child inherited from its parent, its parent's index, and which process
 //! a pid was at a given time (pids are reused in long runs).
 //!
-//! Pure functions of a Run, shared by the HTML, Perfetto and CSV reports.
+//! Pure functions of a Run, shared by the text, HTML, Perfetto and CSV reports.
 
-use crate::model::{Arg, Process, Run};
+use crate::model::{Arg, Escaped, Process, Run};
 use std::collections::HashMap;
 
 /// The last path component of an argv[0]: `/usr/bin/cc1` → `cc1`.
@@ -20,6 +20,15 @@ pub fn last_program(p: &Process) -> Option<String> {
         .rev()
         .find_map(|e| e.argv.as_ref().and_then(|a| a.first()))
         .map(basename)
+}
+
+/// The program a process ran last, for short mentions (`sleep`), or how it came to be.
+/// Escaped: the name is the program's choice.
+pub fn program(p: &Process) -> String {
+    last_program(p).map_or_else(
+        || "forked, no exec".to_string(),
+        |name| Escaped::str(&name).to_string(),
+    )
 }
 
 /// Every process's parent and label, and the pid lookup.

@@ -8,25 +8,14 @@
 //! record reaches the terminal), and the strings it quotes are escaped where it takes them.
 
 use crate::model::{Escaped, Exec, Process, Run, SampleKind, join_escaped, signal_name};
-use crate::report::{chart, names, programs, syscalls, terminal};
+use crate::report::names::program;
+use crate::report::style::Style;
+use crate::report::{chart, programs, syscalls, terminal};
 use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
 use std::io::{self, Write};
 
 /// Rows of the chart's plot area.
 pub const CHART_HEIGHT: usize = 12;
-
-/// The widest text layout: the widest `--width` takes, and the widest a record may state.
-pub const MAX_WIDTH: usize = u16::MAX as usize;
-
-/// How the text report is laid out. Stored in records, so `ste report` prints what the live
-/// run printed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Style {
-    /// Columns available (the terminal's width, or 80).
-    pub width: usize,
-    /// ANSI colours (only on a terminal, never with `NO_COLOR`).
-    pub color: bool,
-}
 
 /// `EXEC: [argv]`, the seed's line for one exec.
 pub fn exec_line(p: &Process, e: &Exec, style: Style) -> String {
@@ -322,15 +311,6 @@ fn exit_text(run: &Run) -> String {
         ),
         (None, None) => "unknown (the command was not reaped)".to_string(),
     }
-}
-
-/// The program a process ran last, for short mentions (`sleep`), or how it came to be.
-/// Escaped: the name is the program's choice.
-pub fn program(p: &Process) -> String {
-    names::last_program(p).map_or_else(
-        || "forked, no exec".to_string(),
-        |name| Escaped::str(&name).to_string(),
-    )
 }
 
 fn peak_rss_text(run: &Run) -> String {

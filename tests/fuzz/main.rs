@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use ste::kernel::{cn_proc, proc, smaps, taskstats};
 use ste::ledger::record::{self, Limits, LoadError};
 use ste::model::Run;
-use ste::report::{self, Format, terminal, text::Style};
+use ste::report::{self, Format, style::Style, terminal};
 
 #[global_allocator]
 static ALLOC: harness::Counting = harness::Counting;

@@ -182,7 +182,7 @@ fn run_text(run: &Run) -> String {
     ste::report::text::render_summary(
         run,
         &mut out,
-        ste::report::text::Style {
+        ste::report::style::Style {
             width: 80,
             color: false,
         },

@@ -1,0 +1,18 @@
+//! How the text report is laid out (its width and colours) and the widest layout there is.
+//!
+//! A room of its own because the text report's sections (`accounting`, `chart`, `maps`), the
+//! record that keeps the layout and the command line that chooses it all take it, and the
+//! text report takes those sections: here it sits below all of them.
+
+/// The widest text layout: the widest `--width` takes, and the widest a record may state.
+pub const MAX_WIDTH: usize = u16::MAX as usize;
+
+/// How the text report is laid out. Stored in records, so `ste report` prints what the live
+/// run printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Style {
+    /// Columns available (the terminal's width, or 80).
+    pub width: usize,
+    /// ANSI colours (only on a terminal, never with `NO_COLOR`).
+    pub color: bool,
+}
