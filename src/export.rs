@@ -4,7 +4,6 @@
 //! opened is `output`'s) and writing them from the finished Run, with errors that name the flag
 //! and the command's status. The formats themselves are `report`'s.
 
-use crate::cli::options::RunOptions;
 use crate::model::Run;
 use crate::output::{self, Opened};
 use crate::report::{self, Format};
@@ -21,17 +20,24 @@ pub fn open(flag: &str, path: &Path) -> Result<Opened> {
     output::open(path).with_context(|| format!("cannot create {flag} file {}", path.display()))
 }
 
+/// The report files asked for, by their flag.
+pub struct Requested<'a> {
+    pub json: Option<&'a Path>,
+    pub html: Option<&'a Path>,
+    pub perfetto: Option<&'a Path>,
+}
+
 impl Exports {
     /// Opens every requested file now; they are emptied by [`Exports::begin`].
-    pub fn open(opts: &RunOptions) -> Result<Exports> {
+    pub fn open(asked: Requested<'_>) -> Result<Exports> {
         let mut files = Vec::new();
         for (format, flag, path) in [
-            (Format::Json, "--json", &opts.json),
-            (Format::Html, "--html", &opts.html),
-            (Format::Perfetto, "--perfetto", &opts.perfetto),
+            (Format::Json, "--json", asked.json),
+            (Format::Html, "--html", asked.html),
+            (Format::Perfetto, "--perfetto", asked.perfetto),
         ] {
             if let Some(p) = path {
-                files.push((format, flag, open(flag, p)?, p.clone()));
+                files.push((format, flag, open(flag, p)?, p.to_path_buf()));
             }
         }
         Ok(Exports { files })

@@ -72,7 +72,11 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         .as_deref()
         .map(|p| crate::export::open("--output", p))
         .transpose()?;
-    let mut exports = Exports::open(opts)?;
+    let mut exports = Exports::open(crate::export::Requested {
+        json: opts.json.as_deref(),
+        html: opts.html.as_deref(),
+        perfetto: opts.perfetto.as_deref(),
+    })?;
     let recording = match &opts.record {
         // Its writer thread lives for the run: it blocks the forwarded signals as every ste
         // thread must (a SIGINT it took would end ste instead of reaching the command).

@@ -292,7 +292,7 @@ fn run_once(
             .unwrap_or_default()
     };
     let _ = json.rewind();
-    let run = match crate::command::report::read_json(&mut json) {
+    let run = match crate::ledger::load::read_json(&mut json) {
         Ok(run) => run,
         Err(_) if status != 0 => {
             return Err(Stop {

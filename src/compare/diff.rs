@@ -127,7 +127,7 @@ fn why_no_change(t: &TotalChange, a: &Run, b: &Run, f: Figure) -> String {
 
 /// A run from a record or a `--json` file, refused when of another schema version.
 fn load(path: &Path) -> Result<Run> {
-    let (run, _) = crate::command::report::load(path)?;
+    let (run, _) = crate::ledger::load::load(path)?;
     if run.schema_version != SCHEMA_VERSION {
         bail!(
             "{} holds a run of schema version {} ({}); this ste compares version {SCHEMA_VERSION} only",

@@ -117,7 +117,7 @@ fn record_target(input: &[u8]) {
 }
 
 fn run_json_target(input: &[u8]) {
-    let Ok(run) = ste::command::report::read_json(input) else {
+    let Ok(run) = ste::ledger::load::read_json(input) else {
         return;
     };
     // The layout comes from the input's length: any width a user may ask for.
@@ -213,12 +213,12 @@ fn the_issues_crafted_records_are_refused_by_name() {
 fn a_run_near_the_time_limit_renders_in_bounded_time() {
     let dir = harness::corpus_dir("run");
     let over = std::fs::read(dir.join("crash-wall-ns-near-u64-max.json")).unwrap();
-    let err = ste::command::report::read_json(&over[..])
+    let err = ste::ledger::load::read_json(&over[..])
         .unwrap_err()
         .to_string();
     assert!(err.contains("after a century of run"), "{err}");
     let at = std::fs::read(dir.join("wall-ns-at-the-limit.json")).unwrap();
-    let run = ste::command::report::read_json(&at[..]).unwrap();
+    let run = ste::ledger::load::read_json(&at[..]).unwrap();
     let start = Instant::now();
     render_all(
         &run,
