@@ -279,6 +279,10 @@ pub struct SamplerInfo {
     /// CPU of the costliest exact round (the budget may be overdrawn by one, at an exit).
     #[serde(default)]
     pub max_round_cpu_ns: Option<u64>,
+    /// CPU of the costliest tick, with the thread's CPU charged to it (ticks stop once the
+    /// bucket is in debt past `tick_debt_ns`, so the last may overdraw it by one tick).
+    #[serde(default)]
+    pub max_tick_cpu_ns: Option<u64>,
     /// How far ticks may run the budget into debt before they wait for it (adaptive mode).
     #[serde(default)]
     pub tick_debt_ns: Option<u64>,

@@ -319,6 +319,7 @@ pub fn events() -> Vec<Stamped> {
                 interval_ns: None,
                 rounds: 18,
                 paid_rounds: 0,
+                max_tick_cpu_ns: None,
                 effective_interval_ns: Some(50 * MS),
                 max_gap_ns: Some(50 * MS),
                 cpu_ns: 2 * MS,

@@ -647,6 +647,7 @@ mod tests {
             interval_ns: None,
             rounds: 13,
             paid_rounds: 0,
+            max_tick_cpu_ns: None,
             effective_interval_ns: Some(100_000_000),
             max_gap_ns: Some(100_000_000),
             cpu_ns: 12_000_000,

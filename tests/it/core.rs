@@ -55,13 +55,15 @@ fn the_sampler_keeps_to_its_budget_or_its_period() {
     assert_eq!(s.budget, Some(0.005));
     let burst = s.burst_ns.expect("adaptive mode has a start-up allowance");
     // The budget bounds the sampler's whole CPU (exact rounds and counter ticks) over the run,
-    // plus its start-up allowance, the debt its ticks may run into, the two rounds its bucket
-    // may save up and the one round an exit may overdraw (each at most the costliest round).
+    // plus its start-up allowance, the debt its ticks may run into and the one tick that may
+    // overdraw it, the two rounds its bucket may save up and the one round an exit may
+    // overdraw (each at most the costliest round).
     let round = s.max_round_cpu_ns.expect("rounds were taken");
+    let tick = s.max_tick_cpu_ns.expect("ticks were taken");
     let debt = s
         .tick_debt_ns
         .expect("adaptive mode bounds its ticks' debt");
-    let allowed = (0.005 * run.totals.wall_ns as f64) as u64 + burst + debt + 3 * round;
+    let allowed = (0.005 * run.totals.wall_ns as f64) as u64 + burst + debt + tick + 3 * round;
     // An exact round reads the 512 MiB; counter ticks follow it through the 2 s hold.
     assert!(s.rounds >= 1 && s.ticks >= 2, "{s:?}");
     assert!(

@@ -415,6 +415,7 @@ struct SamplerInfo {
     tick_cpu_ns: u64,
     exec_settle_ns: Option<u64>,
     max_round_cpu_ns: Option<u64>,
+    max_tick_cpu_ns: Option<u64>,
     tick_debt_ns: Option<u64>,
 }
 

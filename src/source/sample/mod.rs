@@ -206,6 +206,9 @@ struct State {
     tick_growing: bool,
     tick_moved: bool,
     max_round_cpu_ns: u64,
+    /// CPU of the last tick's reads, and of the costliest tick (with what was charged to it).
+    last_tick_cpu_ns: u64,
+    max_tick_cpu_ns: u64,
     last_round_ns: Option<u64>,
     /// The last round that read every process (the age rule's anchor).
     last_full_round_ns: Option<u64>,
@@ -282,6 +285,8 @@ impl Sampler {
                 tick_growing: false,
                 tick_moved: true,
                 max_round_cpu_ns: 0,
+                last_tick_cpu_ns: 0,
+                max_tick_cpu_ns: 0,
                 last_round_ns: None,
                 last_full_round_ns: None,
                 first_round_ns: None,
@@ -541,6 +546,7 @@ impl Sampler {
             tick_cpu_ns: st.tick_cpu_ns,
             exec_settle_ns: Some(EXEC_SETTLE_NS),
             max_round_cpu_ns: (st.rounds > 0).then_some(st.max_round_cpu_ns),
+            max_tick_cpu_ns: (st.ticks > 0).then_some(st.max_tick_cpu_ns),
             tick_debt_ns: st.budget.allowances_ns().1,
         }
     }

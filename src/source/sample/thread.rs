@@ -119,6 +119,11 @@ impl Sampler {
                 st = self.state.lock().expect("sampler lock");
                 self.not_busy(&mut st);
                 st.budget.between_spent(between, !exact);
+                if !exact {
+                    // What the tick spent with what was charged to it: ticks stop once the
+                    // bucket is in debt past its bound, so the last one may overdraw by this.
+                    st.max_tick_cpu_ns = st.max_tick_cpu_ns.max(st.last_tick_cpu_ns + between);
+                }
                 st.cpu_ns += between;
                 if new_high.is_some() && !self.observers.read().expect("observers lock").is_empty()
                 {
