@@ -119,7 +119,7 @@ impl RoundObserver for PeakMaps {
 
     fn round_paid(&self, cost_ns: u64) {
         let mut st = self.state.lock().expect("peak maps lock");
-        st.policy.tokens_ns -= cost_ns as f64;
+        st.policy.round_paid(cost_ns);
         st.info.cpu_ns += cost_ns;
         st.info.rounds += 1;
     }
@@ -239,11 +239,7 @@ impl Policy {
         };
         let worth = match self.mapped {
             None => pss_bytes > 0,
-            Some(m) => {
-                pss_bytes > m
-                    && (pss_bytes as f64 >= m as f64 * GROWTH
-                        || self.tokens_ns >= PLENTY * self.expected(&r))
-            }
+            Some(m) => pss_bytes > m && self.worth_a_map(&r, m),
         };
         if !worth {
             return (false, false);
@@ -267,9 +263,7 @@ impl Policy {
             // The last moment the exiting process's memory can be seen.
             Some(m) if r.new_high && r.exit_stop => r.pss_bytes > m,
             Some(m) if r.new_high => {
-                // Grown enough to be worth a map, or plenty of budget to spare for it.
-                let worth = r.pss_bytes as f64 >= m as f64 * GROWTH
-                    || self.tokens_ns >= PLENTY * self.expected(r);
+                let worth = self.worth_a_map(r, m);
                 if !worth {
                     self.pending = true;
                 }
@@ -284,8 +278,7 @@ impl Policy {
         if !wanted {
             return Decision::Wait { over_budget: false };
         }
-        let expected = self.ns_per_page * (r.pages as f64 + PAGES_PER_PROCESS * r.processes as f64);
-        if self.tokens_ns >= expected {
+        if self.tokens_ns >= self.expected(r) {
             return Decision::Map { overdraft: false };
         }
         if r.exit_stop && self.tokens_ns >= 0.0 {
@@ -295,6 +288,17 @@ impl Policy {
         Decision::Wait {
             over_budget: r.new_high,
         }
+    }
+
+    /// A new high above the last map (`mapped`) is worth a map when it has grown enough, or
+    /// when the bucket has plenty to spare for it.
+    fn worth_a_map(&self, r: &Round, mapped: u64) -> bool {
+        r.pss_bytes as f64 >= mapped as f64 * GROWTH || self.tokens_ns >= PLENTY * self.expected(r)
+    }
+
+    /// The cost of an exact round this policy asked for, paid from its bucket.
+    fn round_paid(&mut self, cost_ns: u64) {
+        self.tokens_ns -= cost_ns as f64;
     }
 
     /// What mapping the round's chosen processes should cost.

@@ -158,6 +158,11 @@ impl Budget {
         }
     }
 
+    /// The last tick's cost, with what was charged to it since ([`Budget::between_spent`]).
+    pub(super) fn last_tick_cost_ns(&self) -> u64 {
+        self.tick_costs.back().map_or(0, |&c| c as u64)
+    }
+
     /// Time between ticks: at least [`TICK_MIN_NS`], and long enough for ticks to keep to
     /// their share of the budget at their measured cost (the median of the last
     /// [`TICK_COSTS`]).

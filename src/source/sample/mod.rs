@@ -206,8 +206,7 @@ struct State {
     tick_growing: bool,
     tick_moved: bool,
     max_round_cpu_ns: u64,
-    /// CPU of the last tick's reads, and of the costliest tick (with what was charged to it).
-    last_tick_cpu_ns: u64,
+    /// CPU of the costliest tick (with what was charged to it).
     max_tick_cpu_ns: u64,
     last_round_ns: Option<u64>,
     /// The last round that read every process (the age rule's anchor).
@@ -285,7 +284,6 @@ impl Sampler {
                 tick_growing: false,
                 tick_moved: true,
                 max_round_cpu_ns: 0,
-                last_tick_cpu_ns: 0,
                 max_tick_cpu_ns: 0,
                 last_round_ns: None,
                 last_full_round_ns: None,

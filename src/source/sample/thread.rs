@@ -103,30 +103,30 @@ impl Sampler {
                 // read exactly pays for the round from its own budget (a high held for two
                 // seconds was missed when the round waited for the sampler's 1 %); else it
                 // runs when the sampler's budget allows.
-                let observers = match new_high {
-                    Some(_) => self.observers(),
-                    None => Vec::new(),
-                };
-                let t = self.sink.now_ns();
-                let payers: Vec<_> = new_high
-                    .map(|pss| {
-                        observers
-                            .into_iter()
+                let (observed, payers) = match new_high {
+                    Some(pss) => {
+                        let observers = self.observers();
+                        let t = self.sink.now_ns();
+                        let payers: Vec<_> = observers
+                            .iter()
                             .filter(|o| o.round_wanted(t, pss))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                            .cloned()
+                            .collect();
+                        (!observers.is_empty(), payers)
+                    }
+                    None => (false, Vec::new()),
+                };
                 st = self.state.lock().expect("sampler lock");
                 self.not_busy(&mut st);
                 st.budget.between_spent(between, !exact);
                 if !exact {
                     // What the tick spent with what was charged to it: ticks stop once the
                     // bucket is in debt past its bound, so the last one may overdraw by this.
-                    st.max_tick_cpu_ns = st.max_tick_cpu_ns.max(st.last_tick_cpu_ns + between);
+                    let tick = st.budget.last_tick_cost_ns();
+                    st.max_tick_cpu_ns = st.max_tick_cpu_ns.max(tick);
                 }
                 st.cpu_ns += between;
-                if new_high.is_some() && !self.observers.read().expect("observers lock").is_empty()
-                {
+                if observed {
                     st.nudged = true;
                 }
                 if !payers.is_empty() && readable {

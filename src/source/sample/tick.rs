@@ -116,7 +116,6 @@ impl Sampler {
         }
         self.emit_peaks(t, peaks);
         st.budget.tick_spent(cost);
-        st.last_tick_cpu_ns = cost;
         st.tick_growing = sample.rss_bytes > st.tick_rss_bytes.saturating_add(GROWING_BYTES);
         st.tick_rss_bytes = sample.rss_bytes;
         st.cpu_ns += cost;
