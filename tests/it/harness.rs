@@ -215,6 +215,39 @@ impl Outcome {
     }
 }
 
+/// `n` shells running `script` beside a test, killed (and reaped) when dropped.
+pub struct Beside(Vec<std::process::Child>);
+
+impl Beside {
+    pub fn start(n: usize, script: &str) -> Beside {
+        Beside(
+            (0..n)
+                .map(|_| {
+                    Command::new("/bin/sh")
+                        .args(["-c", script])
+                        .spawn()
+                        .expect("cannot start a shell beside the test")
+                })
+                .collect(),
+        )
+    }
+
+    /// Their pids (tests/burst.rs has its command end them).
+    #[allow(dead_code)] // not in every test binary that includes the harness
+    pub fn pids(&self) -> Vec<u32> {
+        self.0.iter().map(std::process::Child::id).collect()
+    }
+}
+
+impl Drop for Beside {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// Runs `ste --tracker T --json J [extra] -- command...` as `mode.who`.
 /// Held by a test that floods the machine on purpose, and by each test whose claim needs the
 /// machine's CPUs for ste alone: they never overlap. (A fork flood beside the burst of long

@@ -179,25 +179,7 @@ fn netlink_never_shows_a_later_images_argv_under_a_fork_flood() {
     ];
     // Two loops of short processes beside the runs, killed on the way out.
     let _alone = machine_to_itself();
-    struct Flood(Vec<std::process::Child>);
-    impl Drop for Flood {
-        fn drop(&mut self) {
-            for c in &mut self.0 {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
-    let _flood = Flood(
-        (0..2)
-            .map(|_| {
-                std::process::Command::new("/bin/sh")
-                    .args(["-c", "while :; do /bin/true; done"])
-                    .spawn()
-                    .unwrap()
-            })
-            .collect(),
-    );
+    let _flood = Beside::start(2, "while :; do /bin/true; done");
     let (mut shown, mut doubted) = (0, 0);
     for _ in 0..30 {
         let o = ste(mode, &["-o", "/dev/null"], &["sh", "-c", &script]);

@@ -119,6 +119,17 @@ impl RingBuf {
         unsafe { &*(self.producer.ptr as *const AtomicU64) }
     }
 
+    /// Where the kernel will write its next record: every record reserved so far lies before
+    /// it (some may still be being written).
+    pub fn written(&self) -> u64 {
+        self.prod_pos().load(Ordering::Acquire)
+    }
+
+    /// Whether every record before `pos` (from [`RingBuf::written`]) has been drained.
+    pub fn drained_to(&self, pos: u64) -> bool {
+        self.cons_pos().load(Ordering::Acquire) >= pos
+    }
+
     /// Calls `f` with each record written since the last call, in order, and gives the space
     /// back to the kernel after each. Returns the number of records read.
     pub fn drain(&mut self, mut f: impl FnMut(&[u8])) -> usize {

@@ -190,19 +190,41 @@ impl Tree {
         }
     }
 
-    /// Adds the processes and threads of the tree that /proc shows and ste does not know (from
-    /// the known processes and from ste itself, the subreaper of orphans), and ends the known
-    /// ones /proc no longer shows.
+    /// Rebuilds the tree from /proc at once: [`Tree::scan`], [`Tree::add_found`] and
+    /// [`Tree::end_gone`] with nothing between them (see those for a tracker whose events may
+    /// still be on their way while /proc is read).
     pub fn resync(&mut self) -> Resynced {
+        let scan = self.scan();
+        let found = self.add_found(&scan);
+        let (missed, zombie_leaders) = self.end_gone(&scan);
+        Resynced {
+            found,
+            missed,
+            zombie_leaders,
+        }
+    }
+
+    /// Reads what /proc shows of the tree against what ste knows: the processes and threads
+    /// it does not know (under the known processes and under ste itself, the subreaper of
+    /// orphans), and the known tasks /proc no longer shows. Changes nothing.
+    ///
+    /// A zombie ste does not know is not new: its end was seen (the tree forgot it) and its
+    /// parent has not reaped it yet; a process whose fork and end were both lost is beyond a
+    /// rebuild (counted in the loss the tracker reports).
+    pub fn scan(&mut self) -> Scan {
         let t = self.sink.now_ns();
-        let mut out = Resynced::default();
-        let Ok(pids) = self.procfs.pids() else {
-            return out;
+        let mut scan = Scan {
+            t,
+            ..Scan::default()
         };
-        let present: HashSet<i32> = pids.iter().copied().collect();
+        let Ok(pids) = self.procfs.pids() else {
+            return scan;
+        };
         let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
         for &pid in &pids {
-            if let Ok(Some(stat)) = self.procfs.stat(pid) {
+            if let Ok(Some(stat)) = self.procfs.stat(pid)
+                && stat.state != b'Z'
+            {
                 children.entry(stat.ppid).or_default().push(pid);
             }
         }
@@ -210,21 +232,22 @@ impl Tree {
         while let Some(parent) = frontier.pop() {
             for &child in children.get(&parent).map(Vec::as_slice).unwrap_or(&[]) {
                 if !self.tasks.contains_key(&child) {
-                    self.add_process(t, parent, child);
-                    out.found += 1;
+                    scan.new_processes.push((parent, child));
                 }
                 frontier.push(child);
             }
         }
-        let known: Vec<i32> = self.tasks.keys().copied().collect();
+        let present: HashSet<i32> = pids.into_iter().collect();
+        let mut known: Vec<i32> = self.tasks.keys().copied().collect();
+        known.sort_unstable();
         for tgid in known {
+            // A process listed but gone before its tasks were read is gone.
             let live: HashSet<i32> = if present.contains(&tgid) {
                 self.procfs
                     .tasks(tgid)
                     .map(|v| v.into_iter().collect())
                     .unwrap_or_default()
             } else {
-                out.missed += 1;
                 HashSet::new()
             };
             // A leader that ended while its threads run stays listed, as a zombie, until the
@@ -234,36 +257,63 @@ impl Tree {
                 && live.contains(&tgid)
                 && matches!(self.procfs.stat(tgid), Ok(Some(s)) if s.state == b'Z')
             {
-                out.zombie_leaders.push(tgid);
+                scan.zombie_leaders.push(tgid);
             }
-            let tracked: Vec<i32> = self
-                .tasks
-                .get(&tgid)
-                .map(|s| s.iter().copied().collect())
-                .unwrap_or_default();
-            for tid in live.iter().filter(|tid| !tracked.contains(tid)) {
-                self.tasks.entry(tgid).or_default().insert(*tid);
-                self.owner.insert(*tid, tgid);
-                self.emit_at(
-                    t,
-                    Event::Fork {
-                        parent_tgid: tgid,
-                        child_tid: *tid,
-                        child_tgid: tgid,
-                    },
-                );
+            let tracked = &self.tasks[&tgid];
+            for &tid in live.iter().filter(|tid| !tracked.contains(tid)) {
+                scan.new_threads.push((tgid, tid));
             }
-            // End the leader last so the process ends with it.
+            // The leader last, so the process ends with it.
             let mut gone: Vec<i32> = tracked
-                .into_iter()
+                .iter()
+                .copied()
                 .filter(|tid| !live.contains(tid))
                 .collect();
-            gone.sort_by_key(|&tid| tid == tgid);
-            for tid in gone {
-                self.exit(t, tid, None);
+            gone.sort_by_key(|&tid| (tid == tgid, tid));
+            scan.gone.extend(gone.into_iter().map(|tid| (tgid, tid)));
+        }
+        scan
+    }
+
+    /// Adds what `scan` found that ste still does not know; returns how many processes.
+    pub fn add_found(&mut self, scan: &Scan) -> u64 {
+        let mut found = 0;
+        for &(parent, pid) in &scan.new_processes {
+            if !self.tasks.contains_key(&pid) {
+                self.add_process(scan.t, parent, pid);
+                found += 1;
             }
         }
-        out
+        for &(tgid, tid) in &scan.new_threads {
+            if self.tasks.contains_key(&tgid) && !self.owner.contains_key(&tid) {
+                self.add_thread(scan.t, tgid, tid);
+            }
+        }
+        found
+    }
+
+    /// Ends the tasks `scan` found gone that ste still holds alive: a tracker that read the
+    /// events written meanwhile ends only those whose end was lost. Returns the processes so
+    /// ended (their exit was missed) and the zombie leaders the tracker must treat as exited.
+    pub fn end_gone(&mut self, scan: &Scan) -> (u64, Vec<i32>) {
+        let mut missed = 0;
+        for &(tgid, tid) in &scan.gone {
+            if self.owner.get(&tid) != Some(&tgid) {
+                continue; // its end came meanwhile
+            }
+            let last = self.threads(tgid) == 1;
+            self.exit(scan.t, tid, None);
+            if last {
+                missed += 1;
+            }
+        }
+        let zombie_leaders = scan
+            .zombie_leaders
+            .iter()
+            .copied()
+            .filter(|tgid| self.tasks.contains_key(tgid))
+            .collect();
+        (missed, zombie_leaders)
     }
 
     /// Events were lost (`overruns` times, `events_at_most` of them when the source can tell;
@@ -272,21 +322,41 @@ impl Tree {
     /// Returns the zombie leaders the tracker must treat as exited.
     pub fn recover(&mut self, overruns: u64, events_at_most: u64) -> Vec<i32> {
         let r = self.resync();
-        if overruns > 0 || events_at_most > 0 || r.found > 0 || r.missed > 0 {
+        self.report_loss(overruns, events_at_most, r.found, r.missed);
+        r.zombie_leaders
+    }
+
+    /// Reports a loss and what the rebuild after it found, unless there is nothing to report.
+    pub fn report_loss(&mut self, overruns: u64, events_at_most: u64, found: u64, missed: u64) {
+        if overruns > 0 || events_at_most > 0 || found > 0 || missed > 0 {
             let t = self.sink.now_ns();
             self.emit_at(
                 t,
                 Event::Lost {
                     overruns,
                     events_at_most,
-                    found_by_resync: r.found,
-                    exits_missed: r.missed,
+                    found_by_resync: found,
+                    exits_missed: missed,
                     argv_doubtful: 0,
                 },
             );
         }
-        r.zombie_leaders
     }
+}
+
+/// What /proc showed of the tree against what ste knew (see [`Tree::scan`]).
+#[derive(Debug, Default, PartialEq)]
+pub struct Scan {
+    /// When /proc was read (run time).
+    t: u64,
+    /// Processes ste did not know: (parent, pid).
+    new_processes: Vec<(i32, i32)>,
+    /// Threads of known processes ste did not know: (tgid, tid).
+    new_threads: Vec<(i32, i32)>,
+    /// Known tasks /proc no longer showed: (tgid, tid), each process's leader last.
+    gone: Vec<(i32, i32)>,
+    /// Processes whose leader has exited (a zombie) while other threads still run.
+    zombie_leaders: Vec<i32>,
 }
 
 /// What a resync found.
@@ -397,6 +467,64 @@ mod tests {
             "a process /proc no longer shows has ended"
         );
         assert!(!tree.is_empty());
+    }
+
+    /// A zombie ste does not know is not a new process: its end was seen and its parent has
+    /// not reaped it yet (a rebuild added it again, and the run counted it twice, with no end).
+    #[test]
+    fn a_resync_does_not_add_a_zombie_whose_end_was_seen() {
+        let proc = tempfile::tempdir().expect("tempdir");
+        fake_process(proc.path(), 1, 'S', 0, &[1]);
+        fake_process(proc.path(), 2, 'Z', 1, &[2]);
+        fake_process(proc.path(), 3, 'R', 1, &[3]);
+        let (sink, _rx) = Sink::new(Clock::start());
+        let sampler = Sampler::new(Pace::Fixed(Duration::from_secs(3600)), sink.clone());
+        let mut tree = Tree::new(1, sink, sampler);
+        tree.procfs = ProcFs::new(proc.path());
+        tree.add_process(10, 1, 2);
+        assert!(tree.exit(11, 2, None));
+        let r = tree.resync();
+        assert_eq!(
+            r,
+            Resynced {
+                found: 1,
+                missed: 0,
+                zombie_leaders: vec![]
+            }
+        );
+        assert!(!tree.has_process(2), "the zombie stays ended");
+        assert!(
+            tree.has_process(3),
+            "the running process ste did not know is added"
+        );
+    }
+
+    /// A task /proc no longer shows whose end the tracker read after the scan (its record was
+    /// on its way) is not ended twice, nor counted as missed; one whose end never came is.
+    #[test]
+    fn an_end_read_after_the_scan_is_not_a_missed_one() {
+        let proc = tempfile::tempdir().expect("tempdir");
+        fake_process(proc.path(), 1, 'S', 0, &[1]);
+        let (sink, mut rx) = Sink::new(Clock::start());
+        let sampler = Sampler::new(Pace::Fixed(Duration::from_secs(3600)), sink.clone());
+        let mut tree = Tree::new(1, sink, sampler);
+        tree.procfs = ProcFs::new(proc.path());
+        tree.add_process(10, 1, 2);
+        tree.add_process(11, 1, 3);
+        let scan = tree.scan();
+        assert_eq!(tree.add_found(&scan), 0);
+        assert!(tree.exit(12, 2, None), "2's exit, read after the scan");
+        assert_eq!(tree.end_gone(&scan), (1, vec![]), "only 3 was missed");
+        assert!(!tree.is_empty() && !tree.has_process(3));
+        let mut exits = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            if let Msg::Event(e) = m
+                && let Event::Exit { tid, .. } = e.event
+            {
+                exits.push(tid);
+            }
+        }
+        assert_eq!(exits, [2, 3], "one exit each");
     }
 
     /// Without `batch` (the ebpf tracker), every event goes out at once.

@@ -115,6 +115,11 @@ pub(super) struct ToJudge {
     pub(super) read_start_ns: u64,
 }
 
+/// How long a drain after a loss waits at most for the records reserved before it to be
+/// filled: a program fills its record in microseconds, with preemption off, so this bounds
+/// only a vCPU the host does not run.
+const SETTLE_MAX: Duration = Duration::from_millis(10);
+
 /// How long the reader waits at most for the session's word before it detaches.
 const DETACH_WAIT_MAX: Duration = Duration::from_secs(1);
 
@@ -267,6 +272,15 @@ impl Reader {
 
     /// Reports records the kernel could not queue and new tasks it could not mark (so did not
     /// follow), and rebuilds the tree from /proc.
+    ///
+    /// The rebuild must not take a record still on its way for a lost one: a record is
+    /// reserved, then filled (200 KB of argv take a while), and the drain stops at the first
+    /// one not yet filled, with those behind it. So the records written before the loss was
+    /// seen are read first; the processes /proc shows and ste does not know are added; the
+    /// records written while /proc was read are read; and only then are the tasks /proc no
+    /// longer showed ended, those whose end is still missing. (Ending them at once ended a
+    /// process whose exec and exit records were behind a record being filled, and its records
+    /// were then ignored: three records' worth lost where one was dropped.)
     pub(super) fn check_drops(&mut self) {
         let now = self.drops();
         if now <= self.dropped {
@@ -274,9 +288,27 @@ impl Reader {
         }
         let lost = now - self.dropped;
         self.dropped = now;
-        self.drain();
-        let zombies = self.state.tree.recover(1, lost);
+        self.drain_settled();
+        let scan = self.state.tree.scan();
+        let found = self.state.tree.add_found(&scan);
+        self.drain_settled();
+        let (missed, zombies) = self.state.tree.end_gone(&scan);
+        self.state.tree.report_loss(1, lost, found, missed);
         self.state.deferred_leaders.extend(zombies);
+    }
+
+    /// Drains every record reserved until now, waiting for those still being filled, for at
+    /// most [`SETTLE_MAX`].
+    fn drain_settled(&mut self) {
+        let until = self.ring.written();
+        let start = Instant::now();
+        loop {
+            self.drain();
+            if self.ring.drained_to(until) || start.elapsed() >= SETTLE_MAX {
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
     }
 }
 
