@@ -574,13 +574,21 @@ impl Reader {
     }
 
     /// The kernel dropped events for `side`: handle what both sockets hold (counting any
-    /// further overrun), then rebuild the tree from /proc.
+    /// further overrun), then rebuild the tree from /proc. As the ebpf reader does, the
+    /// processes /proc shows and ste does not know are added, the events that came while /proc
+    /// was read are handled, and only then are the tasks /proc no longer showed ended, those
+    /// whose exit is still missing (an exit event on its way is not a missed one).
     fn overrun(&mut self, side: Side) {
         self.mark_overrun(side);
         let mut overruns = 1;
         self.take_all();
         let _ = self.handle_queued(Some(&mut overruns));
-        let zombies = self.tree.recover(overruns, 0);
+        let scan = self.tree.scan();
+        let found = self.tree.add_found(&scan);
+        self.take_all();
+        let _ = self.handle_queued(Some(&mut overruns));
+        let (missed, zombies) = self.tree.end_gone(&scan);
+        self.tree.report_loss(overruns, 0, found, missed);
         self.deferred_leaders.extend(zombies);
     }
 }
