@@ -121,6 +121,16 @@ impl Tree {
         self.sampler.process_started(pid, parent_tgid);
     }
 
+    /// A process of the tree whose fork its tracker never saw (the record was lost), known
+    /// from its exec on: no `Fork` is emitted, so the Run lists it from its exec, its parent
+    /// unknown.
+    pub fn adopt(&mut self, tgid: i32) {
+        self.tasks.insert(tgid, HashSet::from([tgid]));
+        self.owner.insert(tgid, tgid);
+        // No process of the tree is pid 0: the sampler knows no parent.
+        self.sampler.process_started(tgid, 0);
+    }
+
     /// A new thread `tid` of the known process `tgid`; ignored for processes outside the tree.
     pub fn add_thread(&mut self, t: u64, tgid: i32, tid: i32) {
         if let Some(tids) = self.tasks.get_mut(&tgid) {

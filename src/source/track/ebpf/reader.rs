@@ -508,7 +508,11 @@ impl State {
                 ..
             } => {
                 if self.tree.exec(tgid).is_none() {
-                    return;
+                    // The programs write records only of the tasks they follow (each fork of
+                    // the tree is marked), so a process the tree does not know had its fork
+                    // record lost (counted): adopted here, its exec and end are not lost too.
+                    self.tree.adopt(tgid);
+                    self.tree.exec(tgid);
                 }
                 self.deferred_leaders.remove(&tgid);
                 let t = clock.from_monotonic(ts);
@@ -603,6 +607,50 @@ mod tests {
             b[off..off + 8].copy_from_slice(&v.to_ne_bytes());
         }
         b
+    }
+
+    /// An exec record of a process the tree does not know (its fork record was lost) adopts
+    /// it: the exec is shown and its end is read, where both were dropped before.
+    #[test]
+    fn a_process_whose_fork_was_lost_is_adopted_at_its_exec() {
+        use crate::bus::sink::{Clock, Msg, Sink};
+        use crate::source::sample::{Pace, Sampler};
+        let (sink, mut rx) = Sink::new(Clock::start());
+        let sampler = Sampler::new(Pace::Fixed(Duration::from_secs(3600)), sink.clone());
+        let mut state = State {
+            tree: Tree::new(10, sink, sampler),
+            deferred_leaders: HashSet::new(),
+            page_size: 4096,
+            timed: false,
+            peaks_from_exit: false,
+            judged: None,
+        };
+        let mut exec = bytes(&[(16, 5), (24, 8)], 32);
+        exec[0..4].copy_from_slice(&EV_EXEC.to_ne_bytes());
+        exec[4..8].copy_from_slice(&11i32.to_ne_bytes());
+        exec[8..12].copy_from_slice(&11i32.to_ne_bytes());
+        exec[12..16].copy_from_slice(&8u32.to_ne_bytes());
+        exec.extend_from_slice(b"ls\0-l\0/\0");
+        state.handle(&exec);
+        assert!(state.tree.has_process(11));
+        let mut exit = bytes(&[(16, 7)], 40);
+        exit[0..4].copy_from_slice(&EV_EXIT.to_ne_bytes());
+        exit[4..8].copy_from_slice(&11i32.to_ne_bytes());
+        exit[8..12].copy_from_slice(&11i32.to_ne_bytes());
+        exit[12..16].copy_from_slice(&EXIT_GROUP_DEAD.to_ne_bytes());
+        state.handle(&exit);
+        assert!(!state.tree.has_process(11));
+        let events: Vec<Event> = rx
+            .try_iter()
+            .filter_map(|m| match m {
+                Msg::Event(s) => Some(s.event),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            matches!(&events[..], [Event::Exec { tgid: 11, argv: Some(a), .. }, Event::Exit { tid: 11, .. }] if a.len() == 3),
+            "{events:?}"
+        );
     }
 
     #[test]
