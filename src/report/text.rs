@@ -520,8 +520,14 @@ fn lost_text(run: &Run) -> String {
         } else {
             "an unknown number of events".to_string()
         };
+        // The ebpf tracker's records go through a ring buffer, netlink's through a socket's.
+        let buffer = if run.tracker == "ebpf" {
+            "ring-buffer"
+        } else {
+            "receive-buffer"
+        };
         parts.push(format!(
-            "{bound} in {} receive-buffer overrun{} (tree resynced from /proc: {} process{} found)",
+            "{bound} in {} {buffer} overrun{} (tree resynced from /proc: {} process{} found)",
             l.overruns,
             if l.overruns == 1 { "" } else { "s" },
             l.found_by_resync,
@@ -734,6 +740,23 @@ mod tests {
             text.contains("Lost events: argv of 1 exec unreadable"),
             "{text}"
         );
+    }
+
+    /// A loss names the buffer it overran: the ebpf tracker's ring, netlink's socket.
+    #[test]
+    fn a_loss_names_the_tracker_s_buffer() {
+        let mut run = fill_run();
+        run.overhead.lost.overruns = 2;
+        run.overhead.lost.events_at_most = 90;
+        run.overhead.lost_events = None;
+        for (tracker, words) in [
+            ("ebpf", "at most 90 events in 2 ring-buffer overruns"),
+            ("netlink", "at most 90 events in 2 receive-buffer overruns"),
+        ] {
+            run.tracker = tracker.into();
+            let text = render_to_string(&run);
+            assert!(text.contains(words), "{tracker}: {text}");
+        }
     }
 
     #[test]
