@@ -132,7 +132,8 @@ fn ebpf_loses_no_exec_in_a_burst_of_long_argv() {
 /// back to nice 0: the reader gets a few per cent of a CPU and the ring overflows (230–250 of
 /// 303 execs lost, counted, in each of six bursts of 300). Every loss is counted and nothing
 /// is lost beyond it: before the rebuild waited for the records on their way, each such run
-/// lost more than it counted (four of four), and counted processes twice.
+/// lost more than it counted (four of four), and counted processes twice. Three bursts: one
+/// the reader kept up with must be exact, and one at least must have lost records.
 #[test]
 #[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn ebpf_counts_what_a_starved_reader_loses() {
@@ -145,6 +146,7 @@ fn ebpf_counts_what_a_starved_reader_loses() {
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     // Three bursts: a rebuild that took a record on its way for a lost one did so in one
     // burst of three or more.
+    let mut lossy = 0;
     for _ in 0..3 {
         let busy = Beside::start(2 * cpus, "while :; do :; done");
         // The burst ends the loops itself (`kill` is the shell's own: no process more), so
@@ -170,14 +172,24 @@ fn ebpf_counts_what_a_starved_reader_loses() {
         drop(busy);
         assert_eq!(o.status(), 0, "{}", o.stderr());
         let run = o.run();
-        assert!(
-            run.overhead.lost_events != Some(0),
-            "a reader at nice 19 beside {} busy loops lost nothing: this test cannot check the \
-             loss accounting here",
-            2 * cpus
-        );
+        let t = &run.totals;
         // `nice` execs the shell: one exec more.
-        within_the_loss(run, processes(100), processes(100) + 1);
+        let (processes, execs) = (processes(100), processes(100) + 1);
+        if run.overhead.lost_events == Some(0) {
+            // A burst the reader kept up with is exact.
+            assert_eq!((t.processes, t.execs), (processes, execs));
+            continue;
+        }
+        within_the_loss(run, processes, execs);
         eprintln!("{:?}", run.overhead.lost);
+        lossy += 1;
     }
+    // Here every burst lost 88-92 of its 104 execs: a host where none loses cannot check the
+    // loss accounting, and says so rather than pass.
+    assert!(
+        lossy > 0,
+        "a reader at nice 19 beside {} busy loops lost nothing in three bursts: this test cannot \
+         check the loss accounting here",
+        2 * cpus
+    );
 }
