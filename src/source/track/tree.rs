@@ -230,12 +230,16 @@ impl Tree {
         let Ok(pids) = self.procfs.pids() else {
             return scan;
         };
+        // One read of each process's stat: its parent, and whether it is a zombie.
         let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+        let mut zombies: HashSet<i32> = HashSet::new();
         for &pid in &pids {
-            if let Ok(Some(stat)) = self.procfs.stat(pid)
-                && stat.state != b'Z'
-            {
-                children.entry(stat.ppid).or_default().push(pid);
+            match self.procfs.stat(pid) {
+                Ok(Some(stat)) if stat.state == b'Z' => {
+                    zombies.insert(pid);
+                }
+                Ok(Some(stat)) => children.entry(stat.ppid).or_default().push(pid),
+                _ => {}
             }
         }
         let mut frontier: Vec<i32> = self.tasks.keys().copied().chain([self.ste_pid]).collect();
@@ -263,10 +267,7 @@ impl Tree {
             // A leader that ended while its threads run stays listed, as a zombie, until the
             // last of them ends; if its exit event was among the lost ones, the tracker must
             // know it ended, or the process's end (and status) would never come.
-            if live.len() > 1
-                && live.contains(&tgid)
-                && matches!(self.procfs.stat(tgid), Ok(Some(s)) if s.state == b'Z')
-            {
+            if live.len() > 1 && live.contains(&tgid) && zombies.contains(&tgid) {
                 scan.zombie_leaders.push(tgid);
             }
             let tracked = &self.tasks[&tgid];

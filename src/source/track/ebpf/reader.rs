@@ -609,6 +609,29 @@ mod tests {
         b
     }
 
+    /// An exec record of `tgid` (exec'd from `former`) at `ts`, whose argument area was
+    /// `total` bytes, of which `argv` was copied.
+    fn exec_record(tgid: i32, former: i32, ts: u64, total: u64, argv: &[u8]) -> Vec<u8> {
+        let mut exec = bytes(&[(16, ts), (24, total)], 32);
+        exec[0..4].copy_from_slice(&EV_EXEC.to_ne_bytes());
+        exec[4..8].copy_from_slice(&tgid.to_ne_bytes());
+        exec[8..12].copy_from_slice(&former.to_ne_bytes());
+        exec[12..16].copy_from_slice(&(argv.len() as u32).to_ne_bytes());
+        exec.extend_from_slice(argv);
+        exec
+    }
+
+    /// An exit record of task `tid` of `tgid` at `ts` with `flags`, the wait status at byte 24
+    /// and the high-water mark (pages) at byte 32 left 0.
+    fn exit_record(tid: i32, tgid: i32, ts: u64, flags: u32) -> Vec<u8> {
+        let mut exit = bytes(&[(16, ts)], 40);
+        exit[0..4].copy_from_slice(&EV_EXIT.to_ne_bytes());
+        exit[4..8].copy_from_slice(&tid.to_ne_bytes());
+        exit[8..12].copy_from_slice(&tgid.to_ne_bytes());
+        exit[12..16].copy_from_slice(&flags.to_ne_bytes());
+        exit
+    }
+
     /// An exec record of a process the tree does not know (its fork record was lost) adopts
     /// it: the exec is shown and its end is read, where both were dropped before.
     #[test]
@@ -625,20 +648,9 @@ mod tests {
             peaks_from_exit: false,
             judged: None,
         };
-        let mut exec = bytes(&[(16, 5), (24, 8)], 32);
-        exec[0..4].copy_from_slice(&EV_EXEC.to_ne_bytes());
-        exec[4..8].copy_from_slice(&11i32.to_ne_bytes());
-        exec[8..12].copy_from_slice(&11i32.to_ne_bytes());
-        exec[12..16].copy_from_slice(&8u32.to_ne_bytes());
-        exec.extend_from_slice(b"ls\0-l\0/\0");
-        state.handle(&exec);
+        state.handle(&exec_record(11, 11, 5, 8, b"ls\0-l\0/\0"));
         assert!(state.tree.has_process(11));
-        let mut exit = bytes(&[(16, 7)], 40);
-        exit[0..4].copy_from_slice(&EV_EXIT.to_ne_bytes());
-        exit[4..8].copy_from_slice(&11i32.to_ne_bytes());
-        exit[8..12].copy_from_slice(&11i32.to_ne_bytes());
-        exit[12..16].copy_from_slice(&EXIT_GROUP_DEAD.to_ne_bytes());
-        state.handle(&exit);
+        state.handle(&exit_record(11, 11, 7, EXIT_GROUP_DEAD));
         assert!(!state.tree.has_process(11));
         let events: Vec<Event> = rx
             .try_iter()
@@ -670,12 +682,7 @@ mod tests {
             })
         );
 
-        let mut exec = bytes(&[(16, 5), (24, 10)], 32);
-        exec[0..4].copy_from_slice(&EV_EXEC.to_ne_bytes());
-        exec[4..8].copy_from_slice(&11i32.to_ne_bytes());
-        exec[8..12].copy_from_slice(&12i32.to_ne_bytes());
-        exec[12..16].copy_from_slice(&8u32.to_ne_bytes());
-        exec.extend_from_slice(b"ls\0-l\0/\0");
+        let exec = exec_record(11, 12, 5, 10, b"ls\0-l\0/\0");
         assert_eq!(
             decode(&exec, false),
             Some(Record::Exec {
@@ -688,11 +695,8 @@ mod tests {
             })
         );
 
-        let mut exit = bytes(&[(16, 7), (32, 300)], 40);
-        exit[0..4].copy_from_slice(&EV_EXIT.to_ne_bytes());
-        exit[4..8].copy_from_slice(&11i32.to_ne_bytes());
-        exit[8..12].copy_from_slice(&11i32.to_ne_bytes());
-        exit[12..16].copy_from_slice(&(EXIT_GROUP_DEAD | EXIT_HAS_MM).to_ne_bytes());
+        let mut exit = exit_record(11, 11, 7, EXIT_GROUP_DEAD | EXIT_HAS_MM);
+        exit[32..40].copy_from_slice(&300u64.to_ne_bytes());
         exit[24..28].copy_from_slice(&(3i32 << 8).to_ne_bytes());
         assert_eq!(
             decode(&exit, false),
