@@ -2,21 +2,32 @@
 //!
 //! The exit listener hears every thread that exits on the machine; a record belongs to the
 //! tree when its thread group is a process of the Run alive at the time: pids are reused
-//! (`pid_max` may be 32,768: docs/kernel-notes.md), so a pid alone is not enough. The record's start time is its
-//! arrival minus its elapsed time (`ac_etime`, µs), and it must fall within the lifetime the
-//! tracker recorded. A record may also arrive before the tracker's fork event for its process
-//! (the two come through different sockets): it is parked until that process appears, and
-//! dropped after [`PARK_NS`] (then it was another process's).
+//! (`pid_max` may be 32,768: docs/kernel-notes.md), so a pid alone is not enough. A record
+//! carries its group's age at the exit (`ac_etime`, µs), not the time of the exit, so the
+//! exit is placed by what else is known of it: the end the tracker stamped, when it saw the
+//! process end (the record's age is then the process's lifetime), or else the record's
+//! arrival. The arrival is the accounts thread's time stamp for its drain and lags the exit by
+//! as long as that thread waits for a CPU, seconds when ste is starved; the tracker's stamps
+//! are the kernel's (ebpf, netlink). A record may also arrive before the tracker's fork event
+//! for its process (the two come through different sockets): it is parked until that process
+//! appears, and dropped after [`PARK_NS`] (then it was another process's).
 
 use crate::bus::event::Event;
 use crate::kernel::taskstats::TaskStats;
 use crate::ledger::recorder::Recorder;
-use crate::model::{AccountEvent, Figures, LedgerSource};
+use crate::model::{AccountEvent, Figures, LedgerSource, Process};
 use std::collections::HashMap;
 
 /// Tolerance between the tracker's time stamps and the kernel's: the tracker may see a fork
 /// late under load, and a record's arrival lags its exit. A pid is not reused this fast.
 const SLACK_NS: u64 = 500_000_000;
+/// How much later than the kernel's own a tracker's stamp of a start may be: a process the
+/// rebuild after a loss found is stamped when /proc showed it, a ptrace stop when the tracer
+/// took it.
+const STAMP_NS: u64 = 20_000_000;
+/// How long after its record a process's end may be stamped: the kernel writes the record,
+/// then unmaps the process's memory, which takes a while for a large one.
+const EXIT_NS: u64 = 50_000_000;
 /// How long an unmatched record waits for its process to appear.
 const PARK_NS: u64 = 2_000_000_000;
 
@@ -29,16 +40,56 @@ pub struct Matcher {
     last_expiry_ns: u64,
 }
 
-/// The process the record's thread group belongs to: its start in the Run.
-pub fn find(rec: &Recorder, tgid: i32, task_start_ns: u64) -> Option<u64> {
+/// The process the record's thread group belongs to (its start in the Run), for a record that
+/// arrived at `t_ns` and whose group was `age_ns` old at the exit.
+///
+/// Only a process started before the record arrived is one. First, one the tracker saw end
+/// whose lifetime is the record's age: the record of its last thread, whenever it was read.
+/// Of two such with the same pid and lifetime, the earlier whose leader's record is still
+/// missing: the kernel queues the records of one pid in the order its processes ended. Then,
+/// by the arrival: the group's start is the arrival less the age, late by the arrival's lag,
+/// within [`SLACK_NS`] of the process's lifetime (a thread that ended before its process, or a
+/// process still alive when the record was read).
+pub fn find(rec: &Recorder, tgid: i32, t_ns: u64, age_ns: u64) -> Option<u64> {
     let run = rec.run();
-    rec.entries_of(tgid)
+    let entries = rec.entries_of(tgid);
+    let existed = |p: &&Process| p.start_ns <= t_ns + STAMP_NS;
+    let by_end = |p: &&Process| {
+        !leader_read(p)
+            && p.end_ns.is_some_and(|e| {
+                let start = e.saturating_sub(age_ns);
+                e <= t_ns + EXIT_NS
+                    && start + STAMP_NS >= p.start_ns
+                    && start <= p.start_ns + EXIT_NS
+            })
+    };
+    let start = t_ns.saturating_sub(age_ns);
+    let by_arrival = |p: &&Process| {
+        p.start_ns <= start + SLACK_NS && p.end_ns.is_none_or(|e| e + SLACK_NS >= start)
+    };
+    let process = |&i: &usize| &run.processes[i];
+    entries
         .iter()
-        .rev()
-        .map(|&i| &run.processes[i])
-        .find(|p| p.start_ns <= task_start_ns + SLACK_NS)
-        .filter(|p| p.end_ns.is_none_or(|e| e + SLACK_NS >= task_start_ns))
+        .map(process)
+        .filter(existed)
+        .find(by_end)
+        .or_else(|| {
+            entries
+                .iter()
+                .rev()
+                .map(process)
+                .filter(existed)
+                .find(by_arrival)
+        })
         .map(|p| p.start_ns)
+}
+
+/// Whether the record of the process's leader thread is in: the one that carries its status.
+fn leader_read(p: &Process) -> bool {
+    p.ledger
+        .as_ref()
+        .and_then(|l| l.taskstats.as_deref())
+        .is_some_and(|f| f.exit_status.is_some())
 }
 
 /// The ledger figures of one record.
@@ -91,8 +142,7 @@ impl Matcher {
     /// parked.
     pub fn offer(&mut self, rec: &Recorder, t_ns: u64, s: Box<TaskStats>) -> Option<Event> {
         let tgid = tgid_of(&s);
-        let start = t_ns.saturating_sub(s.elapsed_us * 1000);
-        if let Some(p) = find(rec, tgid, start) {
+        if let Some(p) = find(rec, tgid, t_ns, s.elapsed_us * 1000) {
             return Some(event(tgid, p, &s));
         }
         self.expire(t_ns);
@@ -115,8 +165,7 @@ impl Matcher {
             };
             let mut keep = Vec::new();
             for (t, s) in records {
-                let start = t.saturating_sub(s.elapsed_us * 1000);
-                match find(rec, p.pid, start) {
+                match find(rec, p.pid, t, s.elapsed_us * 1000) {
                     Some(ps) => {
                         out.push(event(p.pid, ps, &s));
                         self.parked_count -= 1;
@@ -241,5 +290,87 @@ mod tests {
         });
         assert_eq!(m.newly_matched(&r).len(), 1);
         assert_eq!(m.parked_count, 0);
+    }
+
+    /// Offers a record as the session does, applying its event to the Run; the start of the
+    /// process it was given to.
+    fn offer(m: &mut Matcher, r: &mut Recorder, t_ns: u64, s: Box<TaskStats>) -> Option<u64> {
+        let event = m.offer(r, t_ns, s)?;
+        r.apply(&Stamped {
+            t_ns,
+            event: event.clone(),
+        });
+        match event {
+            Event::Accounting {
+                event: AccountEvent::Ledger { start_ns, .. },
+            } => start_ns,
+            _ => panic!("not a ledger event"),
+        }
+    }
+
+    fn fork(pid: i32) -> Event {
+        Event::Fork {
+            parent_tgid: 10,
+            child_tid: pid,
+            child_tgid: pid,
+        }
+    }
+
+    fn exit(pid: i32) -> Event {
+        Event::Exit {
+            tid: pid,
+            tgid: pid,
+            status: Some(Termination::Exited(0)),
+        }
+    }
+
+    #[test]
+    fn a_record_read_late_finds_the_process_by_its_lifetime() {
+        // 11 lives 1 s → 2 s, and again 3 s → 4 s (a second process with its pid), 12 from
+        // 5 s and 13 from 6 s; 12 ended at 7.04 s. The accounts thread read their records at
+        // 30 s, starved of CPU: the arrival less the age would place each start ~26 s late.
+        let mut r = rec_with(&[fork(11), exit(11), fork(11), exit(11), fork(12), fork(13)]);
+        r.apply(&Stamped {
+            t_ns: 7_040_000_000,
+            event: exit(12),
+        });
+        let mut m = Matcher::default();
+        let late = 30_000_000_000;
+        // The two 11s lived as long; the kernel queued the first one's record first.
+        assert_eq!(
+            offer(&mut m, &mut r, late, stats(11, 11, 1000)),
+            Some(1_000_000_000)
+        );
+        // Its age 10 ms short of the lifetime: the exit was stamped after the record, as the
+        // kernel unmaps the memory in between.
+        assert_eq!(
+            offer(&mut m, &mut r, late, stats(11, 11, 990)),
+            Some(3_000_000_000)
+        );
+        assert_eq!(
+            offer(&mut m, &mut r, late, stats(12, 12, 2040)),
+            Some(5_000_000_000)
+        );
+        // A thread of 12 that ended half-way through its life fits no lifetime and is too
+        // late for the arrival: parked, not given to another process.
+        assert_eq!(offer(&mut m, &mut r, late, stats(14, 12, 1000)), None);
+        // 13 is alive: by the arrival, as before.
+        assert_eq!(
+            offer(&mut m, &mut r, late, stats(13, 13, 23_990)),
+            Some(6_000_000_000)
+        );
+    }
+
+    #[test]
+    fn a_process_that_started_after_the_record_arrived_is_not_its_own() {
+        // 11 lives 1 s → 2 s; the Run already holds a second 11 from 3 s when a stranger's
+        // record that arrived at 2.9 s is offered. Its start by the arrival, 2.6 s, is within
+        // the slack of the second 11's, but that process did not exist when it was read.
+        let mut r = rec_with(&[fork(11), exit(11), fork(11)]);
+        let mut m = Matcher::default();
+        assert_eq!(
+            offer(&mut m, &mut r, 2_900_000_000, stats(11, 11, 300)),
+            None
+        );
     }
 }
