@@ -40,22 +40,36 @@ pub struct Matcher {
     last_expiry_ns: u64,
 }
 
-/// The process the record's thread group belongs to (its start in the Run), for a record that
-/// arrived at `t_ns` and whose group was `age_ns` old at the exit.
+/// The process the record's thread group belongs to (its start in the Run), for a record `s`
+/// that arrived at `t_ns`.
 ///
-/// Only a process started before the record arrived is one. First, one the tracker saw end
-/// whose lifetime is the record's age: the record of its last thread, whenever it was read.
-/// Of two such with the same pid and lifetime, the earlier whose leader's record is still
-/// missing: the kernel queues the records of one pid in the order its processes ended. Then,
-/// by the arrival: the group's start is the arrival less the age, late by the arrival's lag,
-/// within [`SLACK_NS`] of the process's lifetime (a thread that ended before its process, or a
-/// process still alive when the record was read).
-pub fn find(rec: &Recorder, tgid: i32, t_ns: u64, age_ns: u64) -> Option<u64> {
+/// The kernel queues the records of one pid in the order they were written, so none belongs to
+/// a process older than one that already has a record, and only a process started before the
+/// record arrived is its own. Of those, first one the tracker saw end whose lifetime is the
+/// record's age (the group's age at the exit): the records of its last threads, whenever they
+/// were read; the earliest such, as its records come first, but not one whose leader's record
+/// is already in when this is a leader's. Then, by the arrival: the group's start is the
+/// arrival less the age, late by the arrival's lag, within [`SLACK_NS`] of the process's
+/// lifetime (a thread that ended before its process, or a process still alive when the record
+/// was read).
+pub fn find(rec: &Recorder, s: &TaskStats, t_ns: u64) -> Option<u64> {
     let run = rec.run();
-    let entries = rec.entries_of(tgid);
+    let entries = rec.entries_of(tgid_of(s));
+    let newest_with_records = entries
+        .iter()
+        .rposition(|&i| {
+            run.processes[i]
+                .ledger
+                .as_ref()
+                .is_some_and(|l| l.taskstats_records > 0)
+        })
+        .unwrap_or(0);
+    let candidates = &entries[newest_with_records..];
+    let age_ns = s.elapsed_us * 1000;
+    let leader = is_leader(s);
     let existed = |p: &&Process| p.start_ns <= t_ns + STAMP_NS;
     let by_end = |p: &&Process| {
-        !leader_read(p)
+        !(leader && leader_read(p))
             && p.end_ns.is_some_and(|e| {
                 let start = e.saturating_sub(age_ns);
                 e <= t_ns + EXIT_NS
@@ -68,13 +82,13 @@ pub fn find(rec: &Recorder, tgid: i32, t_ns: u64, age_ns: u64) -> Option<u64> {
         p.start_ns <= start + SLACK_NS && p.end_ns.is_none_or(|e| e + SLACK_NS >= start)
     };
     let process = |&i: &usize| &run.processes[i];
-    entries
+    candidates
         .iter()
         .map(process)
         .filter(existed)
         .find(by_end)
         .or_else(|| {
-            entries
+            candidates
                 .iter()
                 .rev()
                 .map(process)
@@ -84,7 +98,12 @@ pub fn find(rec: &Recorder, tgid: i32, t_ns: u64, age_ns: u64) -> Option<u64> {
         .map(|p| p.start_ns)
 }
 
-/// Whether the record of the process's leader thread is in: the one that carries its status.
+/// Whether the record is the thread group leader's, the one that carries the status.
+fn is_leader(s: &TaskStats) -> bool {
+    s.tgid.is_none_or(|t| t == s.pid)
+}
+
+/// Whether the record of the process's leader thread is in.
 fn leader_read(p: &Process) -> bool {
     p.ledger
         .as_ref()
@@ -94,7 +113,7 @@ fn leader_read(p: &Process) -> bool {
 
 /// The ledger figures of one record.
 pub fn figures(s: &TaskStats) -> Figures {
-    let leader = s.tgid.is_none_or(|t| t == s.pid);
+    let leader = is_leader(s);
     let reclaim = s.swapin_delay_ns
         + s.freepages_delay_ns.unwrap_or(0)
         + s.thrashing_delay_ns.unwrap_or(0)
@@ -142,7 +161,7 @@ impl Matcher {
     /// parked.
     pub fn offer(&mut self, rec: &Recorder, t_ns: u64, s: Box<TaskStats>) -> Option<Event> {
         let tgid = tgid_of(&s);
-        if let Some(p) = find(rec, tgid, t_ns, s.elapsed_us * 1000) {
+        if let Some(p) = find(rec, &s, t_ns) {
             return Some(event(tgid, p, &s));
         }
         self.expire(t_ns);
@@ -165,7 +184,7 @@ impl Matcher {
             };
             let mut keep = Vec::new();
             for (t, s) in records {
-                match find(rec, p.pid, t, s.elapsed_us * 1000) {
+                match find(rec, &s, t) {
                     Some(ps) => {
                         out.push(event(p.pid, ps, &s));
                         self.parked_count -= 1;
@@ -351,9 +370,17 @@ mod tests {
             offer(&mut m, &mut r, late, stats(12, 12, 2040)),
             Some(5_000_000_000)
         );
+        // A thread of 12 that ended with it, its record queued after the leader's.
+        assert_eq!(
+            offer(&mut m, &mut r, late, stats(15, 12, 2040)),
+            Some(5_000_000_000)
+        );
         // A thread of 12 that ended half-way through its life fits no lifetime and is too
         // late for the arrival: parked, not given to another process.
         assert_eq!(offer(&mut m, &mut r, late, stats(14, 12, 1000)), None);
+        // A third leader's record of pid 11 that lived 1 s: the second 11 has its leader's
+        // record, and the first cannot come after it.
+        assert_eq!(offer(&mut m, &mut r, late, stats(11, 11, 1000)), None);
         // 13 is alive: by the arrival, as before.
         assert_eq!(
             offer(&mut m, &mut r, late, stats(13, 13, 23_990)),
