@@ -306,8 +306,10 @@ pub struct Lost {
     /// Times the kernel reported a receive-buffer overrun (netlink `ENOBUFS`), or the ebpf
     /// tracker found its ring buffer had dropped records.
     pub overruns: u64,
-    /// Upper bound of events dropped, from sequence-number gaps (may include events of
-    /// other processes on the machine).
+    /// Upper bound of events dropped: the ebpf ring's count of dropped records; netlink's
+    /// sequence-number gaps on a socket that gets every event (they may include events of
+    /// other processes on the machine); a filtered socket's overruns add nothing, their size
+    /// being unknown.
     pub events_at_most: u64,
     /// Execs whose argv could not be read because the process was already gone.
     pub argv_unread: u64,

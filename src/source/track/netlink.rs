@@ -17,12 +17,13 @@
 //! filter (older kernels, or `STE_NETLINK_NO_FILTER` set, for tests) one socket gets every
 //! event and wakes the reader for each.
 //!
-//! Losses are never silent: an overrun (`ENOBUFS`) of either socket is counted, bounded with
-//! the connector's per-CPU sequence numbers (numbered before the kernel filters, so each
-//! socket sees its CPUs' numbers in order, with gaps: a gap is a loss only on the first event
-//! after an overrun, or on an unfiltered socket), and followed by a rescan of /proc that adds
-//! the processes and threads the lost events would have announced and ends those that are
-//! gone. argv is read from /proc as soon as the exec event is handled; a process already gone
+//! Losses are never silent: an overrun (`ENOBUFS`) of either socket is counted and followed
+//! by a rescan of /proc that adds the processes and threads the lost events would have
+//! announced and ends those that are gone. Its size is known only without the filter, from the
+//! connector's per-CPU sequence numbers: the kernel numbers each CPU's events before it filters
+//! them, so a filtered socket's gaps are mostly events it was never sent, and no gap measures
+//! an overrun: the kernel reports `ENOBUFS` ahead of the datagrams queued before the drop, and
+//! goes on dropping, without a second report, until the queue is empty. argv is read from /proc as soon as the exec event is handled; a process already gone
 //! by then is recorded with an unknown argv, which the report counts. The process may also
 //! have exec'd again before the read: `track::argv_check` decides from where the process is
 //! and the events queued after the read, which the reader takes from both sockets into its
@@ -47,6 +48,17 @@ use std::time::{Duration, Instant};
 
 /// Receive buffer asked for: 4 MiB holds ~5,000 queued events (`EVENT_BYTES` each).
 const RCVBUF_BYTES: usize = 4 << 20;
+
+/// Set to a size in bytes, the sockets ask for that buffer instead of [`RCVBUF_BYTES`]: tests
+/// use a small one to make overruns happen.
+const RCVBUF_ENV: &str = "STE_NETLINK_RCVBUF";
+
+fn rcvbuf_bytes() -> usize {
+    std::env::var(RCVBUF_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(RCVBUF_BYTES)
+}
 
 /// What one queued event takes of a socket's receive buffer.
 const EVENT_BYTES: usize = 832;
@@ -82,12 +94,12 @@ pub fn start(
         .iter()
         .map(|d| d.rcvbuf_bytes)
         .fold(waited.rcvbuf_bytes, usize::min);
-    if granted < RCVBUF_BYTES {
+    if granted < rcvbuf_bytes() {
         sink.emit(Event::Note {
             text: format!(
                 "netlink receive buffer is {} (asked for {}; raising it needs CAP_NET_ADMIN or net.core.rmem_max): fork storms may overrun it",
                 crate::units::bytes_human(granted as u64),
-                crate::units::bytes_human(RCVBUF_BYTES as u64)
+                crate::units::bytes_human(rcvbuf_bytes() as u64)
             ),
         });
     }
@@ -147,10 +159,10 @@ fn open() -> std::io::Result<(Connector, Option<Connector>)> {
         .map(|u| u.release().to_string_lossy().into_owned())
         .unwrap_or_default();
     if !kernel_has_filter(&release) || std::env::var_os(NO_FILTER_ENV).is_some() {
-        return Ok((Connector::open_for(RCVBUF_BYTES, None)?, None));
+        return Ok((Connector::open_for(rcvbuf_bytes(), None)?, None));
     }
-    let waited = Connector::open_for(RCVBUF_BYTES, Some(Events::EXEC))?;
-    let drained = Connector::open_for(RCVBUF_BYTES, Some(Events::FORK_EXIT))?;
+    let waited = Connector::open_for(rcvbuf_bytes(), Some(Events::EXEC))?;
+    let drained = Connector::open_for(rcvbuf_bytes(), Some(Events::FORK_EXIT))?;
     Ok((waited, Some(drained)))
 }
 
@@ -217,14 +229,12 @@ struct Reader {
     /// When `drained` is next due, and how long after a drain.
     drain_due: Instant,
     drain_period: Duration,
-    /// Whether the kernel filters events (then a sequence gap is a loss only after an overrun).
+    /// Whether the kernel filters events (then a sequence gap is not a loss).
     filtered: bool,
     tree: Tree,
     /// Last sequence number seen per socket and CPU: the kernel numbers the events of each CPU
     /// before it filters them, so each socket sees them in order, with gaps.
     last_seq: HashMap<(Side, u32), u32>,
-    /// Sockets and CPUs whose next sequence gap measures an overrun.
-    overrun_pending: HashSet<(Side, u32)>,
     /// Processes whose main thread ended while other threads went on (`pthread_exit`): the
     /// leader's exit is held until the last thread ends, which carries the process's status.
     deferred_leaders: HashSet<i32>,
@@ -251,7 +261,6 @@ impl Reader {
             drain_period: Duration::from_nanos(HOLD_NS),
             tree,
             last_seq: HashMap::new(),
-            overrun_pending: HashSet::new(),
             deferred_leaders: HashSet::new(),
         }
     }
@@ -317,12 +326,9 @@ impl Reader {
         loop {
             match self.merged.pop() {
                 Next::Ready(Received::Event(ev), side) => self.handle(ev, side),
-                Next::Ready(Received::Overrun, side) => match overruns.as_deref_mut() {
-                    Some(n) => {
-                        *n += 1;
-                        self.mark_overrun(side);
-                    }
-                    None => self.overrun(side),
+                Next::Ready(Received::Overrun, _) => match overruns.as_deref_mut() {
+                    Some(n) => *n += 1,
+                    None => self.overrun(),
                 },
                 Next::Ready(_, _) => {}
                 Next::Drain(side) => {
@@ -374,13 +380,11 @@ impl Reader {
 
     fn handle(&mut self, ev: ProcEvent, side: Side) {
         let t = self.tree.sink.clock().from_monotonic(ev.timestamp_ns);
-        // With the kernel filter on, gaps are the events filtered out (or sent to the other
-        // socket); they only bound a loss on the first event after an overrun. Without it,
-        // every gap is a loss.
-        let after_overrun = self.overrun_pending.remove(&(side, ev.cpu));
+        // Without the kernel filter, every gap is a loss; with it, gaps are mostly the events
+        // filtered out (or sent to the other socket), and say nothing of an overrun's size.
         if let Some(last) = self.last_seq.insert((side, ev.cpu), ev.seq) {
             let gap = seq_gap(last, ev.seq);
-            if gap > 0 && (after_overrun || !self.filtered) {
+            if gap > 0 && !self.filtered {
                 self.tree.emit_at(
                     t,
                     Event::Lost {
@@ -562,24 +566,12 @@ impl Reader {
         }
     }
 
-    /// The next event on each CPU of `side` bounds what the kernel dropped there.
-    fn mark_overrun(&mut self, side: Side) {
-        let keys: Vec<(Side, u32)> = self
-            .last_seq
-            .keys()
-            .filter(|(s, _)| *s == side)
-            .copied()
-            .collect();
-        self.overrun_pending.extend(keys);
-    }
-
-    /// The kernel dropped events for `side`: handle what both sockets hold (counting any
-    /// further overrun), then rebuild the tree from /proc. As the ebpf reader does, the
+    /// The kernel dropped events: handle what both sockets hold (counting any further
+    /// overrun), then rebuild the tree from /proc. As the ebpf reader does, the
     /// processes /proc shows and ste does not know are added, the events that came while /proc
     /// was read are handled, and only then are the tasks /proc no longer showed ended, those
     /// whose exit is still missing (an exit event on its way is not a missed one).
-    fn overrun(&mut self, side: Side) {
-        self.mark_overrun(side);
+    fn overrun(&mut self) {
         let mut overruns = 1;
         self.take_all();
         let _ = self.handle_queued(Some(&mut overruns));
