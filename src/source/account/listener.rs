@@ -192,13 +192,6 @@ fn run(
     let sampled = group.as_ref().filter(|g| g.has_memory());
     let mut tick = (sampled.is_some() || ts.is_some()).then_some(TICK);
     loop {
-        if let (Some(g), Some(t)) = (sampled, tick) {
-            tick = Some(if sample(g, sink, &mut max, false) {
-                TICK
-            } else {
-                (t * 2).min(TICK_IDLE)
-            });
-        }
         // Records wait in the socket's 16 MiB buffer and are taken in batches: waking for
         // each one would cost the workload a context switch per exit on a busy machine.
         let stopped = wait_for(wake, tick);
@@ -207,6 +200,15 @@ fn run(
         }
         if stopped {
             break;
+        }
+        // The first sample one tick in: the thread starts while ste loads its tracker, and
+        // a group sampled then holds nothing of the command yet.
+        if let (Some(g), Some(t)) = (sampled, tick) {
+            tick = Some(if sample(g, sink, &mut max, false) {
+                TICK
+            } else {
+                (t * 2).min(TICK_IDLE)
+            });
         }
     }
     if let Some(g) = sampled {
