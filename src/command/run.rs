@@ -233,12 +233,14 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     };
 
     crate::bus::phases::span("command (release to tree done)", || ());
-    signal_thread.stop();
+    // First what the session waits for: the accounts thread's last drain.
+    accounting.ask_to_stop();
     // The tracker's clean-up may begin (the ebpf reader's detach: see `bus::latch`).
     may_detach.open();
-    accounting.ask_to_stop();
     let info = crate::bus::phases::span("sampler stop", || sampler.stop());
     crate::bus::phases::span("accounting stop", || accounting.stop());
+    // Once the end's reads are done, so that its wake-up does not take their CPU.
+    signal_thread.stop();
     if let Some(p) = &peak_maps {
         p.finish();
     }
