@@ -23,8 +23,9 @@
 //! connector's per-CPU sequence numbers: the kernel numbers each CPU's events before it filters
 //! them, so a filtered socket's gaps are mostly events it was never sent, and no gap measures
 //! an overrun: the kernel reports `ENOBUFS` ahead of the datagrams queued before the drop, and
-//! goes on dropping, without a second report, until the queue is empty. argv is read from /proc as soon as the exec event is handled; a process already gone
-//! by then is recorded with an unknown argv, which the report counts. The process may also
+//! goes on dropping, without a second report, until the queue is empty. argv is read from
+//! /proc as soon as the exec event is handled; a process already gone by then is recorded with
+//! an unknown argv, which the report counts. The process may also
 //! have exec'd again before the read: `track::argv_check` decides from where the process is
 //! and the events queued after the read, which the reader takes from both sockets into its
 //! queues (handled in order afterwards); an argv that may be a later image's is not shown,
@@ -232,8 +233,8 @@ struct Reader {
     /// Whether the kernel filters events (then a sequence gap is not a loss).
     filtered: bool,
     tree: Tree,
-    /// Last sequence number seen per socket and CPU: the kernel numbers the events of each CPU
-    /// before it filters them, so each socket sees them in order, with gaps.
+    /// Without the filter, the last sequence number seen per CPU (the kernel numbers each
+    /// CPU's events, so a gap is a loss).
     last_seq: HashMap<(Side, u32), u32>,
     /// Processes whose main thread ended while other threads went on (`pthread_exit`): the
     /// leader's exit is held until the last thread ends, which carries the process's status.
@@ -382,9 +383,11 @@ impl Reader {
         let t = self.tree.sink.clock().from_monotonic(ev.timestamp_ns);
         // Without the kernel filter, every gap is a loss; with it, gaps are mostly the events
         // filtered out (or sent to the other socket), and say nothing of an overrun's size.
-        if let Some(last) = self.last_seq.insert((side, ev.cpu), ev.seq) {
+        if !self.filtered
+            && let Some(last) = self.last_seq.insert((side, ev.cpu), ev.seq)
+        {
             let gap = seq_gap(last, ev.seq);
-            if gap > 0 && !self.filtered {
+            if gap > 0 {
                 self.tree.emit_at(
                     t,
                     Event::Lost {
