@@ -1,13 +1,12 @@
 //! The bus: the one event vocabulary every source speaks (`event`), the run's clock and the
 //! channel the events travel on (`sink`), what trackers tell the sampler of the tree
 //! (`tree`), the launched command as trackers get it (`launched`), the start-up phase log
-//! (`phases`), and a one-shot signal between threads (`latch`).
+//! (`phases`).
 //!
 //! Owns only these shared types. Must not import a source, the ledger, the face or a report:
 //! everything else depends on the bus, never the other way round.
 
 pub mod event;
-pub mod latch;
 pub mod launched;
 pub mod mailbox;
 pub mod phases;

@@ -119,7 +119,6 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     // fork wait for it, and reach the session in order through the sink.
     let signal_thread = signals::spawn(sink.clone()).context("cannot start the signal thread")?;
     let mut launched = child.launched();
-    let may_detach = crate::bus::latch::Latch::new();
     let tree =
         || std::sync::Arc::clone(&sampler) as std::sync::Arc<dyn crate::bus::tree::TreeWatcher>;
     let registered = crate::bus::phases::span("bpf: register root", || loading.register(child.pid));
@@ -127,7 +126,6 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         child: launched.clone(),
         sink: sink.clone(),
         sampler: tree(),
-        may_detach: std::sync::Arc::clone(&may_detach),
         registered,
     });
     // Also while BPF loads: the accounts thread starts, and taskstats says when the command's
@@ -235,8 +233,6 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     crate::bus::phases::span("command (release to tree done)", || ());
     // First what the session waits for: the accounts thread's last drain.
     accounting.ask_to_stop();
-    // The tracker's clean-up may begin (the ebpf reader's detach: see `bus::latch`).
-    may_detach.open();
     let info = crate::bus::phases::span("sampler stop", || sampler.stop());
     crate::bus::phases::span("accounting stop", || accounting.stop());
     // Once the end's reads are done, so that its wake-up does not take their CPU.

@@ -1,7 +1,5 @@
 //! Starting a helper thread on another CPU than its spawner's (`sched_getaffinity`,
-//! `pthread_setaffinity_np`), for start-up work meant to run side by side; and making a thread
-//! run only where nothing else wants the CPU (`SCHED_IDLE`), for end-of-run work meant to run
-//! beside the session, not ahead of it.
+//! `pthread_setaffinity_np`), for start-up work meant to run side by side.
 //!
 //! Why by hand: the scheduler queues a new thread where it sees room at that instant, often
 //! behind the thread that spawned it. On a 2-CPU machine ste's BPF loading spawned helpers
@@ -68,19 +66,6 @@ where
     Ok(handle)
 }
 
-/// Makes the calling thread run only on a CPU that nothing else wants (`SCHED_IDLE`), for the
-/// rest of its life: woken, it goes to an idle CPU, or waits, and never preempts the thread
-/// that woke it. Tried first: moving it off the CPU it was on. The kernel then had nowhere to
-/// wake it but the CPU its waker was on, and it took that CPU for its whole work while the
-/// other sat idle (bench/README.md). Any thread may lower itself so; only going back needs
-/// privilege.
-pub fn run_only_when_idle() {
-    let param = libc::sched_param { sched_priority: 0 };
-    // Best effort: a thread left as it was only competes with the others. SAFETY: sets the
-    // calling thread's policy (pid 0) from a valid sched_param.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
-}
-
 /// The states of the hand-over in [`spawn_elsewhere`].
 const FRESH: u8 = 0;
 const PINNING: u8 = 1;
@@ -135,22 +120,6 @@ mod tests {
         assert!(without(&set(&[2]), 2).is_none());
         assert!(without(&set(&[0, 1]), 5).is_none());
         assert!(without(&set(&[0, 1]), -1).is_none());
-    }
-
-    #[test]
-    fn a_thread_lowered_to_idle_stays_so_and_others_do_not_follow() {
-        // SAFETY: sched_getscheduler on the calling thread (0) takes no pointer.
-        let policy = || unsafe { libc::sched_getscheduler(0) };
-        let before = policy();
-        let lowered = std::thread::spawn(move || {
-            run_only_when_idle();
-            policy()
-        })
-        .join()
-        .unwrap();
-        assert_eq!(lowered, libc::SCHED_IDLE);
-        assert_eq!(policy(), before);
-        assert_ne!(before, libc::SCHED_IDLE);
     }
 
     #[test]

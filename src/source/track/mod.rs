@@ -15,7 +15,6 @@ pub mod reaper;
 pub mod tree;
 
 use crate::bus::event::Event;
-use crate::bus::latch::Latch;
 use crate::bus::launched::Launched;
 use crate::bus::sink::Sink;
 use crate::bus::tree::TreeWatcher;
@@ -102,9 +101,6 @@ pub struct Handoff {
     pub child: Launched,
     pub sink: Sink,
     pub sampler: Arc<dyn TreeWatcher>,
-    /// Opened by the session once its event loop is over (the ebpf reader detaches its
-    /// programs only then: see `bus::latch`).
-    pub may_detach: Arc<Latch>,
     /// Whether the session registered the command with BPF ([`Loading::register`]).
     pub registered: Result<(), String>,
 }

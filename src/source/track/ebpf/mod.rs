@@ -85,7 +85,6 @@ pub fn start(
         mut child,
         sink,
         sampler,
-        may_detach,
         registered,
     } = h;
     registered?;
@@ -138,7 +137,6 @@ pub fn start(
         counters,
         dropped: 0,
         sdt,
-        detach_after: may_detach,
         state: State {
             tree: Tree::new(root, sink.clone(), sampler),
             deferred_leaders: HashSet::new(),

@@ -6,7 +6,6 @@
 //! attach anything: `loading` did.
 
 use super::*;
-use crate::bus::latch::Latch;
 
 /// Counter `i` (`CNT_*`) of the kernel's `counters` array. The map is ste's own, so a read
 /// fails only on a kernel or ste bug; then ste says so rather than take a loss counter for 0
@@ -35,9 +34,6 @@ pub(super) struct Reader {
     /// The SDT probes' counts, when a uprobe was attached.
     pub(super) sdt: Option<SdtMaps>,
     pub(super) state: State,
-    /// Opened by the session once its event loop is over: the programs are detached only
-    /// then (see the end of [`Reader::run`]).
-    pub(super) detach_after: Arc<Latch>,
 }
 
 /// The SDT probe sites and the kernel's counts of their hits (per kind, and sizes), when a
@@ -120,9 +116,6 @@ pub(super) struct ToJudge {
 /// only a vCPU the host does not run.
 const SETTLE_MAX: Duration = Duration::from_millis(10);
 
-/// How long the reader waits at most for the session's word before it detaches.
-const DETACH_WAIT_MAX: Duration = Duration::from_secs(1);
-
 impl Reader {
     /// Drains the ring until the run is done. While records are sparse it wakes on the ring's
     /// notification, so a lone exec is seen at once (the sampler reads a new program soon
@@ -186,19 +179,14 @@ impl Reader {
             t_ns: end_ns,
             error: None,
         });
-        // What is left of this thread is detaching the programs, as `self` drops: the kernel
-        // rewrites the tracepoints' call sites (~0.3 ms here, with a round of interrupts on
-        // every CPU). It waits for the session's word that its event loop is over: a detach
-        // beside the session's last drain delayed it. And it must not take the session's CPU,
-        // which reads the end figures and writes the report meanwhile: woken by the session's
-        // word, it preempted the session for the whole detach while the other CPU sat idle, so
-        // it runs from here only where nothing else wants to. (The word came once the end
-        // figures were read, until the detach stopped preempting: begun that late, it ended
-        // after the report in half the runs, and ste's exit waited for it.) The bound only
-        // guards against a session that never says so (it would still exit, and the exit
-        // detaches).
-        crate::kernel::affinity::run_only_when_idle();
-        self.detach_after.wait(DETACH_WAIT_MAX);
+        // Nothing of the reader is needed any more, and its programs stay attached until
+        // ste's exit detaches them with the rest of its descriptors: detaching them here (the
+        // kernel rewrites the tracepoints' call sites, with a round of interrupts on every
+        // CPU) was a thread's work beside the end's reads and the report, which ste's exit
+        // waited for, and cost `ste true` 0.2-0.4 ms more than the exit's detach
+        // (bench/README.md). Until then the programs write records of the tasks they follow
+        // that are still alive, into a ring nobody reads.
+        std::mem::forget(self);
     }
 
     /// Handles every record in the ring; returns how many.
