@@ -35,8 +35,9 @@ const STAT_EVERY: Duration = Duration::from_secs(1);
 
 pub struct Listener {
     wake: OwnedFd,
-    /// Says the thread has drained and taken its last sample; it is let go, not joined
-    /// (waiting for its exit was a wake-up and a thread's teardown more at the end of a run).
+    /// Says the thread has drained and taken its last sample; it is let go, not joined, and
+    /// sleeps until ste exits (waiting for its exit, or letting it end, was a thread's
+    /// teardown more at the end of a run).
     done: Option<Receiver<()>>,
 }
 
@@ -59,6 +60,13 @@ impl Listener {
                 );
                 run(taskstats, group, &sink, tree.as_ref(), &thread_wake);
                 let _ = done_tx.send(());
+                // Ended with the process, not here: the thread's own end (its stack given back,
+                // the kernel's exit of a thread) came just as the session went on from this
+                // word to the report, and took the CPU the session needed (bench/README.md).
+                // ste runs one command and exits.
+                loop {
+                    std::thread::park();
+                }
             })?;
         Ok(Listener {
             wake,
