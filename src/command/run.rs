@@ -231,12 +231,10 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     };
 
     crate::bus::phases::span("command (release to tree done)", || ());
-    // First what the session waits for: the accounts thread's last drain.
+    signal_thread.stop();
     accounting.ask_to_stop();
     let info = crate::bus::phases::span("sampler stop", || sampler.stop());
     crate::bus::phases::span("accounting stop", || accounting.stop());
-    // Once the end's reads are done, so that its wake-up does not take their CPU.
-    signal_thread.stop();
     if let Some(p) = &peak_maps {
         p.finish();
     }
