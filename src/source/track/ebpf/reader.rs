@@ -182,10 +182,10 @@ impl Reader {
         // Nothing of the reader is needed any more, and its programs stay attached until
         // ste's exit detaches them with the rest of its descriptors: detaching them here (the
         // kernel rewrites the tracepoints' call sites, with a round of interrupts on every
-        // CPU) was a thread's work beside the end's reads and the report, which ste's exit
-        // waited for, and cost `ste true` 0.2-0.4 ms more than the exit's detach
-        // (bench/README.md). Until then the programs write records of the tasks they follow
-        // that are still alive, into a ring nobody reads.
+        // CPU) was a thread's work beside the end's reads and the report, which had to wait
+        // for them not to be delayed, and ste's exit waited for it; the exit's detach takes
+        // as long and less CPU (bench/README.md). Until then the programs write records of the
+        // tasks they follow that are still alive, into a ring nobody reads.
         std::mem::forget(self);
     }
 
