@@ -203,7 +203,9 @@ fn ebpf_counts_what_a_starved_reader_loses() {
 /// reader shares the CPU with the accounts thread): the accounts thread reads the taskstats
 /// records seconds after the exits, in batches. A record is placed by the end the tracker
 /// stamped, not by when it was read: placed by the time it was read, 177 and 1,592 of the
-/// 5,000 processes were left without figures in two runs, none now.
+/// 5,000 processes were left without figures in two runs, none now. A run whose tracker lost
+/// events (its reader starved too) is tried again, up to three times: a process the rebuild
+/// from /proc found carries the time it was found, not its start, and cannot be matched so.
 #[test]
 #[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn taskstats_records_read_late_find_their_processes() {
@@ -213,22 +215,33 @@ fn taskstats_records_read_late_find_their_processes() {
     };
     let _alone = machine_to_itself();
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let busy = Beside::start(2 * cpus, "while :; do :; done");
-    let pids: Vec<String> = busy.pids().iter().map(u32::to_string).collect();
-    let script = format!("{} forks 5000; kill {}", fixture(), pids.join(" "));
-    let o = ste_with(
-        mode,
-        &["-o", "/dev/null"],
-        &["nice", "-n", "-19", "/bin/sh", "-c", &script],
-        at_nice_19,
-    );
-    drop(busy);
-    assert_eq!(o.status(), 0, "{}", o.stderr());
-    let run = o.run();
-    // `sh`, the fixture and its 5,000 children.
-    assert_eq!(run.totals.processes, 5002, "{:?}", run.overhead.lost);
-    let a = run.accounting.as_ref().expect("accounting");
-    assert_eq!(a.taskstats_overruns, 0);
-    let time = a.time.as_ref().expect("taskstats figures");
-    assert_eq!(time.processes_without_figures, 0, "{time:?}");
+    for attempt in 1..=3 {
+        let busy = Beside::start(2 * cpus, "while :; do :; done");
+        let pids: Vec<String> = busy.pids().iter().map(u32::to_string).collect();
+        let script = format!("{} forks 5000; kill {}", fixture(), pids.join(" "));
+        let o = ste_with(
+            mode,
+            &["-o", "/dev/null"],
+            &["nice", "-n", "-19", "/bin/sh", "-c", &script],
+            at_nice_19,
+        );
+        drop(busy);
+        assert_eq!(o.status(), 0, "{}", o.stderr());
+        let run = o.run();
+        if run.overhead.lost_events != Some(0) {
+            eprintln!(
+                "attempt {attempt}: the tracker lost events: {:?}",
+                run.overhead.lost
+            );
+            continue;
+        }
+        // `sh`, the fixture and its 5,000 children.
+        assert_eq!(run.totals.processes, 5002);
+        let a = run.accounting.as_ref().expect("accounting");
+        assert_eq!(a.taskstats_overruns, 0);
+        let time = a.time.as_ref().expect("taskstats figures");
+        assert_eq!(time.processes_without_figures, 0, "{time:?}");
+        return;
+    }
+    panic!("the netlink tracker lost events in three runs of three: nothing to check here");
 }
