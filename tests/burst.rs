@@ -16,17 +16,35 @@ mod harness;
 use harness::*;
 use std::os::unix::process::CommandExt;
 
-/// Lowers ste's own priority to nice 19 (its command is put back with `nice -n -19`).
-fn at_nice_19(c: &mut std::process::Command) {
-    // SAFETY: setpriority is async-signal-safe; it lowers only ste's own priority.
-    unsafe {
-        c.pre_exec(move || {
-            if libc::setpriority(libc::PRIO_PROCESS, 0, 19) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+/// Busy loops a starved run puts beside ste: two per CPU.
+fn busy_loops() -> usize {
+    2 * std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// `/bin/sh -c SCRIPT ARGS...` under ste starved of CPU: ste's threads at nice 19 beside
+/// [`busy_loops`], the command put back to nice 0 (`nice -n -19`). The script ends the loops
+/// itself once done (`kill` is the shell's own: no process more), so that ste, starved, does
+/// not take half a minute to read what is left and report.
+fn starved(mode: Mode, script: &str, args: &[&str]) -> Outcome {
+    let busy = Beside::start(busy_loops(), "while :; do :; done");
+    let pids: Vec<String> = busy.pids().iter().map(u32::to_string).collect();
+    let script = format!("{script}; kill {}", pids.join(" "));
+    let mut command = vec!["nice", "-n", "-19", "/bin/sh", "-c", &script];
+    command.extend_from_slice(args);
+    let o = ste_with(mode, &["-o", "/dev/null"], &command, |c| {
+        // SAFETY: setpriority is async-signal-safe; it lowers only ste's own priority.
+        unsafe {
+            c.pre_exec(move || {
+                if libc::setpriority(libc::PRIO_PROCESS, 0, 19) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    });
+    drop(busy);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    o
 }
 
 /// `n` `/bin/true`, eight at a time, each with its number and twice `$0` (100 KB) as argv.
@@ -158,24 +176,11 @@ fn ebpf_counts_what_a_starved_reader_loses() {
     };
     let word = "a".repeat(100_000);
     let _alone = machine_to_itself();
-    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     // Three bursts: a rebuild that took a record on its way for a lost one did so in one
     // burst of three or more.
     let mut lossy = 0;
     for _ in 0..3 {
-        let busy = Beside::start(2 * cpus, "while :; do :; done");
-        // The burst ends the loops itself (`kill` is the shell's own: no process more), so
-        // that ste, starved, does not take half a minute to read what is left and report.
-        let pids: Vec<String> = busy.pids().iter().map(u32::to_string).collect();
-        let script = format!("{}; kill {}", burst(100), pids.join(" "));
-        let o = ste_with(
-            mode,
-            &["-o", "/dev/null"],
-            &["nice", "-n", "-19", "/bin/sh", "-c", &script, &word],
-            at_nice_19,
-        );
-        drop(busy);
-        assert_eq!(o.status(), 0, "{}", o.stderr());
+        let o = starved(mode, &burst(100), &[&word]);
         let run = o.run();
         let t = &run.totals;
         // `nice` execs the shell: one exec more.
@@ -195,7 +200,7 @@ fn ebpf_counts_what_a_starved_reader_loses() {
         lossy > 0,
         "a reader at nice 19 beside {} busy loops lost nothing in three bursts: this test cannot \
          check the loss accounting here",
-        2 * cpus
+        busy_loops()
     );
 }
 
@@ -214,19 +219,8 @@ fn taskstats_records_read_late_find_their_processes() {
         who: Who::Root,
     };
     let _alone = machine_to_itself();
-    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     for attempt in 1..=3 {
-        let busy = Beside::start(2 * cpus, "while :; do :; done");
-        let pids: Vec<String> = busy.pids().iter().map(u32::to_string).collect();
-        let script = format!("{} forks 5000; kill {}", fixture(), pids.join(" "));
-        let o = ste_with(
-            mode,
-            &["-o", "/dev/null"],
-            &["nice", "-n", "-19", "/bin/sh", "-c", &script],
-            at_nice_19,
-        );
-        drop(busy);
-        assert_eq!(o.status(), 0, "{}", o.stderr());
+        let o = starved(mode, &format!("{} forks 5000", fixture()), &[]);
         let run = o.run();
         if run.overhead.lost_events != Some(0) {
             eprintln!(

@@ -253,17 +253,7 @@ mod tests {
     #[test]
     fn matches_by_pid_and_lifetime() {
         // 11 lives 1 s → 2 s; 11 is then reused at 3 s.
-        let fork = Event::Fork {
-            parent_tgid: 10,
-            child_tid: 11,
-            child_tgid: 11,
-        };
-        let exit = Event::Exit {
-            tid: 11,
-            tgid: 11,
-            status: Some(Termination::Exited(0)),
-        };
-        let r = rec_with(&[fork.clone(), exit, fork]);
+        let r = rec_with(&[fork(11), exit(11), fork(11)]);
         let mut m = Matcher::default();
         // A record of the first 11 (it lived 1 s), read after the second 11 appeared.
         let e = m.offer(&r, 2_100_000_000, stats(11, 11, 1000)).unwrap();

@@ -25,11 +25,10 @@
 //! an overrun: the kernel reports `ENOBUFS` ahead of the datagrams queued before the drop, and
 //! goes on dropping, without a second report, until the queue is empty. argv is read from
 //! /proc as soon as the exec event is handled; a process already gone by then is recorded with
-//! an unknown argv, which the report counts. The process may also
-//! have exec'd again before the read: `track::argv_check` decides from where the process is
-//! and the events queued after the read, which the reader takes from both sockets into its
-//! queues (handled in order afterwards); an argv that may be a later image's is not shown,
-//! and counted.
+//! an unknown argv, which the report counts. The process may also have exec'd again before
+//! the read: `track::argv_check` decides from where the process is and the events queued
+//! after the read, which the reader takes from both sockets into its queues (handled in order
+//! afterwards); an argv that may be a later image's is not shown, and counted.
 
 use crate::bus::event::Event;
 use crate::bus::launched::Launched;
@@ -54,6 +53,7 @@ const RCVBUF_BYTES: usize = 4 << 20;
 /// use a small one to make overruns happen.
 const RCVBUF_ENV: &str = "STE_NETLINK_RCVBUF";
 
+/// The receive buffer each socket asks for.
 fn rcvbuf_bytes() -> usize {
     std::env::var(RCVBUF_ENV)
         .ok()
@@ -84,8 +84,9 @@ pub fn start(
     sampler: Arc<dyn TreeWatcher>,
 ) -> Result<(), String> {
     let root = child.pid;
+    let asked = rcvbuf_bytes();
     let (mut waited, mut drained) =
-        open().map_err(|e| format!("cannot subscribe to the proc connector: {e}"))?;
+        open(asked).map_err(|e| format!("cannot subscribe to the proc connector: {e}"))?;
     // Fork events come on the fork-and-exit socket when there is one.
     match &mut drained {
         Some(d) => probe(d)?,
@@ -95,12 +96,12 @@ pub fn start(
         .iter()
         .map(|d| d.rcvbuf_bytes)
         .fold(waited.rcvbuf_bytes, usize::min);
-    if granted < rcvbuf_bytes() {
+    if granted < asked {
         sink.emit(Event::Note {
             text: format!(
                 "netlink receive buffer is {} (asked for {}; raising it needs CAP_NET_ADMIN or net.core.rmem_max): fork storms may overrun it",
                 crate::units::bytes_human(granted as u64),
-                crate::units::bytes_human(rcvbuf_bytes() as u64)
+                crate::units::bytes_human(asked as u64)
             ),
         });
     }
@@ -155,15 +156,15 @@ const NO_FILTER_ENV: &str = "STE_NETLINK_NO_FILTER";
 
 /// The sockets: with the kernel's filter, one for exec events (waited on) and one for fork and
 /// exit events (drained); without it, one that gets every event.
-fn open() -> std::io::Result<(Connector, Option<Connector>)> {
+fn open(rcvbuf: usize) -> std::io::Result<(Connector, Option<Connector>)> {
     let release = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
         .unwrap_or_default();
     if !kernel_has_filter(&release) || std::env::var_os(NO_FILTER_ENV).is_some() {
-        return Ok((Connector::open_for(rcvbuf_bytes(), None)?, None));
+        return Ok((Connector::open_for(rcvbuf, None)?, None));
     }
-    let waited = Connector::open_for(rcvbuf_bytes(), Some(Events::EXEC))?;
-    let drained = Connector::open_for(rcvbuf_bytes(), Some(Events::FORK_EXIT))?;
+    let waited = Connector::open_for(rcvbuf, Some(Events::EXEC))?;
+    let drained = Connector::open_for(rcvbuf, Some(Events::FORK_EXIT))?;
     Ok((waited, Some(drained)))
 }
 
