@@ -66,10 +66,11 @@ pub enum Event {
     LaunchFailed { error: LaunchError },
     /// One sampling round of the memory curve.
     Sample { sample: Sample },
-    /// Tracker events were lost; the counts are increments.
+    /// Tracker events were lost; the counts are increments. `events_at_most` is `None` when
+    /// the source cannot tell how many events this loss took.
     Lost {
         overruns: u64,
-        events_at_most: u64,
+        events_at_most: Option<u64>,
         found_by_resync: u64,
         exits_missed: u64,
         /// Execs whose argv, read from /proc, may be a later image's (sent as `None`).

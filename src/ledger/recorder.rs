@@ -303,7 +303,11 @@ impl Recorder {
                 let lost = &mut self.run.overhead.lost;
                 // Saturating: a crafted record's increments must not wrap the counts.
                 lost.overruns = lost.overruns.saturating_add(*overruns);
-                lost.events_at_most = lost.events_at_most.saturating_add(*events_at_most);
+                // Once one loss is of unknown size, so is the sum.
+                lost.events_at_most = lost
+                    .events_at_most
+                    .zip(*events_at_most)
+                    .map(|(a, b)| a.saturating_add(b));
                 lost.found_by_resync = lost.found_by_resync.saturating_add(*found_by_resync);
                 lost.exits_missed = lost.exits_missed.saturating_add(*exits_missed);
                 lost.argv_doubtful = lost.argv_doubtful.saturating_add(*argv_doubtful);
@@ -399,11 +403,16 @@ impl Recorder {
             .filter(|e| e.argv.is_none())
             .count() as u64)
             .saturating_sub(run.overhead.lost.argv_doubtful);
+        // An overrun drops one event at least: a bound of 0 after one is no bound (a record
+        // written before the bound was `None`, or a socket whose gaps never showed the loss).
+        if run.overhead.lost.overruns > 0 && run.overhead.lost.events_at_most == Some(0) {
+            run.overhead.lost.events_at_most = None;
+        }
         let lost = &run.overhead.lost;
         // Exact when nothing overflowed and no sequence gap was seen: only the process ends
         // that were never reported are lost, and they are counted. Otherwise the kernel gave
         // only a bound, so the exact number is unknown.
-        run.overhead.lost_events = if lost.overruns == 0 && lost.events_at_most == 0 {
+        run.overhead.lost_events = if lost.overruns == 0 && lost.events_at_most == Some(0) {
             Some(lost.exits_missed)
         } else {
             None
@@ -590,6 +599,64 @@ mod tests {
             Some(4),
             "the tracker's own figure stays"
         );
+    }
+
+    /// Losses add up while each is sized; one of unknown size makes the sum unknown, and an
+    /// overrun said to have lost nothing (an older record's) is no bound either.
+    #[test]
+    fn a_loss_of_unknown_size_leaves_the_bound_unknown() {
+        let lost = |t, overruns, events_at_most, exits_missed| {
+            at(
+                t,
+                Event::Lost {
+                    overruns,
+                    events_at_most,
+                    found_by_resync: 0,
+                    exits_missed,
+                    argv_doubtful: 0,
+                },
+            )
+        };
+        // The root's end, so that no process is left unended (a missed exit of its own).
+        let end = at(
+            9,
+            Event::Exit {
+                tid: 10,
+                tgid: 10,
+                status: Some(Termination::Exited(0)),
+            },
+        );
+        let replay = |losses: &[Stamped]| {
+            let mut events = vec![start(10)];
+            events.extend_from_slice(losses);
+            events.push(end.clone());
+            Recorder::replay(&events)
+        };
+        let run = replay(&[]);
+        assert_eq!(run.overhead.lost.events_at_most, Some(0));
+        assert_eq!(run.overhead.lost_events, Some(0));
+
+        let run = replay(&[lost(1, 1, Some(7), 0), lost(2, 1, Some(5), 2)]);
+        assert_eq!(run.overhead.lost.events_at_most, Some(12));
+        assert_eq!(run.overhead.lost.overruns, 2);
+        assert_eq!(run.overhead.lost_events, None, "a bound, not a count");
+
+        let run = replay(&[lost(1, 1, Some(7), 0), lost(2, 3, None, 4)]);
+        assert_eq!(run.overhead.lost.events_at_most, None);
+        assert_eq!(run.overhead.lost.exits_missed, 4);
+
+        // Sequence gaps size a netlink overrun in events of their own.
+        let run = replay(&[lost(1, 2, Some(0), 0), lost(2, 0, Some(9), 0)]);
+        assert_eq!(run.overhead.lost.events_at_most, Some(9));
+
+        let run = replay(&[lost(1, 2, Some(0), 0)]);
+        assert_eq!(run.overhead.lost.events_at_most, None);
+
+        // Process ends the kernel dropped unsaid, found at the end: how many other events
+        // went with them is unknown.
+        let run = replay(&[lost(1, 0, None, 3)]);
+        assert_eq!(run.overhead.lost.events_at_most, None);
+        assert_eq!(run.overhead.lost_events, None);
     }
 
     #[test]

@@ -301,16 +301,16 @@ pub struct Overhead {
     pub lost: Lost,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct Lost {
     /// Times the kernel reported a receive-buffer overrun (netlink `ENOBUFS`), or the ebpf
     /// tracker found its ring buffer had dropped records.
     pub overruns: u64,
     /// Upper bound of events dropped: the ebpf ring's count of dropped records; netlink's
     /// sequence-number gaps on a socket that gets every event (they may include events of
-    /// other processes on the machine); a filtered socket's overruns add nothing, their size
-    /// being unknown.
-    pub events_at_most: u64,
+    /// other processes on the machine). `None` once a loss of unknown size happened: an
+    /// overrun of a filtered netlink socket, events the proc connector dropped unsaid.
+    pub events_at_most: Option<u64>,
     /// Execs whose argv could not be read because the process was already gone.
     pub argv_unread: u64,
     /// Execs whose argv was not shown because the read may have returned a later image's
@@ -321,6 +321,19 @@ pub struct Lost {
     pub found_by_resync: u64,
     /// Processes whose end was never reported (their exit event was lost).
     pub exits_missed: u64,
+}
+
+impl Default for Lost {
+    fn default() -> Lost {
+        Lost {
+            overruns: 0,
+            events_at_most: Some(0),
+            argv_unread: 0,
+            argv_doubtful: 0,
+            found_by_resync: 0,
+            exits_missed: 0,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]

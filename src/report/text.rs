@@ -515,10 +515,9 @@ fn lost_text(run: &Run) -> String {
     let l = &run.overhead.lost;
     let mut parts = Vec::new();
     if l.overruns > 0 {
-        let bound = if l.events_at_most > 0 {
-            format!("at most {} events", group_thousands(l.events_at_most))
-        } else {
-            "an unknown number of events".to_string()
+        let bound = match l.events_at_most {
+            Some(n) if n > 0 => format!("at most {} events", group_thousands(n)),
+            _ => "an unknown number of events".to_string(),
         };
         // The ebpf tracker's records go through a ring buffer, netlink's through a socket's.
         let buffer = if run.tracker == "ebpf" {
@@ -533,11 +532,10 @@ fn lost_text(run: &Run) -> String {
             l.found_by_resync,
             if l.found_by_resync == 1 { "" } else { "es" }
         ));
-    } else if l.events_at_most > 0 {
-        parts.push(format!(
-            "{} events (sequence gaps)",
-            group_thousands(l.events_at_most)
-        ));
+    } else if let Some(n) = l.events_at_most
+        && n > 0
+    {
+        parts.push(format!("{} events (sequence gaps)", group_thousands(n)));
     }
     if l.exits_missed > 0 {
         parts.push(format!(
@@ -747,7 +745,7 @@ mod tests {
     fn a_loss_names_the_tracker_s_buffer() {
         let mut run = fill_run();
         run.overhead.lost.overruns = 2;
-        run.overhead.lost.events_at_most = 90;
+        run.overhead.lost.events_at_most = Some(90);
         run.overhead.lost_events = None;
         for (tracker, words) in [
             ("ebpf", "at most 90 events in 2 ring-buffer overruns"),

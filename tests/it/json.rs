@@ -432,7 +432,7 @@ struct Overhead {
 #[serde(deny_unknown_fields)]
 struct Lost {
     overruns: u64,
-    events_at_most: u64,
+    events_at_most: Option<u64>,
     argv_unread: u64,
     argv_doubtful: u64,
     found_by_resync: u64,

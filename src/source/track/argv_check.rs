@@ -79,7 +79,7 @@ pub enum Later {
 pub fn doubt() -> crate::bus::event::Event {
     crate::bus::event::Event::Lost {
         overruns: 0,
-        events_at_most: 0,
+        events_at_most: Some(0),
         found_by_resync: 0,
         exits_missed: 0,
         argv_doubtful: 1,

@@ -393,7 +393,7 @@ impl Reader {
                     t,
                     Event::Lost {
                         overruns: 0,
-                        events_at_most: u64::from(gap),
+                        events_at_most: Some(u64::from(gap)),
                         found_by_resync: 0,
                         exits_missed: 0,
                         argv_doubtful: 0,
@@ -565,7 +565,8 @@ impl Reader {
     /// and count it as lost rather than leave it running forever.
     fn final_resync(&mut self) {
         if !self.tree.is_empty() {
-            let zombies = self.tree.recover(0, 0);
+            // Of unknown size: the kernel said nothing of it.
+            let zombies = self.tree.recover(0, None);
             self.deferred_leaders.extend(zombies);
         }
     }
@@ -584,7 +585,11 @@ impl Reader {
         self.take_all();
         let _ = self.handle_queued(Some(&mut overruns));
         let (missed, zombies) = self.tree.end_gone(&scan);
-        self.tree.report_loss(overruns, 0, found, missed);
+        // A socket that gets every event sizes the loss by its sequence gaps, reported as they
+        // show; a filtered socket's gaps are mostly events never sent to it, so its overruns
+        // are of unknown size.
+        let size = if self.filtered { None } else { Some(0) };
+        self.tree.report_loss(overruns, size, found, missed);
         self.deferred_leaders.extend(zombies);
     }
 }

@@ -327,19 +327,25 @@ impl Tree {
         (missed, zombie_leaders)
     }
 
-    /// Events were lost (`overruns` times, `events_at_most` of them when the source can tell;
-    /// both 0 for a loss only the end of the run shows): rebuilds the tree from /proc and
-    /// reports the loss with what the rebuild found, unless there is nothing to report.
-    /// Returns the zombie leaders the tracker must treat as exited.
-    pub fn recover(&mut self, overruns: u64, events_at_most: u64) -> Vec<i32> {
+    /// Events were lost (`overruns` times, `events_at_most` of them when the source can tell,
+    /// `None` when it cannot; no overrun for a loss only the end of the run shows): rebuilds
+    /// the tree from /proc and reports the loss with what the rebuild found, unless there is
+    /// nothing to report. Returns the zombie leaders the tracker must treat as exited.
+    pub fn recover(&mut self, overruns: u64, events_at_most: Option<u64>) -> Vec<i32> {
         let r = self.resync();
         self.report_loss(overruns, events_at_most, r.found, r.missed);
         r.zombie_leaders
     }
 
     /// Reports a loss and what the rebuild after it found, unless there is nothing to report.
-    pub fn report_loss(&mut self, overruns: u64, events_at_most: u64, found: u64, missed: u64) {
-        if overruns > 0 || events_at_most > 0 || found > 0 || missed > 0 {
+    pub fn report_loss(
+        &mut self,
+        overruns: u64,
+        events_at_most: Option<u64>,
+        found: u64,
+        missed: u64,
+    ) {
+        if overruns > 0 || events_at_most.is_some_and(|n| n > 0) || found > 0 || missed > 0 {
             let t = self.sink.now_ns();
             self.emit_at(
                 t,

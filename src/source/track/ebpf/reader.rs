@@ -281,7 +281,7 @@ impl Reader {
         let found = self.state.tree.add_found(&scan);
         self.drain_settled();
         let (missed, zombies) = self.state.tree.end_gone(&scan);
-        self.state.tree.report_loss(1, lost, found, missed);
+        self.state.tree.report_loss(1, Some(lost), found, missed);
         self.state.deferred_leaders.extend(zombies);
     }
 
