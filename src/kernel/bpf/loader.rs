@@ -317,6 +317,12 @@ fn section_type(section: &str) -> Option<(u32, u32, Option<&str>)> {
 }
 
 impl Loaded {
+    /// Detaches every program (closes the attachments); the maps and programs stay, so what
+    /// the maps hold can still be read.
+    pub fn detach(&mut self) {
+        self.links.clear();
+    }
+
     /// Takes back a map [`Loader::leave`] left out, created from its plan; before any
     /// program is loaded (the programs refer to it).
     pub fn put_map(&mut self, map: Map) -> Result<(), Error> {

@@ -131,7 +131,7 @@ pub fn start(
     let report = child.take_exec_outcome();
     let root = child.pid;
     let mut reader = Reader {
-        _ebpf: ebpf,
+        ebpf,
         ring,
         waiter,
         counters,

@@ -24,7 +24,7 @@ pub(super) fn unreadable(what: &str, so: &str, e: &dyn std::error::Error) {
 
 /// The ring-buffer reader: owns the loaded object (dropping it detaches the programs).
 pub(super) struct Reader {
-    pub(super) _ebpf: Bpf,
+    pub(super) ebpf: Bpf,
     pub(super) ring: RingBuf,
     /// The end of the tree (level-triggered) and the ring (edge-triggered: see [`Reader::run`]).
     pub(super) waiter: Epoll,
@@ -179,13 +179,15 @@ impl Reader {
             t_ns: end_ns,
             error: None,
         });
-        // Nothing of the reader is needed any more, and its programs stay attached until
-        // ste's exit detaches them with the rest of its descriptors: detaching them here (the
-        // kernel rewrites the tracepoints' call sites, with a round of interrupts on every
-        // CPU) was a thread's work beside the end's reads and the report, which had to wait
-        // for them not to be delayed, and ste's exit waited for it; the exit's detach takes
-        // as long and less CPU (bench/README.md). Until then the programs write records of the
-        // tasks they follow that are still alive, into a ring nobody reads.
+        // The run is over for the programs too: this thread detaches them now, while it runs
+        // anyway (the kernel rewrites the tracepoints' call sites, with a round of interrupts
+        // on every CPU), beside the session's end reads and report, rather than leaving it to
+        // ste's exit, which the command's parent waits for. The rest of the reader (the maps,
+        // the ring's mapping, the tree's state) is left for the exit to free with the rest of
+        // ste's memory: freeing it here too measured no faster. (Detaching as an idle-priority
+        // thread after the session's word, as ste once did, took the session's CPU; see
+        // bench/README.md.)
+        self.ebpf.detach();
         std::mem::forget(self);
     }
 
