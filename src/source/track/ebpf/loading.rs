@@ -252,34 +252,32 @@ pub(super) fn load_object(
     loader
         .max_entries("scratch", cpus)
         .max_entries("events", RING_BYTES);
-    // The ring buffer's map is most of the maps' cost: the kernel zeroes its pages as it
-    // makes it.
+    // The ring buffer's map is most of the maps' cost (the kernel zeroes its pages as it
+    // makes it): made after the others, once the session can register the command in
+    // `tasks` (`maps_made`).
     let ring_plan = loader.leave("events");
     let mut maps_for = programs.clone();
     if with_sdt {
         maps_for.push("sdt_memory");
     }
-    // Side by side, on this thread and one helper started on another CPU: the helper makes
-    // the ring buffer's map, then walks the kernel's BTF, while this thread has the kernel
-    // make the other maps; both then load and attach the programs in turn. Mapping the ring
-    // buffer goes to whichever thread is free first: this one, when the helper is still
-    // walking the BTF once the maps exist (it would only wait), or else the first to run out
-    // of programs. One helper for all of it, rather than a thread a job: starting a thread
-    // costs ~0.05 ms here, and up to ~1 ms when several threads map memory at once (each
-    // waits for the others' hold on ste's memory map).
+    // Side by side, on this thread and one helper started on another CPU: the helper walks
+    // the kernel's BTF (or reads what an earlier run kept), while this thread has the kernel
+    // make the maps, the ring buffer's last; both then load and attach the programs in turn.
+    // The helper starts on the session's CPU, busy meanwhile with the fork and the
+    // accounting's set-up, so it runs only once the session waits: when it made the ring
+    // buffer's map, this thread waited for it with its own CPU idle, and the programs began
+    // ~0.3 ms later (bench/README.md). Mapping the ring buffer goes to whichever thread is
+    // free first: this one, when the helper is still walking the BTF once the maps exist (it
+    // would only wait), or else the first to run out of programs. One helper for all of it,
+    // rather than a thread a job: starting a thread costs ~0.05 ms here, and up to ~1 ms
+    // when several threads map memory at once (each waits for the others' hold on ste's
+    // memory map).
     let want: Vec<String> = typed.iter().map(|t| t.to_string()).collect();
     let with_syscalls = config.syscalls.is_some();
-    let (ring_tx, ring_rx) = mpsc::sync_channel(1);
     let (btf_tx, btf_rx) = mpsc::channel();
     let (work_tx, work_rx) = mpsc::channel::<(Arc<Tracepoints>, Arc<RingJob>)>();
     let (done_tx, done_rx) = mpsc::sync_channel(1);
-    let helper_ring = ring_plan.clone();
     let helper = spawn_elsewhere("ste-bpf-helper", move || {
-        if let Some(plan) = helper_ring {
-            let _ = ring_tx.send(crate::bus::phases::span("bpf: create ring", || {
-                plan.create()
-            }));
-        }
         let btf = btf_answers(with_syscalls, &want);
         let _ = btf_tx.send(btf);
         // No work when the loading stopped short: its error says why.
@@ -297,11 +295,7 @@ pub(super) fn load_object(
     }
     let created = created.and_then(|mut c| {
         if let Some(plan) = &ring_plan {
-            // Made here when there is no helper, or it ended without a word.
-            let made = match helper.as_ref().map(|_| ring_rx.recv()) {
-                Some(Ok(made)) => made,
-                _ => plan.create(),
-            };
+            let made = crate::bus::phases::span("bpf: create ring", || plan.create());
             c.put_map(made?)?;
         }
         Ok(c)
