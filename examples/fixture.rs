@@ -17,6 +17,9 @@
 //!   orphan CPU_MS              fork a child that forks a grandchild and exits at once; the
 //!                              orphaned grandchild burns CPU_MS of CPU; 3 processes in all
 //!   forks N                    fork N children that exit at once, waiting for each
+//!   thread-loop N              after 100 ms, start N threads one after the other, each
+//!                              ending at once and joined before the next; 1 process, N+1
+//!                              threads
 //!   exit CODE                  exit with CODE
 //!   signal SIG                 kill itself with signal SIG
 //!   daemon MS                  leave a detached grandchild (setsid) sleeping MS; exit at once
@@ -73,6 +76,14 @@ fn main() {
                 }
             }
         }
+        Some("thread-loop") => {
+            // Later than the process's start, so that the threads' lifetimes are not the
+            // process's (a taskstats record is matched to the one it fits).
+            std::thread::sleep(Duration::from_millis(100));
+            for _ in 0..arg(1) {
+                std::thread::spawn(|| ()).join().unwrap();
+            }
+        }
         Some("exit") => std::process::exit(arg(1) as i32),
         Some("signal") => {
             // SAFETY: restoring the default action then raising the signal.
@@ -114,7 +125,7 @@ fn main() {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: fixture fill|fill-until|fillfill|threads|orphan|forks|exit|signal|daemon|sleep|spin|echo-stdin|signals|stop-self ARGS"
+        "usage: fixture fill|fill-until|fillfill|threads|orphan|forks|thread-loop|exit|signal|daemon|sleep|spin|echo-stdin|signals|stop-self ARGS"
     );
     std::process::exit(2)
 }

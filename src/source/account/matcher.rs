@@ -3,10 +3,10 @@
 //! The exit listener hears every thread that exits on the machine; a record belongs to the
 //! tree when its thread group is a process of the Run alive at the time: pids are reused
 //! (`pid_max` may be 32,768: docs/kernel-notes.md), so a pid alone is not enough. A record
-//! carries its group's age at the exit (`ac_etime`, µs), not the time of the exit, so the
+//! carries its thread's age at the exit (`ac_etime`, µs), not the time of the exit, so the
 //! exit is placed by what else is known of it: the end the tracker stamped, when it saw the
-//! process end (the record's age is then the process's lifetime), or else the record's
-//! arrival. The arrival is the accounts thread's time stamp for its drain and lags the exit by
+//! thread end (the record's age is then the thread's lifetime, the process's for its leader),
+//! or else the record's arrival. The arrival is the accounts thread's time stamp for its drain and lags the exit by
 //! as long as that thread waits for a CPU, seconds when ste is starved; the tracker's stamps
 //! are the kernel's (ebpf, netlink). A record may also arrive before the tracker's fork event
 //! for its process (the two come through different sockets): it is parked until that process
@@ -46,12 +46,14 @@ pub struct Matcher {
 /// The kernel queues the records of one pid in the order they were written, so none belongs to
 /// a process older than one that already has a record, and only a process started before the
 /// record arrived is its own. Of those, first one the tracker saw end whose lifetime is the
-/// record's age (the group's age at the exit): the records of its last threads, whenever they
-/// were read; the earliest such, as its records come first, but not one whose leader's record
-/// is already in when this is a leader's. Then, by the arrival: the group's start is the
-/// arrival less the age, late by the arrival's lag, within [`SLACK_NS`] of the process's
-/// lifetime (a thread that ended before its process, or a process still alive when the record
-/// was read).
+/// record's age (the thread's age at its exit): the records of its leader and of the threads
+/// that lived as long, whenever they were read; the earliest such, as its records come first,
+/// but not one whose leader's record is already in when this is a leader's. Then, by the
+/// arrival: the thread's start is the arrival less the age, late by the arrival's lag, within
+/// [`SLACK_NS`] of the process's lifetime (a process still alive when the record was read).
+/// Last, for a thread other than the leader, one with a thread of the record's pid the tracker
+/// saw start and end as long as the record's age: a thread that ended before its process,
+/// whose record was read too late for the arrival.
 pub fn find(rec: &Recorder, s: &TaskStats, t_ns: u64) -> Option<u64> {
     let run = rec.run();
     let entries = rec.entries_of(tgid_of(s));
@@ -68,25 +70,38 @@ pub fn find(rec: &Recorder, s: &TaskStats, t_ns: u64) -> Option<u64> {
     let age_ns = s.elapsed_us * 1000;
     let leader = is_leader(s);
     let existed = |p: &&Process| p.start_ns <= t_ns + STAMP_NS;
+    // A thread's record carries the thread's own age: it fits a thread the tracker saw start
+    // and end as it fits a process.
+    let lived = |start_ns: u64, end_ns: u64| {
+        let start = end_ns.saturating_sub(age_ns);
+        end_ns <= t_ns + EXIT_NS && start + STAMP_NS >= start_ns && start <= start_ns + EXIT_NS
+    };
     let by_end = |p: &&Process| {
-        !(leader && leader_read(p))
-            && p.end_ns.is_some_and(|e| {
-                let start = e.saturating_sub(age_ns);
-                e <= t_ns + EXIT_NS
-                    && start + STAMP_NS >= p.start_ns
-                    && start <= p.start_ns + EXIT_NS
-            })
+        !(leader && leader_read(p)) && p.end_ns.is_some_and(|e| lived(p.start_ns, e))
+    };
+    // Newest first: a record read on time is of a thread that just ended.
+    let by_thread = |p: &&Process| {
+        !leader
+            && p.thread_lifetimes
+                .iter()
+                .rev()
+                .any(|l| l.tid == s.pid as i32 && l.end_ns.is_some_and(|e| lived(l.start_ns, e)))
     };
     let start = t_ns.saturating_sub(age_ns);
     let by_arrival = |p: &&Process| {
         p.start_ns <= start + SLACK_NS && p.end_ns.is_none_or(|e| e + SLACK_NS >= start)
     };
     let process = |&i: &usize| &run.processes[i];
-    candidates
-        .iter()
-        .map(process)
-        .filter(existed)
-        .find(by_end)
+    let first = |rule: &dyn Fn(&&Process) -> bool| {
+        candidates
+            .iter()
+            .map(process)
+            .filter(existed)
+            .find(|p| rule(p))
+    };
+    // The threads' lifetimes last: walking them costs a pass over the process's threads, and
+    // only a record the other two leave out needs it.
+    first(&by_end)
         .or_else(|| {
             candidates
                 .iter()
@@ -95,6 +110,7 @@ pub fn find(rec: &Recorder, s: &TaskStats, t_ns: u64) -> Option<u64> {
                 .filter(existed)
                 .find(by_arrival)
         })
+        .or_else(|| first(&by_thread))
         .map(|p| p.start_ns)
 }
 
@@ -375,6 +391,55 @@ mod tests {
         assert_eq!(
             offer(&mut m, &mut r, late, stats(13, 13, 23_990)),
             Some(6_000_000_000)
+        );
+    }
+
+    fn thread(tgid: i32, tid: i32) -> Event {
+        Event::Fork {
+            parent_tgid: tgid,
+            child_tid: tid,
+            child_tgid: tgid,
+        }
+    }
+
+    fn thread_exit(tgid: i32, tid: i32) -> Event {
+        Event::Exit {
+            tid,
+            tgid,
+            status: None,
+        }
+    }
+
+    #[test]
+    fn a_thread_s_record_read_late_finds_its_thread_by_its_lifetime() {
+        // 12 lives 1 s → 4 s; its thread 14 lives 2 s → 3 s, and 14 again 3.5 s → 3.8 s (the
+        // pid reused by another thread of 12). The accounts thread reads the first 14's record
+        // at 30 s: by the arrival its start would be 29 s, long after 12 ended.
+        let mut r = rec_with(&[fork(12), thread(12, 14), thread_exit(12, 14)]);
+        for (t_ns, event) in [
+            (3_500_000_000, thread(12, 14)),
+            (3_800_000_000, thread_exit(12, 14)),
+            (4_000_000_000, exit(12)),
+        ] {
+            r.apply(&Stamped { t_ns, event });
+        }
+        let mut m = Matcher::default();
+        let late = 30_000_000_000;
+        assert_eq!(
+            offer(&mut m, &mut r, late, stats(14, 12, 1000)),
+            Some(1_000_000_000)
+        );
+        assert_eq!(
+            offer(&mut m, &mut r, late, stats(14, 12, 300)),
+            Some(1_000_000_000)
+        );
+        // A thread of 12 that no thread of the Run lived as long as: parked, as before.
+        assert_eq!(offer(&mut m, &mut r, late, stats(14, 12, 700)), None);
+        // A leader's record is not a thread's: 12's own lifetime is 3 s.
+        assert_eq!(offer(&mut m, &mut r, late, stats(12, 12, 1000)), None);
+        assert_eq!(
+            offer(&mut m, &mut r, late, stats(12, 12, 3000)),
+            Some(1_000_000_000)
         );
     }
 
