@@ -2,7 +2,8 @@
 # offline multi-process build used as the "real build" workload. Source it; it defines:
 #   RELEASE            where cargo puts release builds (target/HOST-TRIPLE/release: the build
 #                      names its target, .cargo/config.toml says why)
-#   STE, FIXTURE       release binaries
+#   STE, FIXTURE       release binaries (STE a fresh copy: see fresh_copy)
+#   fresh_copy BIN NAME  copy BIN afresh under RESULTS/fresh and print the copy's path
 #   RESULTS            bench/results (git-ignored), where hyperfine exports go
 #   make_c_project DIR N   write a C project of N translation units and a Makefile into DIR
 #   need CMD...        fail with a message if a tool is missing
@@ -21,8 +22,18 @@ need() {
 
 (cd "$ROOT" && cargo build --release --quiet --bin ste --examples)
 RELEASE="$ROOT/target/$(rustc -vV | sed -n 's/^host: //p')/release"
-STE="$RELEASE/ste"
 FIXTURE="$RELEASE/examples/fixture"
+
+# The builds a bench compares run from copies made at its start, side by side: the page cache
+# of a binary as the linker wrote it, or of a copy made long before, cost `ste true` up to
+# 0.5 ms more than a fresh copy of the same file (13-18 more page faults: bench/README.md),
+# more than the differences these benches look for.
+fresh_copy() {
+    mkdir -p "$RESULTS/fresh"
+    cp "$1" "$RESULTS/fresh/$2"
+    echo "$RESULTS/fresh/$2"
+}
+STE=$(fresh_copy "$RELEASE/ste" ste)
 
 # A C project whose build is real gcc work: each unit has a few hundred lines of functions so
 # cc1 runs for tens of milliseconds, as in a real build; make -j runs them in parallel and links.

@@ -29,10 +29,11 @@ need python3 cc perf strace
 RUNS=${RUNS:-20}
 TRUE_RUNS=${TRUE_RUNS:-40}
 BEFORE=${BEFORE:-}
+[ -n "$BEFORE" ] && BEFORE=$(fresh_copy "$BEFORE" ste-before)
 WORKLOADS=("$@")
 [ ${#WORKLOADS[@]} -eq 0 ] && WORKLOADS=(loop build true)
 
-EBPF_FLOOR="$RELEASE/examples/ebpf_floor"
+EBPF_FLOOR=$(fresh_copy "$RELEASE/examples/ebpf_floor" ebpf_floor)
 PTRACE_FLOOR="$RESULTS/ptrace_floor"
 NETLINK_FLOOR="$RESULTS/netlink_floor"
 cc -O2 -o "$PTRACE_FLOOR" "$BENCH_DIR/ptrace_floor.c"
