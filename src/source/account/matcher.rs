@@ -6,9 +6,9 @@
 //! carries its thread's age at the exit (`ac_etime`, µs), not the time of the exit, so the
 //! exit is placed by what else is known of it: the end the tracker stamped, when it saw the
 //! thread end (the record's age is then the thread's lifetime, the process's for its leader),
-//! or else the record's arrival. The arrival is the accounts thread's time stamp for its drain and lags the exit by
-//! as long as that thread waits for a CPU, seconds when ste is starved; the tracker's stamps
-//! are the kernel's (ebpf, netlink). A record may also arrive before the tracker's fork event
+//! or else the record's arrival. The arrival is the accounts thread's time stamp for its
+//! drain and lags the exit by as long as that thread waits for a CPU, seconds when ste is
+//! starved; the tracker's stamps are the kernel's (ebpf, netlink). A record may also arrive before the tracker's fork event
 //! for its process (the two come through different sockets): it is parked until that process
 //! appears, and dropped after [`PARK_NS`] (then it was another process's).
 
