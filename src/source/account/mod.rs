@@ -409,8 +409,10 @@ impl Session {
     /// queued (asked by [`Session::ask_to_stop`]), then waits for it.
     pub fn stop(&mut self) {
         if let Some(mut l) = self.listener.take() {
-            self.group_end = self.group.as_ref().map(|g| g.end());
-            l.stop();
+            self.group_end = crate::bus::phases::span("accounting: group end", || {
+                self.group.as_ref().map(|g| g.end())
+            });
+            crate::bus::phases::span("accounting: last drain", || l.stop());
         }
     }
 
