@@ -225,18 +225,33 @@ struct BtfLoadAttr {
     pad: u32,
 }
 
-/// `BPF_BTF_LOAD`, with the kernel's log in the error.
+/// `BPF_BTF_LOAD`. On failure, loads again with the kernel's log, and gives its end.
 pub fn btf_load(blob: &[u8]) -> io::Result<OwnedFd> {
-    let mut log = vec![0u8; 64 * 1024];
-    let attr = BtfLoadAttr {
+    let mut attr = BtfLoadAttr {
         btf: blob.as_ptr() as u64,
-        log_buf: log.as_mut_ptr() as u64,
+        log_buf: 0,
         size: blob.len() as u32,
-        log_size: log.len() as u32,
-        log_level: 1,
+        log_size: 0,
+        log_level: 0,
         pad: 0,
     };
-    bpf_fd(BTF_LOAD, &attr).map_err(|e| with_log(e, &log))
+    // Without a log first, as for programs: the log's buffer (64 KiB, zeroed) was 16 page
+    // faults on the loading thread at every start, which the maps wait for.
+    match bpf_fd(BTF_LOAD, &attr) {
+        Ok(fd) => Ok(fd),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Err(e),
+        Err(first) => {
+            let mut log = vec![0u8; 64 * 1024];
+            attr.log_buf = log.as_mut_ptr() as u64;
+            attr.log_size = log.len() as u32;
+            attr.log_level = 1;
+            match bpf_fd(BTF_LOAD, &attr) {
+                Ok(fd) => Ok(fd),
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => Err(with_log(first, &log)),
+                Err(e) => Err(with_log(e, &log)),
+            }
+        }
+    }
 }
 
 #[repr(C)]
@@ -462,6 +477,31 @@ pub fn parse_cpu_list(text: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A BTF the kernel refuses: loaded without a log first, the error still carries the end
+    /// of the kernel's log, from the second load.
+    #[test]
+    #[cfg_attr(not(ste_test_root), ignore = "needs root: loads BTF into the kernel")]
+    fn a_refused_btf_says_why() {
+        // The header of a BTF with one type, of an unknown kind (31), and an empty string.
+        let mut blob = Vec::new();
+        for v in [
+            0xeb9fu16.to_le_bytes().as_slice(),
+            &[1, 0],
+            &24u32.to_le_bytes(),
+        ] {
+            blob.extend_from_slice(v);
+        }
+        for v in [0u32, 12, 12, 1] {
+            blob.extend_from_slice(&v.to_le_bytes());
+        }
+        blob.extend_from_slice(&0u32.to_le_bytes()); // name_off
+        blob.extend_from_slice(&(31u32 << 24).to_le_bytes()); // info: kind 31
+        blob.extend_from_slice(&0u32.to_le_bytes()); // size/type
+        blob.push(0);
+        let e = btf_load(&blob).expect_err("a type of kind 31 is refused");
+        assert!(e.to_string().contains("the kernel's log ends"), "{e}");
+    }
 
     #[test]
     fn attrs_have_the_kernels_layout() {
