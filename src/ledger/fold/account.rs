@@ -121,6 +121,19 @@ pub fn finish(run: &mut Run) {
             f.without(b);
         }
     }
+    // Delay accounting off (or not known on): taskstats reports its waits as 0, which would
+    // read as "never waited". Not measured, they are not figures of the source (left out of
+    // the JSON, as a figure a source does not give is).
+    if a.delays_on != Some(true) {
+        for f in run
+            .processes
+            .iter_mut()
+            .filter_map(|p| p.ledger.as_mut()?.taskstats.as_deref_mut())
+        {
+            f.blkio_delay_ns = None;
+            f.swap_reclaim_delay_ns = None;
+        }
+    }
     a.lingering = lingering(run, &a.lingering);
     a.taskstats_incomplete = run
         .processes
@@ -482,6 +495,45 @@ mod tests {
         assert_eq!(t.other_ns, Some((3703 - 756 - 50) * MS));
         assert_eq!(t.blkio_ns, None, "delay accounting was off");
         assert_eq!(t.from, "taskstats");
+    }
+
+    /// taskstats gives 0 for the block-I/O and swap/reclaim waits when delay accounting is
+    /// off: the processes' figures have none, not "never waited"; with it on, they stay.
+    #[test]
+    fn waits_not_measured_are_null() {
+        let with_waits = |on: Option<bool>| {
+            let mut ev = build();
+            for e in &mut ev {
+                if let Event::Accounting {
+                    event: AccountEvent::Ledger { figures, .. },
+                } = &mut e.event
+                {
+                    figures.blkio_delay_ns = Some(0);
+                    figures.swap_reclaim_delay_ns = Some(0);
+                }
+            }
+            if let Some(on) = on {
+                ev.insert(
+                    1,
+                    at(
+                        0,
+                        Event::Accounting {
+                            event: AccountEvent::Delays {
+                                on,
+                                switched_by_ste: false,
+                            },
+                        },
+                    ),
+                );
+            }
+            let run = Recorder::replay(ev);
+            let f = run.processes[1].ledger.as_ref().unwrap().taskstats.clone();
+            let f = f.unwrap();
+            (f.blkio_delay_ns, f.swap_reclaim_delay_ns, f.run_queue_ns)
+        };
+        assert_eq!(with_waits(Some(false)), (None, None, Some(50 * MS)));
+        assert_eq!(with_waits(None), (None, None, Some(50 * MS)));
+        assert_eq!(with_waits(Some(true)), (Some(0), Some(0), Some(50 * MS)));
     }
 
     #[test]
