@@ -467,7 +467,7 @@ matrix!(the_run_by_program, |mode: Mode| {
     let line = o
         .stderr()
         .lines()
-        .find(|l| l.starts_with("By program (CPU): "))
+        .find(|l| l.starts_with("By program (CPU"))
         .unwrap_or_else(|| panic!("no By program line\n{}", o.stderr()))
         .to_string();
     let lost = &o.run().overhead.lost;

@@ -185,7 +185,7 @@ fn the_default_report_of_a_small_build_is_short() {
     );
     assert!(after[0].starts_with("Exit status: 0"), "{err}");
     assert!(
-        after.iter().any(|l| l.starts_with("By program (CPU): ")),
+        after.iter().any(|l| l.starts_with("By program (CPU")),
         "{err}"
     );
 }
