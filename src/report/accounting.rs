@@ -83,7 +83,7 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
             )?;
         }
     }
-    time_line(a, w)?;
+    time_line(a, tree_cpu(run), w)?;
     critical_path_line(run, a, w, style)?;
     lingering_line(run, a, w)?;
     accounting_lost_line(a, w)?;
@@ -189,7 +189,28 @@ fn memory_lines(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> 
     Ok(())
 }
 
-fn time_line(a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
+/// The reaped tree's exact CPU (getrusage), when ste has it.
+fn tree_cpu(run: &Run) -> Option<u64> {
+    Some(run.totals.user_ns?.saturating_add(run.totals.sys_ns?))
+}
+
+/// What the time line says when the processes' taskstats CPU holds visibly less (below 90 %)
+/// than the tree's exact CPU: each thread's last time slice is not in its record, and the
+/// "otherwise" part has it instead.
+fn short_cpu(t: &crate::model::TimeBreakdown, tree_cpu: Option<u64>) -> String {
+    match (t.cpu_ns, tree_cpu) {
+        (Some(cpu), Some(tree)) if t.from == "taskstats" && (cpu as f64) < 0.9 * tree as f64 => {
+            format!(
+                "; the records hold {} of the tree's {} of CPU (each thread's last time slice is not in them), which \"otherwise\" holds instead",
+                ms(cpu),
+                ms(tree)
+            )
+        }
+        _ => String::new(),
+    }
+}
+
+fn time_line(a: &Accounting, tree_cpu: Option<u64>, w: &mut dyn Write) -> io::Result<()> {
     let Some(t) = &a.time else {
         return Ok(());
     };
@@ -258,11 +279,12 @@ fn time_line(a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
         .unwrap_or_default();
     writeln!(
         w,
-        "Time: {} of task time over {} of wall: {} [{}; the user/system split follows the kernel's tick samples, as getrusage does{missing}{before}]",
+        "Time: {} of task time over {} of wall: {} [{}; the user/system split follows the kernel's tick samples, as getrusage does{}{missing}{before}]",
         ms(total),
         ms(t.wall_ns),
         parts.join(", "),
-        t.from
+        t.from,
+        short_cpu(t, tree_cpu)
     )
 }
 
@@ -588,6 +610,26 @@ fn top(run: &Run, w: &mut dyn Write, style: Style, n: usize) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// taskstats's CPU well below the tree's exact CPU: the time line says so; close to it,
+    /// from another source, or without the tree's figure, it says nothing.
+    #[test]
+    fn short_taskstats_cpu_is_said_on_the_time_line() {
+        let t = |cpu: u64, from: &str| crate::model::TimeBreakdown {
+            cpu_ns: Some(cpu),
+            from: from.into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            short_cpu(&t(18 * MS_NS, "taskstats"), Some(66 * MS_NS)),
+            "; the records hold 18ms of the tree's 66ms of CPU (each thread's last time slice is not in them), which \"otherwise\" holds instead"
+        );
+        assert_eq!(short_cpu(&t(60 * MS_NS, "taskstats"), Some(66 * MS_NS)), "");
+        assert_eq!(short_cpu(&t(18 * MS_NS, "exit_stop"), Some(66 * MS_NS)), "");
+        assert_eq!(short_cpu(&t(18 * MS_NS, "taskstats"), None), "");
+    }
+
+    const MS_NS: u64 = 1_000_000;
     use crate::bus::event::{Event, Stamped};
     use crate::ledger::recorder::Recorder;
     use crate::model::{AccountEvent, Arg, Figures, LedgerSource, Termination};
