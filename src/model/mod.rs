@@ -150,6 +150,20 @@ pub struct Totals {
     pub still_running: u64,
 }
 
+impl Totals {
+    /// The tree's CPU: user + system of every reaped process (getrusage), exact.
+    pub fn cpu_ns(&self) -> Option<u64> {
+        Some(self.user_ns?.saturating_add(self.sys_ns?))
+    }
+
+    /// The tree's CPU, when per-process figures that sum to `records_ns` hold visibly less of
+    /// it (under 90 %): taskstats's, each short of its thread's last time slice.
+    pub fn cpu_short_of(&self, records_ns: u64) -> Option<u64> {
+        self.cpu_ns()
+            .filter(|&tree| tree > 0 && (records_ns as f64) < 0.9 * tree as f64)
+    }
+}
+
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Process {
     /// Thread-group id.

@@ -6,7 +6,8 @@
 //! Pure functions of a Run (model and units only).
 
 use crate::model::{
-    Accounting, MemoryFigure, Process, Run, join_escaped, process_peak, signal_name,
+    Accounting, MemoryFigure, Process, Run, TimeBreakdown, Totals, join_escaped, process_peak,
+    signal_name,
 };
 use crate::report::names::program;
 use crate::report::style::Style;
@@ -83,7 +84,7 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
             )?;
         }
     }
-    time_line(a, tree_cpu(run), w)?;
+    time_line(a, &run.totals, w)?;
     critical_path_line(run, a, w, style)?;
     lingering_line(run, a, w)?;
     accounting_lost_line(a, w)?;
@@ -189,28 +190,24 @@ fn memory_lines(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> 
     Ok(())
 }
 
-/// The reaped tree's exact CPU (getrusage), when ste has it.
-fn tree_cpu(run: &Run) -> Option<u64> {
-    Some(run.totals.user_ns?.saturating_add(run.totals.sys_ns?))
+/// What the time line says when the processes' taskstats CPU holds visibly less than the
+/// tree's exact CPU (`Totals::cpu_short_of`): each thread's last time slice is not in its
+/// record, and the "otherwise" part has it instead.
+fn short_cpu(t: &TimeBreakdown, totals: &Totals) -> String {
+    let short = t
+        .cpu_ns
+        .filter(|_| t.from == "taskstats")
+        .and_then(|cpu| Some((cpu, totals.cpu_short_of(cpu)?)));
+    short.map_or_else(String::new, |(cpu, tree)| {
+        format!(
+            "; the records hold {} of the tree's {} of CPU (each thread's last time slice is not in them), which \"otherwise\" holds instead",
+            ms(cpu),
+            ms(tree)
+        )
+    })
 }
 
-/// What the time line says when the processes' taskstats CPU holds visibly less (below 90 %)
-/// than the tree's exact CPU: each thread's last time slice is not in its record, and the
-/// "otherwise" part has it instead.
-fn short_cpu(t: &crate::model::TimeBreakdown, tree_cpu: Option<u64>) -> String {
-    match (t.cpu_ns, tree_cpu) {
-        (Some(cpu), Some(tree)) if t.from == "taskstats" && (cpu as f64) < 0.9 * tree as f64 => {
-            format!(
-                "; the records hold {} of the tree's {} of CPU (each thread's last time slice is not in them), which \"otherwise\" holds instead",
-                ms(cpu),
-                ms(tree)
-            )
-        }
-        _ => String::new(),
-    }
-}
-
-fn time_line(a: &Accounting, tree_cpu: Option<u64>, w: &mut dyn Write) -> io::Result<()> {
+fn time_line(a: &Accounting, totals: &Totals, w: &mut dyn Write) -> io::Result<()> {
     let Some(t) = &a.time else {
         return Ok(());
     };
@@ -284,7 +281,7 @@ fn time_line(a: &Accounting, tree_cpu: Option<u64>, w: &mut dyn Write) -> io::Re
         ms(t.wall_ns),
         parts.join(", "),
         t.from,
-        short_cpu(t, tree_cpu)
+        short_cpu(t, totals)
     )
 }
 
@@ -615,18 +612,29 @@ mod tests {
     /// from another source, or without the tree's figure, it says nothing.
     #[test]
     fn short_taskstats_cpu_is_said_on_the_time_line() {
-        let t = |cpu: u64, from: &str| crate::model::TimeBreakdown {
+        let tree = |ns: Option<u64>| Totals {
+            user_ns: ns,
+            sys_ns: Some(0),
+            ..Default::default()
+        };
+        let t = |cpu: u64, from: &str| TimeBreakdown {
             cpu_ns: Some(cpu),
             from: from.into(),
             ..Default::default()
         };
         assert_eq!(
-            short_cpu(&t(18 * MS_NS, "taskstats"), Some(66 * MS_NS)),
+            short_cpu(&t(18 * MS_NS, "taskstats"), &tree(Some(66 * MS_NS))),
             "; the records hold 18ms of the tree's 66ms of CPU (each thread's last time slice is not in them), which \"otherwise\" holds instead"
         );
-        assert_eq!(short_cpu(&t(60 * MS_NS, "taskstats"), Some(66 * MS_NS)), "");
-        assert_eq!(short_cpu(&t(18 * MS_NS, "exit_stop"), Some(66 * MS_NS)), "");
-        assert_eq!(short_cpu(&t(18 * MS_NS, "taskstats"), None), "");
+        assert_eq!(
+            short_cpu(&t(60 * MS_NS, "taskstats"), &tree(Some(66 * MS_NS))),
+            ""
+        );
+        assert_eq!(
+            short_cpu(&t(18 * MS_NS, "exit_stop"), &tree(Some(66 * MS_NS))),
+            ""
+        );
+        assert_eq!(short_cpu(&t(18 * MS_NS, "taskstats"), &tree(None)), "");
     }
 
     const MS_NS: u64 = 1_000_000;

@@ -188,13 +188,9 @@ fn coverage(run: &Run, programs: &[Program]) -> String {
         return String::new();
     }
     let seen = crate::units::sum(programs.iter().filter_map(|g| g.cpu_ns));
-    let (Some(user), Some(sys)) = (run.totals.user_ns, run.totals.sys_ns) else {
+    let Some(tree) = run.totals.cpu_short_of(seen) else {
         return String::new();
     };
-    let tree = user.saturating_add(sys);
-    if tree == 0 || seen as f64 >= 0.9 * tree as f64 {
-        return String::new();
-    }
     format!(
         "; the processes' records hold {} of the tree's {}, short of each one's last time slice",
         duration_human(seen),

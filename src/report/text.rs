@@ -279,7 +279,7 @@ fn memory_text(run: &Run) -> String {
 /// CPU (the Walltime line's, summed), and the run-queue wait when taskstats measured it.
 fn cpu_line(run: &Run) -> Option<String> {
     let t = &run.totals;
-    let cpu = t.user_ns?.saturating_add(t.sys_ns?);
+    let cpu = t.cpu_ns()?;
     let busy = if t.wall_ns > 0 {
         format!(
             ", {:.2} CPUs busy on average",
