@@ -7,8 +7,9 @@
 // space (through a pidfd) before it is released; a task created by a task that has it gets it at
 // sched_process_fork. So the filter costs one task-storage lookup, a pointer test for every
 // other task on the machine. Fork, exec (with argv read from the new image's argument area)
-// and exit records go to the ring buffer `events`; a record that does not fit is counted in
-// `counters[CNT_DROPPED]`, never silently lost.
+// and exit records go to the ring buffer `events`, and, when the per-process ledger is kept,
+// each task's CPU as it leaves a CPU for the last time; a record that does not fit is counted
+// in `counters[CNT_DROPPED]`, never silently lost.
 //
 // System calls (attached only for --syscalls): counted at raw_syscalls:sys_exit, where the
 // number, the result and (with timing) the time since sys_enter are all known. Like strace,
@@ -75,6 +76,10 @@ const volatile u32 off_task_exit_code = 0;
 const volatile u32 off_task_mm = 0;
 const volatile u32 off_task_signal = 0;
 const volatile u32 off_task_group_leader = 0;
+// task_struct.se.sum_exec_runtime, .utime, .stime
+const volatile u32 off_task_runtime = 0;
+const volatile u32 off_task_utime = 0;
+const volatile u32 off_task_stime = 0;
 // signal_struct.live.counter, .group_exit_code, .flags
 const volatile u32 off_signal_live = 0;
 const volatile u32 off_signal_group_exit_code = 0;
@@ -110,6 +115,8 @@ static __always_inline void *kread_ptr(const void *base, u32 off)
 // x86: arch/x86/include/asm/thread_info.h, include/linux/sched/signal.h, include/linux/mm_types_task.h
 #define TS_COMPAT 0x0002
 #define SIGNAL_GROUP_EXIT 0x00000004
+// include/linux/sched.h
+#define TASK_DEAD 0x00000080
 #define MM_FILEPAGES 0
 #define MM_ANONPAGES 1
 #define MM_SHMEMPAGES 3
@@ -120,6 +127,7 @@ static __always_inline void *kread_ptr(const void *base, u32 off)
 #define EV_EXEC 2
 #define EV_EXIT 3
 #define EV_CALLS 4
+#define EV_LAST_SWITCH 5
 
 struct ev_fork {
 	u32 kind;
@@ -154,6 +162,20 @@ struct ev_exit {
 	u32 pad;
 	// VmHWM in pages (valid with EXIT_GROUP_DEAD | EXIT_HAS_MM).
 	u64 hiwater_pages;
+};
+
+// A task's CPU as it leaves the CPU for the last time, when the scheduler's runtime is final.
+struct ev_last_switch {
+	u32 kind;
+	s32 tid;
+	s32 tgid;
+	u32 pad;
+	u64 ts;
+	// se.sum_exec_runtime: the task's whole time on a CPU.
+	u64 runtime_ns;
+	// utime and stime: tick samples, the proportion in which getrusage() splits the runtime.
+	u64 utime_ns;
+	u64 stime_ns;
 };
 
 struct call_entry {
@@ -504,6 +526,38 @@ int handle_exit(u64 *ctx)
 			ev->flags |= EXIT_HAS_MM;
 		}
 	}
+	bpf_ringbuf_submit(ev, wake_flags(0));
+	return 0;
+}
+
+// The task's last switch (attached only when the per-process ledger is kept). The exit record
+// and taskstats's are written in do_exit(), before the task's last switch: the scheduler has not
+// yet added the runtime since its last tick or switch (up to a tick; all of it for a process
+// shorter than one). Here, at the switch away from a dead task, it has (the task was dequeued
+// just before). Every context switch of the machine runs this program: the state test comes
+// first, and a switch away from a live task costs no more than it.
+SEC("raw_tp/sched_switch")
+int handle_last_switch(u64 *ctx)
+{
+	// (preempt, prev, next, prev_state); prev is still the current task.
+	if ((u32)ctx[3] != TASK_DEAD)
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (!bpf_task_storage_get(&tasks, task, 0, 0))
+		return 0;
+	struct ev_last_switch *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		count(CNT_DROPPED);
+		return 0;
+	}
+	ev->kind = EV_LAST_SWITCH;
+	ev->tid = kread_s32(task, off_task_pid);
+	ev->tgid = kread_s32(task, off_task_tgid);
+	ev->pad = 0;
+	ev->ts = bpf_ktime_get_ns();
+	ev->runtime_ns = kread_u64(task, off_task_runtime);
+	ev->utime_ns = kread_u64(task, off_task_utime);
+	ev->stime_ns = kread_u64(task, off_task_stime);
 	bpf_ringbuf_submit(ev, wake_flags(0));
 	return 0;
 }

@@ -63,7 +63,12 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     // forwarded signals blocked, as every later thread does. This thread blocks them just
     // before the fork, not now: a Ctrl-C before the command exists must end ste.
     let loading = signals::while_blocked(|| {
-        track::preload_in_background(opts.tracker, opts.syscalls, sdt.clone())
+        track::preload_in_background(
+            opts.tracker,
+            opts.syscalls,
+            !opts.accounting.off,
+            sdt.clone(),
+        )
     });
     // Open every output before the command starts: a bad path must not cost a run. Existing
     // files are emptied once all are open (the record, opened last, at once).

@@ -473,10 +473,15 @@ impl Recorder {
         self.by_pid.get(&pid).map_or(&[], Vec::as_slice)
     }
 
-    /// The entry of process `tgid`: the one that started at `start_ns`, or the live one.
+    /// The entry of process `tgid`: the one that started at `start_ns`, or the live one, or
+    /// the newest when none is live.
     fn process_index(&self, tgid: i32, start_ns: Option<u64>) -> Option<usize> {
         match start_ns {
-            None => self.live.get(&tgid).map(|lp| lp.index),
+            None => self
+                .live
+                .get(&tgid)
+                .map(|lp| lp.index)
+                .or_else(|| self.by_pid.get(&tgid)?.last().copied()),
             Some(s) => self
                 .by_pid
                 .get(&tgid)?

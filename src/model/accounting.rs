@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum LedgerSource {
+    /// Each thread's CPU read by BPF at its last switch (root, ebpf tracker): user, system
+    /// and CPU only, the runtime final.
+    LastSwitch,
     /// taskstats exit records (root): one per exiting thread, summed.
     Taskstats,
     /// /proc files read at the ptrace exit stop, while the memory is still attached.
@@ -24,6 +27,7 @@ pub enum LedgerSource {
 impl LedgerSource {
     pub fn name(self) -> &'static str {
         match self {
+            LedgerSource::LastSwitch => "last_switch",
             LedgerSource::Taskstats => "taskstats",
             LedgerSource::ExitStop => "exit_stop",
             LedgerSource::Wait4 => "wait4",
@@ -169,6 +173,8 @@ pub struct BeforeRelease {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct Ledger {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_switch: Option<Box<Cpu>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taskstats: Option<Box<Figures>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_stop: Option<Box<Figures>>,
@@ -178,24 +184,80 @@ pub struct Ledger {
     pub taskstats_records: u32,
 }
 
-impl Ledger {
-    pub fn group_mut(&mut self, s: LedgerSource) -> &mut Option<Box<Figures>> {
-        match s {
-            LedgerSource::Taskstats => &mut self.taskstats,
-            LedgerSource::ExitStop => &mut self.exit_stop,
-            LedgerSource::Wait4 => &mut self.wait4,
+/// A process's CPU alone, as its tasks' last switches give it (`last_switch`): three figures,
+/// kept apart from [`Figures`] so that a Run of many processes holds 24 bytes each for them,
+/// not a record of every figure.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Cpu {
+    pub user_ns: u64,
+    pub sys_ns: u64,
+    pub cpu_ns: u64,
+}
+
+impl Cpu {
+    pub fn figures(&self) -> Figures {
+        Figures {
+            user_ns: Some(self.user_ns),
+            sys_ns: Some(self.sys_ns),
+            cpu_ns: Some(self.cpu_ns),
+            ..Default::default()
         }
     }
 
-    /// A figure from the best source that measured it.
+    /// Its CPU figures of `f` (0 where `f` has none).
+    pub fn of(f: &Figures) -> Cpu {
+        Cpu {
+            user_ns: f.user_ns.unwrap_or(0),
+            sys_ns: f.sys_ns.unwrap_or(0),
+            cpu_ns: f.cpu_ns.unwrap_or(0),
+        }
+    }
+}
+
+impl Ledger {
+    /// Adds the figures of one record (or one process) from `s`.
+    pub fn fold(&mut self, s: LedgerSource, f: &Figures) {
+        let group = match s {
+            LedgerSource::LastSwitch => {
+                let mut sum = self.last_switch.as_deref().map(Cpu::figures);
+                sum.get_or_insert_with(Default::default).fold(f);
+                self.last_switch = sum.as_ref().map(|s| Box::new(Cpu::of(s)));
+                return;
+            }
+            LedgerSource::Taskstats => &mut self.taskstats,
+            LedgerSource::ExitStop => &mut self.exit_stop,
+            LedgerSource::Wait4 => &mut self.wait4,
+        };
+        group.get_or_insert_with(Default::default).fold(f);
+    }
+
+    /// Leaves out, in every source, what the command's first process did before its release.
+    pub fn without(&mut self, before: &BeforeRelease) {
+        if let Some(c) = self.last_switch.as_deref_mut() {
+            let mut f = c.figures();
+            f.without(before);
+            *c = Cpu::of(&f);
+        }
+        for f in [&mut self.taskstats, &mut self.exit_stop, &mut self.wait4]
+            .into_iter()
+            .flatten()
+        {
+            f.without(before);
+        }
+    }
+
+    /// A figure from the best source that measured it: the CPU read at each thread's last
+    /// switch first (final, where taskstats's misses the last time slice).
     pub fn best(&self, pick: impl Fn(&Figures) -> Option<u64>) -> Option<(u64, LedgerSource)> {
+        let last = self.last_switch.as_deref().map(Cpu::figures);
         [
-            (LedgerSource::Taskstats, &self.taskstats),
-            (LedgerSource::ExitStop, &self.exit_stop),
-            (LedgerSource::Wait4, &self.wait4),
+            (LedgerSource::LastSwitch, last.as_ref()),
+            (LedgerSource::Taskstats, self.taskstats.as_deref()),
+            (LedgerSource::ExitStop, self.exit_stop.as_deref()),
+            (LedgerSource::Wait4, self.wait4.as_deref()),
         ]
         .into_iter()
-        .find_map(|(s, f)| f.as_deref().and_then(&pick).map(|v| (v, s)))
+        .find_map(|(s, f)| f.and_then(&pick).map(|v| (v, s)))
     }
 
     /// User + system CPU, or the exact runtime when no split is known.
@@ -215,7 +277,9 @@ impl Ledger {
 pub enum AccountEvent {
     /// Figures of process `tgid` (one thread's, or the whole process's), folded into its ledger.
     /// `start_ns` is the process's start in the Run, which tells reused pids apart (taskstats
-    /// records may arrive after the tracker saw the process end); `None`: the live process.
+    /// records may arrive after the tracker saw the process end); `None`: the live process, or,
+    /// when none is, the newest that ended (figures read at a task's last switch, just after
+    /// its end).
     Ledger {
         tgid: i32,
         start_ns: Option<u64>,
@@ -433,6 +497,8 @@ pub fn process_peak(run: &super::Run, p: &super::Process) -> Option<(u64, String
     if let Some((v, s)) = p.ledger.as_ref().and_then(|l| l.best(|f| f.peak_rss_bytes)) {
         let from = match s {
             LedgerSource::Taskstats => "taskstats hiwater_rss",
+            // It carries CPU only; named for completeness.
+            LedgerSource::LastSwitch => "BPF at each task's last switch",
             LedgerSource::ExitStop | LedgerSource::Wait4 => "VmHWM at the ptrace exit stop",
         };
         return Some((v, from.to_string(), true));
@@ -520,7 +586,8 @@ mod tests {
     /// measured the process (they were inline, three times over, in every record).
     #[test]
     fn a_process_record_stays_small() {
-        assert!(std::mem::size_of::<Ledger>() <= 32);
+        assert!(std::mem::size_of::<Ledger>() <= 40);
+        assert!(std::mem::size_of::<Cpu>() <= 24);
         assert!(std::mem::size_of::<super::super::Process>() <= 256);
     }
 

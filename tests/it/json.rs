@@ -125,6 +125,8 @@ struct Process {
 #[serde(deny_unknown_fields)]
 struct Ledger {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_switch: Option<Figures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     taskstats: Option<Figures>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     exit_stop: Option<Figures>,
@@ -180,7 +182,8 @@ const DELAY_FIGURES: [&str; 2] = ["blkio_delay_ns", "swap_reclaim_delay_ns"];
 /// The figures each ledger source gives every process it measured (docs/json-schema.md).
 /// taskstats gives `exit_status` only with the thread-group leader's record, which a
 /// process of these workloads always has.
-const FIGURES_BY_SOURCE: [(&str, &[&str]); 3] = [
+const FIGURES_BY_SOURCE: [(&str, &[&str]); 4] = [
+    ("last_switch", &["user_ns", "sys_ns", "cpu_ns"]),
     (
         "taskstats",
         &[
@@ -978,14 +981,24 @@ fn accounting_is_there(run: &Run, mode: Mode) {
             assert!(end.memory_peak_bytes.is_some() && end.pids_peak.is_some());
             assert!(!g.rounds.is_empty() && g.sampled_peak_bytes.is_some());
             assert!(a.memory.group_peak.is_some());
-            assert_eq!(a.time.as_ref().expect("time").from, "taskstats");
-            vec!["taskstats"]
+            if mode.tracker == Tracker::Ebpf {
+                // The CPU from each task's last switch, the waits and task time from taskstats.
+                assert_eq!(
+                    a.time.as_ref().expect("time").from,
+                    "last_switch + taskstats"
+                );
+                vec!["last_switch", "taskstats"]
+            } else {
+                assert_eq!(a.time.as_ref().expect("time").from, "taskstats");
+                vec!["taskstats"]
+            }
         }
         // ptrace, also for the "ebpf" runs as nobody, which fall back to it.
         (Who::Nobody, Tracker::Ptrace | Tracker::Ebpf) => {
             assert!(a.group.is_none() && unavailable("group memory peak"));
             assert!(unavailable("taskstats"));
-            assert_eq!(a.time.as_ref().expect("time").from, "exit_stop");
+            // CPU and waits from the exit stop, user and system time from wait4.
+            assert_eq!(a.time.as_ref().expect("time").from, "exit_stop + wait4");
             vec!["exit_stop", "wait4"]
         }
         (Who::Nobody, Tracker::Netlink) => {
@@ -999,6 +1012,7 @@ fn accounting_is_there(run: &Run, mode: Mode) {
             continue;
         };
         let groups = [
+            ("last_switch", &l.last_switch),
             ("taskstats", &l.taskstats),
             ("exit_stop", &l.exit_stop),
             ("wait4", &l.wait4),
@@ -1151,10 +1165,11 @@ fn the_mirror_catches_a_missing_an_unknown_or_a_retyped_field() {
     assert_eq!(o.status.code(), Some(0));
     let bytes = std::fs::read(&json).unwrap();
     let run = conforms::<Run>(&bytes);
+    // The default tracker as root.
     accounting_is_there(
         &run,
         Mode {
-            tracker: Tracker::Ptrace,
+            tracker: Tracker::Ebpf,
             who: Who::Root,
         },
     );

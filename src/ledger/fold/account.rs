@@ -27,10 +27,7 @@ pub fn apply(run: &mut Run, index: Option<usize>, t_ns: u64, event: &AccountEven
                 return;
             };
             let ledger = p.ledger.get_or_insert_with(Default::default);
-            ledger
-                .group_mut(*source)
-                .get_or_insert_with(Default::default)
-                .fold(figures);
+            ledger.fold(*source, figures);
             if *source == LedgerSource::Taskstats {
                 ledger.taskstats_records += 1;
             }
@@ -114,12 +111,7 @@ pub fn finish(run: &mut Run) {
         && let Some(root) = run.processes.first_mut().filter(|p| p.pid == b.pid)
         && let Some(l) = root.ledger.as_mut()
     {
-        for f in [&mut l.taskstats, &mut l.exit_stop, &mut l.wait4]
-            .into_iter()
-            .flatten()
-        {
-            f.without(b);
-        }
+        l.without(b);
     }
     // Delay accounting off (or not known on): taskstats reports its waits as 0, which would
     // read as "never waited". Not measured, they are not figures of the source (left out of
@@ -245,25 +237,28 @@ fn time(run: &Run, delays_on: bool) -> Option<TimeBreakdown> {
             continue;
         };
         any = true;
-        if !sources.contains(&src.name()) {
-            sources.push(src.name());
-        }
-        add(&mut t.cpu_ns, Some(cpu));
-        add(&mut t.user_ns, l.best(|f| f.user_ns).map(|x| x.0));
-        add(&mut t.sys_ns, l.best(|f| f.sys_ns).map(|x| x.0));
-        add(&mut t.run_queue_ns, l.best(|f| f.run_queue_ns).map(|x| x.0));
+        // Every source a figure came from (the CPU's is often not the waits').
+        let mut from = |x: Option<(u64, LedgerSource)>| {
+            let (v, src) = x?;
+            if !sources.contains(&src.name()) {
+                sources.push(src.name());
+            }
+            Some(v)
+        };
+        add(&mut t.cpu_ns, from(Some((cpu, src))));
+        add(&mut t.user_ns, from(l.best(|f| f.user_ns)));
+        add(&mut t.sys_ns, from(l.best(|f| f.sys_ns)));
+        add(&mut t.run_queue_ns, from(l.best(|f| f.run_queue_ns)));
         if delays_on {
-            add(&mut t.blkio_ns, l.best(|f| f.blkio_delay_ns).map(|x| x.0));
+            add(&mut t.blkio_ns, from(l.best(|f| f.blkio_delay_ns)));
             add(
                 &mut t.swap_reclaim_ns,
-                l.best(|f| f.swap_reclaim_delay_ns).map(|x| x.0),
+                from(l.best(|f| f.swap_reclaim_delay_ns)),
             );
         }
         let life = p.end_ns.map(|e| e.saturating_sub(p.start_ns));
-        let task_time = l
-            .best(|f| f.task_time_ns)
-            .map(|x| x.0)
-            .or(if p.threads == 1 { life } else { None });
+        let task_time =
+            from(l.best(|f| f.task_time_ns)).or(if p.threads == 1 { life } else { None });
         add(&mut t.task_time_ns, task_time);
     }
     if !any {

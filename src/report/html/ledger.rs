@@ -86,7 +86,7 @@ struct Builder<'a> {
     run: &'a Run,
     sources: Vec<FigureSource>,
     /// The index in `sources` of each ledger source, once used (taskstats, exit_stop, wait4).
-    ledger_sources: [Option<i32>; 3],
+    ledger_sources: [Option<i32>; 4],
     columns: Vec<LedgerColumn>,
 }
 
@@ -107,6 +107,7 @@ impl Builder<'_> {
             LedgerSource::Taskstats => 0,
             LedgerSource::ExitStop => 1,
             LedgerSource::Wait4 => 2,
+            LedgerSource::LastSwitch => 3,
         };
         if let Some(k) = self.ledger_sources[slot] {
             return k;
@@ -183,7 +184,7 @@ pub fn columns(run: &Run) -> LedgerColumns {
     let mut b = Builder {
         run,
         sources: Vec::new(),
-        ledger_sources: [None; 3],
+        ledger_sources: [None; 4],
         columns: Vec::new(),
     };
     let delays_on = run.accounting.as_ref().and_then(|a| a.delays_on) == Some(true);

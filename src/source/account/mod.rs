@@ -150,13 +150,13 @@ impl Session {
             match crate::bus::phases::span("accounting: taskstats", open_listener) {
                 Ok(t) => s.taskstats = Some(t),
                 Err(why) => s.early.push(unavailable(
-                    "taskstats (per-process delays, exact CPU of every thread)",
+                    "taskstats (per-process delays, faults, I/O)",
                     why,
                 )),
             }
         } else {
             s.early.push(unavailable(
-                "taskstats (per-process delays, exact CPU of every thread)",
+                "taskstats (per-process delays, faults, I/O)",
                 "--no-taskstats",
             ));
         }
@@ -311,6 +311,9 @@ impl Session {
                     "wait4() rusage at each process's end, less the rusage of the children it reaped",
                 ),
             ));
+        } else if tracker == "ebpf" {
+            // Each task's CPU comes from its last switch (`ledger.last_switch`, the tracker's
+            // to declare); what only taskstats gives was said unavailable with it.
         } else {
             sink.emit(unavailable(
                 "per-process ledger",

@@ -77,6 +77,7 @@ struct Ebpf {
 fn preload(
     requested: Option<TrackerKind>,
     syscalls: Option<SyscallRequest>,
+    ledger: bool,
     sdt: Option<crate::source::malloc::sdt::Plan>,
     maps_made: impl FnOnce(&crate::kernel::bpf::loader::Loaded),
 ) -> Option<Result<ebpf::Loaded, String>> {
@@ -84,6 +85,7 @@ fn preload(
         None | Some(TrackerKind::Ebpf) => Some(ebpf::load(
             ebpf::Config {
                 syscalls: syscalls.map(|r| r.mode),
+                ledger,
             },
             sdt,
             maps_made,
@@ -127,6 +129,7 @@ pub enum Loading {
 pub fn preload_in_background(
     requested: Option<TrackerKind>,
     syscalls: Option<SyscallRequest>,
+    ledger: bool,
     sdt: Option<crate::source::malloc::sdt::Plan>,
 ) -> Loading {
     if !matches!(requested, None | Some(TrackerKind::Ebpf)) {
@@ -143,7 +146,7 @@ pub fn preload_in_background(
             }
         };
         let loaded = crate::bus::phases::span("bpf preload", || {
-            preload(requested, syscalls, sdt, maps_made)
+            preload(requested, syscalls, ledger, sdt, maps_made)
         });
         let loaded = match loaded {
             Some(Ok(l)) => l,

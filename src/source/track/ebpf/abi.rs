@@ -11,6 +11,7 @@ pub(super) const EV_FORK: u32 = 1;
 pub(super) const EV_EXEC: u32 = 2;
 pub(super) const EV_EXIT: u32 = 3;
 pub(super) const EV_CALLS: u32 = 4;
+pub(super) const EV_LAST_SWITCH: u32 = 5;
 pub(super) const EXIT_GROUP_DEAD: u32 = 1;
 pub(super) const EXIT_HAS_MM: u32 = 2;
 pub(super) const TASK_LAUNCHING: u32 = 1;

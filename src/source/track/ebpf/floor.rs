@@ -2,8 +2,8 @@
 //! program doing only what the kernel makes it do): the same BPF object, loaded and attached
 //! by the same loader with the same layout, the root registered the same way, and a reader
 //! that only drains the ring buffer — no decoding, no events, no sampler, no accounting. What
-//! it adds to a command is the kernel's side (the programs at fork, exec and exit, the task
-//! storage, the ring) and the reader's wake-ups; ste's cost over it is its own user space.
+//! it adds to a command is the kernel's side (the programs at fork, exec, exit and every
+//! context switch, the task storage, the ring) and the reader's wake-ups; ste's cost over it is its own user space.
 //!
 //! Owns nothing ste runs: only `examples/ebpf_floor.rs` calls it. It must not touch the
 //! tracker's reader or the session.
@@ -29,7 +29,14 @@ pub struct Floor {
 /// `timer` (records pile up and the kernel does not wake it). Needs root (CAP_BPF and
 /// CAP_PERFMON), as the tracker does.
 pub fn run(argv: &[String], timer: Option<Duration>) -> Result<Floor, String> {
-    let (ebpf, mut ring) = load_object(Config { syscalls: None }, false, |_| {})?;
+    let (ebpf, mut ring) = load_object(
+        Config {
+            syscalls: None,
+            ledger: true,
+        },
+        false,
+        |_| {},
+    )?;
     let tasks = ebpf.map("tasks").map_err(|e| e.to_string())?;
     let cargs: Vec<std::ffi::CString> = argv
         .iter()

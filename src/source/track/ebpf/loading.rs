@@ -22,6 +22,9 @@ pub(super) const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
     pub syscalls: Option<Mode>,
+    /// Whether the per-process ledger is kept: each task's CPU is then read at its last
+    /// switch (`handle_last_switch`).
+    pub ledger: bool,
 }
 
 /// The object loaded, its programs attached and its ring buffer mapped, before the command is
@@ -116,6 +119,9 @@ pub(super) fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32
         ("off_task_mm", field(task, "mm", 8)?),
         ("off_task_signal", field(task, "signal", 8)?),
         ("off_task_group_leader", field(task, "group_leader", 8)?),
+        ("off_task_runtime", field(task, "se.sum_exec_runtime", 8)?),
+        ("off_task_utime", field(task, "utime", 8)?),
+        ("off_task_stime", field(task, "stime", 8)?),
         ("off_signal_live", field(signal, "live.counter", 4)?),
         (
             "off_signal_group_exit_code",
@@ -226,6 +232,9 @@ pub(super) fn load_object(
     let per_thread: u32 = config.syscalls.is_some_and(Mode::per_process).into();
     let sigreturn = syscalls::native_nr("rt_sigreturn").unwrap_or(u32::MAX);
     let mut programs = vec!["handle_fork", "handle_exec", "handle_exit"];
+    if config.ledger {
+        programs.push("handle_last_switch");
+    }
     if config.syscalls.is_some() {
         programs.push("sys_exit");
     }

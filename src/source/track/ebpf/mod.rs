@@ -1,5 +1,6 @@
 //! The ebpf tracker: sched_process_fork/exec/exit tracepoints, the tree filtered in the kernel,
-//! argv read in the kernel at exec, exit statuses and peak RSS read in the kernel at exit;
+//! argv read in the kernel at exec, exit statuses and peak RSS read in the kernel at exit, and
+//! (with the per-process ledger) each task's CPU at its last switch (sched_switch);
 //! with `--syscalls`, the tree's system calls counted in the kernel; with `--malloc`, uprobes on
 //! glibc's `memory_*` SDT probe sites (`malloc::sdt` plans them), counted for the tree's tasks.
 //!
@@ -10,8 +11,9 @@
 //! maps. The loading itself is `kernel::bpf`'s (ste's own loader: its header says why not
 //! aya). Reaping is the shared reaper's (`track::reaper`); the live tree is `track::tree`'s.
 //!
-//! The programs attach as raw tracepoints, in two kinds the kernel calls the same way: exec
-//! and exit, which run in the task they trace, are plain raw tracepoints, and find that task's
+//! The programs attach as raw tracepoints, in two kinds the kernel calls the same way: exec,
+//! exit and the last switch, which run in the task they trace (at sched_switch, the task
+//! leaving the CPU is still the current one), are plain raw tracepoints, and find that task's
 //! typed pointer, which the task-storage filter (`bpf_task_storage_get`) requires, with
 //! `bpf_get_current_task_btf`; fork, which must mark the child, and the system-call programs,
 //! which read `pt_regs` directly on every call, are `tp_btf` (BTF-typed: their arguments are
@@ -29,7 +31,8 @@
 //! counted in the kernel; the reader reports them as lost and rebuilds the tree from /proc.
 //!
 //! Its rooms: `abi` (the mirrors of `bpf/ste.bpf.c`), `btf_cache` (what the kernel's BTF told
-//! the last run of this binary since boot), `loading` (the object loaded before the
+//! the last run of this binary since boot), `last_switch` (each process's CPU summed from its
+//! tasks' last switches), `loading` (the object loaded before the
 //! release), `reader` (the ring-buffer reader, run by the thread that loaded the object),
 //! `syscall_maps` (the system-call maps read at the end); this file registers the root (for
 //! the session, `track::Loading::register`) and starts them.
@@ -64,11 +67,13 @@ use std::time::{Duration, Instant};
 mod abi;
 mod btf_cache;
 pub mod floor;
+mod last_switch;
 mod loading;
 mod reader;
 mod syscall_maps;
 
 use abi::*;
+use last_switch::LastSwitches;
 pub use loading::{Config, Loaded, load};
 use reader::*;
 use syscall_maps::*;
@@ -144,6 +149,11 @@ pub fn start(
             timed: config.syscalls.is_some_and(Mode::timed),
             peaks_from_exit: true,
             judged: None,
+            last: config.ledger.then(|| {
+                let mut last = LastSwitches::default();
+                last.process_started(root);
+                last
+            }),
         },
     };
     // The session wakes once per drain, not once per record.
@@ -243,6 +253,12 @@ fn declare_sources(sink: &Sink, config: Config) {
             } else {
                 "raw_syscalls:sys_exit tracepoint (BPF), counted in the kernel"
             },
+        ));
+    }
+    if config.ledger {
+        figures.push((
+            "ledger.last_switch",
+            "each task's runtime (se.sum_exec_runtime), read by BPF as it leaves a CPU for the last time (sched_switch), summed per process; split into user and system time in the proportion of its tick samples, as getrusage splits it",
         ));
     }
     for (figure, from) in figures {

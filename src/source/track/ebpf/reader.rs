@@ -91,6 +91,9 @@ pub(super) struct State {
     /// The argv of the exec record at the head of the ring, judged by [`Reader::judge_argv`],
     /// for `handle` to take.
     pub(super) judged: Option<Judged>,
+    /// Each process's CPU summed from its tasks' last switches, when that program is attached
+    /// (the per-process ledger is kept).
+    pub(super) last: Option<LastSwitches>,
 }
 
 pub(super) enum Judged {
@@ -115,6 +118,12 @@ pub(super) struct ToJudge {
 /// filled: a program fills its record in microseconds, with preemption off, so this bounds
 /// only a vCPU the host does not run.
 const SETTLE_MAX: Duration = Duration::from_millis(10);
+
+/// How long the end of the run waits at most for the last switches of processes that have
+/// ended: a task switches away for the last time microseconds after its exit record unless it
+/// is preempted on the way (then within a few scheduler ticks); past this, the process keeps
+/// taskstats's figure.
+const LAST_SWITCH_MAX: Duration = Duration::from_millis(20);
 
 impl Reader {
     /// Drains the ring until the run is done. While records are sparse it wakes on the ring's
@@ -164,14 +173,28 @@ impl Reader {
             if let Some(t) = done.get() {
                 // Every exit record was written before its task was reaped.
                 self.drain();
+                crate::bus::phases::span("ebpf: last switches", || self.last_switches());
                 self.check_drops();
                 break t;
+            }
+            if self.state.last.as_ref().is_some_and(LastSwitches::holds) {
+                self.check_drops();
             }
             self.state.tree.flush();
         };
         if let Some(sdt) = &self.sdt {
             let dropped = read_counter(&self.counters, CNT_SDT_SIZES_FULL);
             self.state.tree.emit(sdt.event(dropped));
+        }
+        if let Some(last) = self.state.last.as_mut() {
+            last.finish();
+            if last.without > 0 {
+                let text = format!(
+                    "the CPU of {} of the processes is taskstats's (short of each thread's last time slice): records of their tasks' last switches were lost or not in by the end",
+                    last.without
+                );
+                self.state.tree.emit(Event::Note { text });
+            }
         }
         self.state.tree.finish();
         self.state.tree.flush();
@@ -273,6 +296,11 @@ impl Reader {
     /// were then ignored: three records' worth lost where one was dropped.)
     pub(super) fn check_drops(&mut self) {
         let now = self.drops();
+        if let Some(last) = self.state.last.as_mut() {
+            for event in last.checked(now > self.dropped) {
+                self.state.tree.emit(Event::Accounting { event });
+            }
+        }
         if now <= self.dropped {
             return;
         }
@@ -285,6 +313,19 @@ impl Reader {
         let (missed, zombies) = self.state.tree.end_gone(&scan);
         self.state.tree.report_loss(1, Some(lost), found, missed);
         self.state.deferred_leaders.extend(zombies);
+    }
+
+    /// Waits for the last switches of the processes that have ended, draining, for at most
+    /// [`LAST_SWITCH_MAX`]: the command's last process is reaped (and the run ends) as soon
+    /// as it has exited, which may be before it has left its CPU.
+    fn last_switches(&mut self) {
+        let start = Instant::now();
+        while self.state.last.as_ref().is_some_and(LastSwitches::waiting)
+            && start.elapsed() < LAST_SWITCH_MAX
+        {
+            std::thread::sleep(Duration::from_micros(20));
+            self.drain();
+        }
     }
 
     /// Drains every record reserved until now, waiting for those still being filled, for at
@@ -358,6 +399,13 @@ pub(super) enum Record<'a> {
         tgid: i32,
         calls: Vec<CallCount>,
     },
+    /// A task left a CPU for the last time: its runtime is final.
+    LastSwitch {
+        tgid: i32,
+        runtime_ns: u64,
+        utime_ns: u64,
+        stime_ns: u64,
+    },
 }
 
 /// A call counter of the kernel's arrays as a model count (`idx`: nr, or 512 + nr for compat).
@@ -411,6 +459,12 @@ pub(super) fn decode(b: &[u8], timed: bool) -> Option<Record<'_>> {
                 group_dead,
             })
         }
+        EV_LAST_SWITCH => Some(Record::LastSwitch {
+            tgid: i32_at(b, 8)?,
+            runtime_ns: u64_at(b, 24)?,
+            utime_ns: u64_at(b, 32)?,
+            stime_ns: u64_at(b, 40)?,
+        }),
         EV_CALLS => {
             let n = u32_at(b, 12)? as usize;
             let calls = (0..n)
@@ -488,6 +542,13 @@ impl State {
                 } else {
                     self.tree.add_thread(t, child_tgid, child_tid);
                 }
+                if let Some(last) = self.last.as_mut() {
+                    if child_tid == child_tgid {
+                        last.process_started(child_tid);
+                    } else {
+                        last.thread_started(child_tgid);
+                    }
+                }
             }
             Record::Exec {
                 tgid,
@@ -546,6 +607,9 @@ impl State {
                     return;
                 }
                 self.accounts(t, tgid, hiwater_pages);
+                if let Some(last) = self.last.as_mut() {
+                    last.ended(tgid);
+                }
                 let status = status.and_then(Termination::from_wait_status);
                 self.tree
                     .exit(t, tid, if tid == tgid { status } else { None });
@@ -556,6 +620,16 @@ impl State {
             Record::Calls { tgid, calls } => {
                 if self.tree.has_process(tgid) {
                     self.tree.emit(Event::SyscallsOf { tgid, calls });
+                }
+            }
+            Record::LastSwitch {
+                tgid,
+                runtime_ns,
+                utime_ns,
+                stime_ns,
+            } => {
+                if let Some(last) = self.last.as_mut() {
+                    last.switched(tgid, runtime_ns, utime_ns, stime_ns);
                 }
             }
         }
@@ -637,6 +711,7 @@ mod tests {
             timed: false,
             peaks_from_exit: false,
             judged: None,
+            last: None,
         };
         state.handle(&exec_record(11, 11, 5, 8, b"ls\0-l\0/\0"));
         assert!(state.tree.has_process(11));
