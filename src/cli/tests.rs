@@ -1,0 +1,260 @@
+//! The command line's unit tests.
+
+#[test]
+fn a_syscalls_mode_spells_its_value_as_the_cli_does() {
+    // `ste bench` passes the mode on to the runs it starts.
+    for a in [
+        SyscallsArg::Count,
+        SyscallsArg::Time,
+        SyscallsArg::PerProcess,
+    ] {
+        let name = a.to_possible_value().unwrap().get_name().to_string();
+        assert_eq!(crate::source::syscalls::Mode::from(a).flag_value(), name);
+    }
+}
+
+use super::*;
+
+fn words(line: &[&str]) -> Vec<OsString> {
+    line.iter().map(OsString::from).collect()
+}
+
+/// The run's parser alone and the whole one read every option of the run alike (each
+/// with a value where it takes one); lines that only the whole parser can read go to it.
+#[test]
+fn the_run_alone_reads_a_run_as_the_whole_parser() {
+    let run = RunArgs::augment_args(clap::Command::new("ste"));
+    let mut lines: Vec<Vec<String>> = [
+        &["ste", "true"][..],
+        &["ste", "-q", "-o", "/dev/null", "ls", "-l", "--color"],
+        &["ste", "--", "record", "-o", "f"],
+        &["ste", "--tracker", "ptrace", "--", "--weird"],
+    ]
+    .iter()
+    .map(|l| l.iter().map(|w| w.to_string()).collect())
+    .collect();
+    for a in run.get_arguments() {
+        let Some(long) = a.get_long() else { continue };
+        let mut line = vec!["ste".to_string(), format!("--{long}")];
+        if a.get_action().takes_values() {
+            let value = a
+                .get_possible_values()
+                .first()
+                .map(|v| v.get_name().to_string());
+            line.push(value.unwrap_or_else(|| "1".into()));
+        }
+        line.push("true".into());
+        lines.push(line);
+    }
+    let mut alone = 0;
+    for line in &lines {
+        let whole = Cli::try_parse_from(line);
+        let line: Vec<OsString> = line.iter().map(OsString::from).collect();
+        if let Some(run) = Cli::run_alone(&line) {
+            alone += 1;
+            let whole = whole.unwrap_or_else(|e| panic!("{line:?}: {e}"));
+            assert!(whole.subcommand.is_none(), "{line:?}");
+            assert_eq!(format!("{run:?}"), format!("{:?}", whole.run), "{line:?}");
+        }
+    }
+    assert!(alone > lines.len() / 2, "{alone} of {} lines", lines.len());
+    for line in [
+        &["ste", "record", "-o", "f", "true"][..],
+        &["ste", "help"],
+        &["ste", "--help"],
+        &["ste", "--version"],
+        &["ste", "--no-such-option", "true"],
+        &["ste", "-q"],
+    ] {
+        assert!(Cli::run_alone(&words(line)).is_none(), "{line:?}");
+    }
+}
+
+#[test]
+fn parses_a_command_with_its_own_flags() {
+    let cli = Cli::try_parse_from(["ste", "--tracker", "netlink", "ls", "-l", "--color"]).unwrap();
+    assert_eq!(cli.run.command, ["ls", "-l", "--color"]);
+    assert_eq!(cli.run.tracking.tracker, Some(TrackerArg::Netlink));
+    let cli = Cli::try_parse_from(["ste", "--", "--weird"]).unwrap();
+    assert_eq!(cli.run.command, ["--weird"]);
+}
+
+#[test]
+fn subcommands_and_commands_named_like_them() {
+    let cli = Cli::try_parse_from(["ste", "run", "--linger", "1s", "ls"]).unwrap();
+    assert!(matches!(cli.subcommand, Some(Subcommand::Run(ref r)) if r.command == ["ls"]));
+    let cli = Cli::try_parse_from(["ste", "--", "run"]).unwrap();
+    assert!(cli.subcommand.is_none());
+    assert_eq!(cli.run.command, ["run"]);
+}
+
+#[test]
+fn unknown_options_before_the_command_are_errors() {
+    use clap::error::ErrorKind;
+    let kind = |args: &[&str]| Cli::parse_args(args).unwrap_err().kind();
+    assert_eq!(
+        kind(&["ste", "--bogus", "true"]),
+        ErrorKind::UnknownArgument
+    );
+    assert_eq!(kind(&["ste", "-x", "true"]), ErrorKind::UnknownArgument);
+    assert_eq!(
+        kind(&["ste", "run", "--bogus", "true"]),
+        ErrorKind::UnknownArgument
+    );
+    let record = ["ste", "record", "-o", "r.ste", "--bogus", "true"];
+    assert_eq!(kind(&record), ErrorKind::UnknownArgument);
+    // After `--`, or once the command started, a word is the command's.
+    let cli = Cli::parse_args(["ste", "--", "--bogus", "x"]).unwrap();
+    assert_eq!(cli.run.command, ["--bogus", "x"]);
+    let cli = Cli::parse_args(["ste", "run", "true", "--bogus"]).unwrap();
+    assert!(
+        matches!(cli.subcommand, Some(Subcommand::Run(ref r)) if r.command == ["true", "--bogus"])
+    );
+    let cli = Cli::parse_args(["ste", "sh", "-c", "x", "--", "--", "y"]).unwrap();
+    assert_eq!(cli.run.command, ["sh", "-c", "x", "--", "--", "y"]);
+}
+
+#[test]
+fn a_subcommand_after_options_is_an_error_never_a_program() {
+    let err =
+        Cli::parse_args(["ste", "--tracker", "ptrace", "record", "-o", "f", "true"]).unwrap_err();
+    assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+    assert!(err.to_string().contains("-- record ...'"), "{err}");
+    for name in ["run", "monitor", "report", "maps", "help"] {
+        assert!(Cli::parse_args(["ste", "--tree", name]).is_err(), "{name}");
+        // Without options, or after `--`, it is clear.
+        let cli = Cli::parse_args(["ste", "--tree", "--", name]).unwrap();
+        assert_eq!(cli.run.command, [name]);
+    }
+    let cli = Cli::parse_args(["ste", "--", "record", "-o"]).unwrap();
+    assert_eq!(cli.run.command, ["record", "-o"]);
+    // A program that merely takes such a word is unaffected.
+    let cli = Cli::parse_args(["ste", "--tree", "git", "maps"]).unwrap();
+    assert_eq!(cli.run.command, ["git", "maps"]);
+}
+
+#[test]
+fn record_takes_every_run_option_and_o_for_the_record() {
+    let cli = Cli::try_parse_from([
+        "ste",
+        "record",
+        "-o",
+        "run.ste",
+        "--html",
+        "r.html",
+        "--report-file",
+        "r.txt",
+        "--tracker",
+        "netlink",
+        "--",
+        "make",
+        "-j2",
+    ])
+    .unwrap();
+    let Some(Subcommand::Record(r)) = cli.subcommand else {
+        panic!("not a record")
+    };
+    assert_eq!(r.record, PathBuf::from("run.ste"));
+    assert_eq!(r.run.output.output, Some(PathBuf::from("r.txt")));
+    assert_eq!(r.run.reports.html, Some(PathBuf::from("r.html")));
+    assert_eq!(r.run.command, ["make", "-j2"]);
+    assert!(Cli::try_parse_from(["ste", "record", "true"]).is_err());
+    // Once the command starts, its flags are its own.
+    let cli = Cli::try_parse_from(["ste", "record", "-o", "r.ste", "ls", "--json", "x"]).unwrap();
+    let Some(Subcommand::Record(r)) = cli.subcommand else {
+        panic!("not a record")
+    };
+    assert_eq!(r.run.command, ["ls", "--json", "x"]);
+    assert_eq!(r.run.output.json, None);
+}
+
+#[test]
+fn report_formats() {
+    let cli = Cli::try_parse_from(["ste", "report", "run.ste", "-f", "perfetto", "-o", "t.json"])
+        .unwrap();
+    let Some(Subcommand::Report(r)) = cli.subcommand else {
+        panic!("not a report")
+    };
+    assert_eq!(r.format, ReportFormat::Perfetto);
+    assert_eq!(r.output, Some(PathBuf::from("t.json")));
+    assert!(Cli::try_parse_from(["ste", "report", "r", "--width", "10"]).is_err());
+}
+
+#[test]
+fn the_command_line_is_consistent() {
+    use clap::CommandFactory;
+    Cli::command().debug_assert();
+}
+
+#[test]
+fn syscalls_take_an_optional_attached_mode() {
+    use SyscallsArg as Mode;
+    let cli = Cli::try_parse_from(["ste", "--syscalls", "ls", "-l"]).unwrap();
+    assert_eq!(cli.run.syscalls.syscalls, Some(Mode::Time));
+    assert_eq!(cli.run.command, ["ls", "-l"]);
+    let cli = Cli::try_parse_from(["ste", "--syscalls=count", "ls"]).unwrap();
+    assert_eq!(cli.run.syscalls.syscalls, Some(Mode::Count));
+    let cli =
+        Cli::try_parse_from(["ste", "--syscalls=per-process", "--allow-ptrace", "ls"]).unwrap();
+    assert_eq!(cli.run.syscalls.syscalls, Some(Mode::PerProcess));
+    assert!(cli.run.syscalls.allow_ptrace);
+    assert!(Cli::try_parse_from(["ste", "--allow-ptrace", "ls"]).is_err());
+    assert!(Cli::try_parse_from(["ste", "--syscalls=everything", "ls"]).is_err());
+}
+
+#[test]
+fn rejects_bad_values() {
+    assert!(Cli::try_parse_from(["ste"]).is_err());
+    assert!(Cli::try_parse_from(["ste", "--linger", "soon", "true"]).is_err());
+    assert!(Cli::try_parse_from(["ste", "--sample-budget", "0", "true"]).is_err());
+    assert!(Cli::try_parse_from(["ste", "--tracker", "magic", "true"]).is_err());
+    assert!((parse_percent("2%").unwrap() - 0.02).abs() < 1e-12);
+}
+
+#[test]
+fn accounting_and_monitor_flags() {
+    let cli = Cli::try_parse_from(["ste", "--tree", "--top", "5", "--delays", "make"]).unwrap();
+    assert!(cli.run.view.tree && cli.run.accounting.delays);
+    assert_eq!(cli.run.view.top, Some(5));
+    let cli = Cli::try_parse_from([
+        "ste",
+        "monitor",
+        "--duration",
+        "2s",
+        "--min-rss",
+        "100M",
+        "--comm",
+        "cc",
+        "--json",
+    ])
+    .unwrap();
+    let Some(Subcommand::Monitor(m)) = cli.subcommand else {
+        panic!("not monitor")
+    };
+    assert_eq!(m.min_rss, Some(100 << 20));
+    assert_eq!(m.duration, Some(std::time::Duration::from_secs(2)));
+    assert!(m.json);
+    for bare in [["--duration", "3"], ["--min-cpu", "0.5"]] {
+        let cli = Cli::try_parse_from(["ste", "monitor", bare[0], bare[1]]).unwrap();
+        assert!(
+            matches!(cli.subcommand, Some(Subcommand::Monitor(_))),
+            "{bare:?}"
+        );
+    }
+}
+
+#[test]
+fn maps_of_a_pid_or_of_a_command() {
+    let cli = Cli::try_parse_from(["ste", "maps", "--summary", "42"]).unwrap();
+    assert!(
+        matches!(cli.subcommand, Some(Subcommand::Maps(ref m)) if m.pid == Some(42) && m.summary && m.command.is_empty())
+    );
+    let cli = Cli::try_parse_from(["ste", "maps", "--", "ls", "-l"]).unwrap();
+    assert!(
+        matches!(cli.subcommand, Some(Subcommand::Maps(ref m)) if m.pid.is_none() && m.command == ["ls", "-l"])
+    );
+    assert!(Cli::try_parse_from(["ste", "maps"]).is_err());
+    assert!(Cli::try_parse_from(["ste", "maps", "42", "--", "ls"]).is_err());
+    let cli = Cli::try_parse_from(["ste", "--maps-at-peak", "true"]).unwrap();
+    assert!(cli.run.anatomy.maps_at_peak);
+}

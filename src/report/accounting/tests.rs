@@ -1,0 +1,221 @@
+//! The accounting view's unit tests.
+
+use super::*;
+
+/// taskstats's CPU well below the tree's exact CPU: the time line says so; close to it,
+/// from another source, or without the tree's figure, it says nothing.
+#[test]
+fn short_taskstats_cpu_is_said_on_the_time_line() {
+    let tree = |ns: Option<u64>| Totals {
+        user_ns: ns,
+        sys_ns: Some(0),
+        ..Default::default()
+    };
+    let t = |cpu: u64, from: &str| TimeBreakdown {
+        cpu_ns: Some(cpu),
+        from: from.into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        short_cpu(&t(18 * MS_NS, "taskstats"), &tree(Some(66 * MS_NS))),
+        "; the records hold 18ms of the tree's 66ms of CPU (each thread's last time slice is not in them), which \"otherwise\" holds instead"
+    );
+    assert_eq!(
+        short_cpu(&t(60 * MS_NS, "taskstats"), &tree(Some(66 * MS_NS))),
+        ""
+    );
+    assert_eq!(
+        short_cpu(&t(18 * MS_NS, "exit_stop"), &tree(Some(66 * MS_NS))),
+        ""
+    );
+    assert_eq!(short_cpu(&t(18 * MS_NS, "taskstats"), &tree(None)), "");
+}
+
+const MS_NS: u64 = 1_000_000;
+use crate::bus::event::{Event, Stamped};
+use crate::ledger::recorder::Recorder;
+use crate::model::{AccountEvent, Arg, Figures, LedgerSource, Termination};
+
+fn run() -> Run {
+    let e = |t: u64, event: Event| Stamped { t_ns: t, event };
+    let ms = 1_000_000;
+    let ledger = |t, pid, cpu: u64, rss: u64| {
+        e(
+            t,
+            Event::Accounting {
+                event: AccountEvent::Ledger {
+                    tgid: pid,
+                    start_ns: None,
+                    source: LedgerSource::Taskstats,
+                    figures: Box::new(Figures {
+                        cpu_ns: Some(cpu * ms),
+                        task_time_ns: Some(t),
+                        peak_rss_bytes: Some(rss << 20),
+                        read_bytes: Some(0),
+                        write_bytes: Some(4096),
+                        ..Default::default()
+                    }),
+                },
+            },
+        )
+    };
+    Recorder::replay(&[
+        e(
+            0,
+            Event::Start {
+                command: vec![Arg::from("make")],
+                tracker: "ptrace".into(),
+                pid: 10,
+                ppid: 1,
+            },
+        ),
+        e(
+            1,
+            Event::Exec {
+                tgid: 10,
+                former_tid: 10,
+                argv: Some(vec![Arg::from("make"), Arg::from("-j2")]),
+            },
+        ),
+        e(
+            ms,
+            Event::Fork {
+                parent_tgid: 10,
+                child_tid: 11,
+                child_tgid: 11,
+            },
+        ),
+        e(
+            2 * ms,
+            Event::Exec {
+                tgid: 11,
+                former_tid: 11,
+                argv: Some(vec![Arg::from("cc"), Arg::from("a.c")]),
+            },
+        ),
+        ledger(500 * ms, 11, 400, 30),
+        e(
+            500 * ms,
+            Event::Exit {
+                tid: 11,
+                tgid: 11,
+                status: Some(Termination::Exited(1)),
+            },
+        ),
+        ledger(510 * ms, 10, 5, 2),
+        e(
+            510 * ms,
+            Event::Exit {
+                tid: 10,
+                tgid: 10,
+                status: Some(Termination::Exited(2)),
+            },
+        ),
+    ])
+}
+
+#[test]
+fn tree_and_top() {
+    let style = Style {
+        width: 100,
+        color: false,
+    };
+    let mut out = Vec::new();
+    render_views(
+        &run(),
+        &mut out,
+        style,
+        Views {
+            tree: true,
+            top: Some(1),
+        },
+    )
+    .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    insta::assert_snapshot!(text, @r"
+    Process tree (ledger):
+        PID  LIFETIME       CPU  PEAK RSS       I/O  EXIT  COMMAND
+         10     510ms       5ms     2 MiB     4 KiB     2  make -j2
+         11     499ms     400ms    30 MiB     4 KiB     1  └─ cc a.c
+    Top 1 by CPU:
+        PID  LIFETIME       CPU  PEAK RSS       I/O  EXIT  COMMAND
+         11     499ms     400ms    30 MiB     4 KiB     1  cc a.c
+    Top 1 by peak RSS:
+        PID  LIFETIME       CPU  PEAK RSS       I/O  EXIT  COMMAND
+         11     499ms     400ms    30 MiB     4 KiB     1  cc a.c
+    ");
+}
+
+/// A build 12 deep stays readable at 80 columns: lines drawn for a few levels, then the
+/// depth as a number, and the argv cut in its middle (its program and output file kept).
+#[test]
+fn a_deep_tree_fits_80_columns() {
+    let mut procs = Vec::new();
+    for d in 0..12 {
+        let mut p = crate::report::testing::process(
+            100 + d,
+            (d > 0).then_some(99 + d),
+            d as u64,
+            Some(100),
+        );
+        let argv = format!(
+            "/usr/lib/gcc/x86_64-linux-gnu/12/cc1 -quiet -imultiarch x86_64-linux-gnu src/file{d}.c -o /tmp/cc{d}.s"
+        );
+        let words: Vec<&str> = argv.split(' ').collect();
+        p.execs.push(crate::report::testing::exec(d as u64, &words));
+        procs.push(p);
+    }
+    let run = crate::report::testing::run_of(procs);
+    let mut out = Vec::new();
+    tree(
+        &run,
+        &mut out,
+        Style {
+            width: 80,
+            color: false,
+        },
+    )
+    .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80, "{line}");
+    }
+    let deepest = text.lines().last().unwrap();
+    assert!(deepest.contains("11 └─ cc1 -quie"), "{text}");
+    assert!(deepest.ends_with("/cc11.s"), "{text}");
+    assert!(deepest.contains('…'), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn summary_lines_label_each_memory_figure() {
+    let mut out = Vec::new();
+    render(
+        &run(),
+        &mut out,
+        Style {
+            width: 100,
+            color: false,
+        },
+    )
+    .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("Memory, largest process peak: 31,457,280 bytes, pid 11 (cc) [taskstats hiwater_rss, exact]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Memory, process peaks summed: 33,554,432 bytes over 2 processes"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Time: 1.01s of task time over 510ms of wall: on a CPU 405ms"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Critical path: 2 processes; its links: cc (pid 11) 499ms (98% of the wall time), make (pid 10) 11ms (2.16%)"
+        ),
+        "{text}"
+    );
+}
