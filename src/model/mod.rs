@@ -151,7 +151,9 @@ pub struct Totals {
 }
 
 impl Totals {
-    /// The tree's CPU: user + system of every reaped process (getrusage), exact.
+    /// The tree's CPU: user + system of every reaped process (getrusage), exact but for
+    /// threads that end before their process, each short of its last time slice (the kernel
+    /// adds a thread's runtime to its process as it releases it, before its last switch).
     pub fn cpu_ns(&self) -> Option<u64> {
         Some(self.user_ns?.saturating_add(self.sys_ns?))
     }
