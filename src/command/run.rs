@@ -335,14 +335,15 @@ fn limit_session(sink: &Sink, accounting: &account::Session, sampler: Role) {
 
 fn declare_sources(sink: &Sink) {
     let rusage = "getrusage(RUSAGE_CHILDREN) of ste, a subreaper, less its value when ste started: every reaped process of the tree, orphans included";
-    sink.emit(Event::Source {
-        figure: "user_ns".into(),
-        source: Source::exact(rusage),
-    });
-    sink.emit(Event::Source {
-        figure: "sys_ns".into(),
-        source: Source::exact(rusage),
-    });
+    // Exact for every process and its last thread; the kernel adds the runtime of a thread
+    // that ends before its process as it releases the thread, before its last switch.
+    let short = "short by the rest of the last time slice of each thread that ends before its process (the kernel adds such a thread's runtime to its process before the thread's last switch); single-threaded processes lose nothing";
+    for figure in ["user_ns", "sys_ns"] {
+        sink.emit(Event::Source {
+            figure: figure.into(),
+            source: Source::sampled(rusage, short),
+        });
+    }
     sink.emit(Event::Source {
         figure: "wall_ns".into(),
         source: Source::exact(

@@ -295,7 +295,7 @@ impl Session {
                 "ledger.taskstats",
                 Source::sampled(
                     "taskstats exit records (one per exiting thread, summed per process): CPU is the scheduler's runtime, the user/system split tick-sampled; peaks are the mm's high-water marks",
-                    "CPU is short of each thread's last time slice: the kernel writes the record before the thread's last switch, so its runtime since its last scheduler tick or switch (up to a tick) is missing, and a process shorter than a tick may show none; the tree's CPU (getrusage) and the group's (cgroup) are exact",
+                    "CPU is short of each thread's last time slice: the kernel writes the record before the thread's last switch, so its runtime since its last scheduler tick or switch (up to a tick) is missing, and a process shorter than a tick may show none; the group's CPU (cgroup) is exact",
                 ),
             ));
         } else if tracker == "ptrace" {
