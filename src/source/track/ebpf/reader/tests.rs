@@ -140,4 +140,20 @@ fn decodes_each_record_kind() {
     assert_eq!(got[1].total_ns, Some(50));
     // A truncated record is refused rather than misread.
     assert_eq!(decode(&calls[..70], true), None);
+
+    // struct ev_last_switch: kind, tid, tgid, pad, ts, runtime, utime, stime.
+    let mut last = bytes(&[(16, 9), (24, 1_500), (32, 4_000_000), (40, 0)], 48);
+    last[0..4].copy_from_slice(&EV_LAST_SWITCH.to_ne_bytes());
+    last[4..8].copy_from_slice(&12i32.to_ne_bytes());
+    last[8..12].copy_from_slice(&11i32.to_ne_bytes());
+    assert_eq!(
+        decode(&last, false),
+        Some(Record::LastSwitch {
+            tgid: 11,
+            runtime_ns: 1_500,
+            utime_ns: 4_000_000,
+            stime_ns: 0
+        })
+    );
+    assert_eq!(decode(&last[..47], false), None);
 }
