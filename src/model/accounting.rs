@@ -204,13 +204,13 @@ impl Cpu {
         }
     }
 
-    /// Its CPU figures of `f` (0 where `f` has none).
-    pub fn of(f: &Figures) -> Cpu {
-        Cpu {
-            user_ns: f.user_ns.unwrap_or(0),
-            sys_ns: f.sys_ns.unwrap_or(0),
-            cpu_ns: f.cpu_ns.unwrap_or(0),
-        }
+    /// The CPU figures of `f`, when it has all three (never 0 for one it lacks).
+    pub fn of(f: &Figures) -> Option<Cpu> {
+        Some(Cpu {
+            user_ns: f.user_ns?,
+            sys_ns: f.sys_ns?,
+            cpu_ns: f.cpu_ns?,
+        })
     }
 }
 
@@ -219,9 +219,13 @@ impl Ledger {
     pub fn fold(&mut self, s: LedgerSource, f: &Figures) {
         let group = match s {
             LedgerSource::LastSwitch => {
-                let mut sum = self.last_switch.as_deref().map(Cpu::figures);
-                sum.get_or_insert_with(Default::default).fold(f);
-                self.last_switch = sum.as_ref().map(|s| Box::new(Cpu::of(s)));
+                // The source gives all three; a record that lacks one adds nothing.
+                if let Some(add) = Cpu::of(f) {
+                    let sum = self.last_switch.get_or_insert_with(Default::default);
+                    sum.user_ns = sum.user_ns.saturating_add(add.user_ns);
+                    sum.sys_ns = sum.sys_ns.saturating_add(add.sys_ns);
+                    sum.cpu_ns = sum.cpu_ns.saturating_add(add.cpu_ns);
+                }
                 return;
             }
             LedgerSource::Taskstats => &mut self.taskstats,
@@ -236,7 +240,8 @@ impl Ledger {
         if let Some(c) = self.last_switch.as_deref_mut() {
             let mut f = c.figures();
             f.without(before);
-            *c = Cpu::of(&f);
+            // `without` keeps the three figures, only smaller.
+            *c = Cpu::of(&f).unwrap_or(*c);
         }
         for f in [&mut self.taskstats, &mut self.exit_stop, &mut self.wait4]
             .into_iter()

@@ -166,7 +166,10 @@ impl Reader {
                 );
             }
             last_drain = Instant::now();
-            if last_check.elapsed() >= DROP_CHECK {
+            // Also at once when last-switch figures wait for a read of the loss count.
+            if last_check.elapsed() >= DROP_CHECK
+                || self.state.last.as_ref().is_some_and(LastSwitches::holds)
+            {
                 self.check_drops();
                 last_check = Instant::now();
             }
@@ -176,9 +179,6 @@ impl Reader {
                 crate::bus::phases::span("ebpf: last switches", || self.last_switches());
                 self.check_drops();
                 break t;
-            }
-            if self.state.last.as_ref().is_some_and(LastSwitches::holds) {
-                self.check_drops();
             }
             self.state.tree.flush();
         };
