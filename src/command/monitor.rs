@@ -1,8 +1,9 @@
 //! `ste monitor`: the seed's tsmon. One line (or JSON line) per process that exits anywhere on
 //! the machine, until Ctrl-C or `--duration`.
 //!
-//! Two sources. As root, the taskstats exit listener: CPU (short of each thread's last time
-//! slice, which the kernel counts after it writes the record), high-water RSS/VM, I/O bytes
+//! Two sources. As root, the taskstats exit listener: CPU (short of what the kernel counts
+//! after it writes the record early in the exit: the teardown of the process's memory and the
+//! rest of its last time slice), high-water RSS/VM, I/O bytes
 //! and exit status of every process (its threads' records summed; a multi-threaded process
 //! is printed when its group's aggregate record arrives). Otherwise the proc connector (its
 //! reader is `kernel::cn_proc`, shared with the netlink tracker) plus /proc: argv read at the

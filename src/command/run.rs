@@ -150,7 +150,10 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
                 child: &mut launched,
                 sink: &sink,
                 sampler: &tree(),
-                ledger: accounting.tracker_reads_ledger(),
+                ledger: track::LedgerReads {
+                    exit_stop: accounting.tracker_reads_ledger(),
+                    wait4: accounting.ledger_kept(),
+                },
             },
         )
     }) {

@@ -9,19 +9,25 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A source of per-process figures, best first.
+/// A source of per-process figures, best first where two give the same figure: a process's
+/// CPU is final only once its exit is over, and `do_exit` tears the process's memory down
+/// (tens of milliseconds for a GiB) after taskstats writes its record and after the ptrace
+/// exit stop, so those two come last for it. (The order is this list's, not the records':
+/// they name each source.)
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum LedgerSource {
     /// Each thread's CPU read by BPF at its last switch (root, ebpf tracker): user, system
     /// and CPU only, the runtime final.
     LastSwitch,
+    /// `wait4` rusage at the ptrace end of the process, less that of the children it reaped:
+    /// read once the process is gone, its exit included (short only by the rest of the last
+    /// time slice of each thread that ended before it).
+    Wait4,
     /// taskstats exit records (root): one per exiting thread, summed.
     Taskstats,
     /// /proc files read at the ptrace exit stop, while the memory is still attached.
     ExitStop,
-    /// `wait4` rusage at the ptrace end of the process, less that of the children it reaped.
-    Wait4,
 }
 
 impl LedgerSource {
@@ -251,15 +257,17 @@ impl Ledger {
         }
     }
 
-    /// A figure from the best source that measured it: the CPU read at each thread's last
-    /// switch first (final, where taskstats's misses the last time slice).
+    /// A figure from the best source that measured it ([`LedgerSource`]'s order): the CPU read
+    /// at each thread's last switch first (final), then wait4's (read after the exit), where
+    /// taskstats's record and the ptrace exit stop come before the exit's own work (the
+    /// memory's teardown) and the last time slice.
     pub fn best(&self, pick: impl Fn(&Figures) -> Option<u64>) -> Option<(u64, LedgerSource)> {
         let last = self.last_switch.as_deref().map(Cpu::figures);
         [
             (LedgerSource::LastSwitch, last.as_ref()),
+            (LedgerSource::Wait4, self.wait4.as_deref()),
             (LedgerSource::Taskstats, self.taskstats.as_deref()),
             (LedgerSource::ExitStop, self.exit_stop.as_deref()),
-            (LedgerSource::Wait4, self.wait4.as_deref()),
         ]
         .into_iter()
         .find_map(|(s, f)| f.and_then(&pick).map(|v| (v, s)))
@@ -616,5 +624,61 @@ mod tests {
         );
         assert_eq!(l.cpu(), Some((3, LedgerSource::ExitStop)));
         assert_eq!(l.io_bytes(), None);
+    }
+
+    /// The ptrace exit stop and taskstats's record come before the exit tears the memory down
+    /// (figures of the shape a 2 GiB process gave: bench/README.md); wait4, read after it,
+    /// holds it, and the last switch's runtime is final: CPU from those first, the peaks
+    /// still from the others.
+    #[test]
+    fn the_cpu_comes_from_a_source_that_holds_the_exit() {
+        let stopped = Figures {
+            cpu_ns: Some(7_267),
+            run_queue_ns: Some(1),
+            peak_rss_bytes: Some(2048),
+            ..Default::default()
+        };
+        let waited = Figures {
+            user_ns: Some(87),
+            sys_ns: Some(7_370),
+            minor_faults: Some(524_329),
+            ..Default::default()
+        };
+        let mut l = Ledger {
+            exit_stop: Some(Box::new(stopped)),
+            wait4: Some(Box::new(waited)),
+            ..Default::default()
+        };
+        assert_eq!(l.cpu(), Some((7_457, LedgerSource::Wait4)));
+        assert_eq!(
+            l.best(|f| f.run_queue_ns),
+            Some((1, LedgerSource::ExitStop))
+        );
+        assert_eq!(
+            l.best(|f| f.peak_rss_bytes),
+            Some((2048, LedgerSource::ExitStop))
+        );
+        // As root under ptrace: taskstats's record instead of the exit stop's reads.
+        l.exit_stop = None;
+        l.taskstats = Some(Box::new(Figures {
+            cpu_ns: Some(7_100),
+            user_ns: Some(80),
+            sys_ns: Some(7_020),
+            peak_rss_bytes: Some(2048),
+            ..Default::default()
+        }));
+        assert_eq!(l.cpu(), Some((7_457, LedgerSource::Wait4)));
+        assert_eq!(l.best(|f| f.user_ns), Some((87, LedgerSource::Wait4)));
+        assert_eq!(
+            l.best(|f| f.peak_rss_bytes),
+            Some((2048, LedgerSource::Taskstats))
+        );
+        // Under ebpf: the last switch's runtime, final.
+        l.last_switch = Some(Box::new(Cpu {
+            user_ns: 90,
+            sys_ns: 7_380,
+            cpu_ns: 7_470,
+        }));
+        assert_eq!(l.cpu(), Some((7_470, LedgerSource::LastSwitch)));
     }
 }

@@ -159,7 +159,7 @@ impl Totals {
     }
 
     /// The tree's CPU, when per-process figures that sum to `records_ns` hold visibly less of
-    /// it (under 90 %): taskstats's, each short of its thread's last time slice.
+    /// it (under 90 %): taskstats's, each written before its thread's exit was over.
     pub fn cpu_short_of(&self, records_ns: u64) -> Option<u64> {
         self.cpu_ns()
             .filter(|&tree| tree > 0 && (records_ns as f64) < 0.9 * tree as f64)

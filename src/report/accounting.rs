@@ -191,8 +191,9 @@ fn memory_lines(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> 
 }
 
 /// What the time line says when the processes' taskstats CPU holds visibly less than the
-/// tree's exact CPU (`Totals::cpu_short_of`): each thread's last time slice is not in its
-/// record, and the "otherwise" part has it instead.
+/// tree's exact CPU (`Totals::cpu_short_of`): the end of each thread's exit (its last time
+/// slice, the last thread's teardown of the memory) is not in its record, and the
+/// "otherwise" part has it instead.
 fn short_cpu(t: &TimeBreakdown, totals: &Totals) -> String {
     let short = t
         .cpu_ns
@@ -200,7 +201,7 @@ fn short_cpu(t: &TimeBreakdown, totals: &Totals) -> String {
         .and_then(|cpu| Some((cpu, totals.cpu_short_of(cpu)?)));
     short.map_or_else(String::new, |(cpu, tree)| {
         format!(
-            "; the records hold {} of the tree's {} of CPU (each thread's last time slice is not in them), which \"otherwise\" holds instead",
+            "; the records hold {} of the tree's {} of CPU (written before each thread's exit was over), which \"otherwise\" holds instead",
             ms(cpu),
             ms(tree)
         )

@@ -179,9 +179,10 @@ fn shown_name(g: &Program) -> String {
 
 /// What the processes' own CPU figures hold of the tree's exact CPU, when they hold visibly
 /// less (below 90 %): `"; the processes' records hold 30ms of the tree's 134ms"`. taskstats
-/// writes a thread's record before its last switch, without the rest of its last time slice
-/// (up to a scheduler tick): short processes show less than they used, and their programs a
-/// smaller share. Empty otherwise.
+/// writes a thread's record early in its exit, without the rest of its last time slice (up
+/// to a scheduler tick) and, for a process's last thread, without the teardown of its memory:
+/// short processes and large ones show less than they used, and their programs a smaller
+/// share. Empty otherwise.
 fn coverage(run: &Run, programs: &[Program]) -> String {
     // Only where that is the reason: every process's figure from taskstats.
     if !run.sources.contains_key("ledger.taskstats") || programs.iter().any(|g| g.cpu_unknown > 0) {
@@ -192,7 +193,7 @@ fn coverage(run: &Run, programs: &[Program]) -> String {
         return String::new();
     };
     format!(
-        "; the processes' records hold {} of the tree's {}, short of each one's last time slice",
+        "; the processes' records hold {} of the tree's {}, written before each one's exit was over",
         duration_human(seen),
         duration_human(tree)
     )
@@ -330,7 +331,7 @@ mod tests {
         assert_eq!(
             coverage_of(&run),
             format!(
-                "; the processes' records hold {} of the tree's {}, short of each one's last time slice",
+                "; the processes' records hold {} of the tree's {}, written before each one's exit was over",
                 duration_human(seen),
                 duration_human(2 * seen + seen / 20)
             )

@@ -189,6 +189,45 @@ matrix!(
     }
 );
 
+// A process's CPU holds its whole exit. The kernel writes a thread's taskstats record, and
+// stops it at its ptrace exit stop, at the start of `do_exit`; the process's memory is torn down
+// after both (a few tens of ms for the 512 MiB here). The CPU comes from a source read after
+// the exit: the last switch (ebpf), the wait that ends the process (ptrace, root or not). Only
+// netlink as root has nothing better than taskstats's, which says it is short. The process is
+// single-threaded, so getrusage's tree CPU is its exact whole (less what it did before its
+// release, which the ledger leaves out).
+matrix!(a_process_cpu_holds_its_exit, |mode: Mode| {
+    let o = ste(mode, &[], &[&crate::harness::fixture(), "fill", "512", "0"]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    assert_eq!(run.processes.len(), 1, "{}", o.stderr());
+    let Some(l) = &run.processes[0].ledger else {
+        assert_eq!((mode.tracker, mode.who), (Tracker::Netlink, Who::Nobody));
+        return;
+    };
+    let (cpu, source) = l.cpu().expect("the process's CPU");
+    if mode.tracker == Tracker::Netlink {
+        assert_eq!(source, ste::model::LedgerSource::Taskstats);
+        assert!(!run.sources["ledger.taskstats"].exact);
+        return;
+    }
+    let tree = run.totals.user_ns.unwrap() + run.totals.sys_ns.unwrap();
+    let before = run
+        .accounting
+        .as_ref()
+        .and_then(|a| a.before_release)
+        .and_then(|b| b.cpu_ns)
+        .unwrap_or(0);
+    let whole = tree.saturating_sub(before);
+    let slack = whole / 100 + 2_000_000;
+    assert!(
+        cpu.abs_diff(whole) <= slack,
+        "{source:?}: {cpu} ns against the whole {whole} ns (getrusage {tree} ns less {before} ns before the release)\n{:?}\n{}",
+        l,
+        o.stderr()
+    );
+});
+
 /// Under ebpf (root), each process's CPU is read at its tasks' last switches, when the
 /// scheduler's runtime is final: the processes' figures add up to the group's exact CPU,
 /// where taskstats's records, written before the last switch, miss each task's

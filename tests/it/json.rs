@@ -988,6 +988,11 @@ fn accounting_is_there(run: &Run, mode: Mode) {
                     "last_switch + taskstats"
                 );
                 vec!["last_switch", "taskstats"]
+            } else if mode.tracker == Tracker::Ptrace {
+                // The CPU from the wait that ends each process (its exit included), the waits
+                // and task time from taskstats.
+                assert_eq!(a.time.as_ref().expect("time").from, "wait4 + taskstats");
+                vec!["taskstats", "wait4"]
             } else {
                 assert_eq!(a.time.as_ref().expect("time").from, "taskstats");
                 vec!["taskstats"]
@@ -997,8 +1002,9 @@ fn accounting_is_there(run: &Run, mode: Mode) {
         (Who::Nobody, Tracker::Ptrace | Tracker::Ebpf) => {
             assert!(a.group.is_none() && unavailable("group memory peak"));
             assert!(unavailable("taskstats"));
-            // CPU and waits from the exit stop, user and system time from wait4.
-            assert_eq!(a.time.as_ref().expect("time").from, "exit_stop + wait4");
+            // CPU, user and system time from wait4 (the exit included), waits from the exit
+            // stop.
+            assert_eq!(a.time.as_ref().expect("time").from, "wait4 + exit_stop");
             vec!["exit_stop", "wait4"]
         }
         (Who::Nobody, Tracker::Netlink) => {

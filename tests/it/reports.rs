@@ -919,12 +919,19 @@ fn the_accounting_section_shows_the_runs_figures() {
     );
     assert_eq!(st["timeline_path"], acc.critical_path.len(), "{st}");
 
-    // The ledger's figures are columns, each with its source on hover.
+    // The ledger's figures are columns, each with its source on hover: under ptrace, the CPU
+    // and the counters from the wait that ends each process (read after its exit), the I/O
+    // from taskstats.
     let ledger = dom_part(&dom, "<section class=\"card\" id=\"ledger\"");
-    for key in ["cpu_ns", "minor_faults", "voluntary_switches", "read_bytes"] {
+    for (key, from) in [
+        ("cpu_ns", "wait4"),
+        ("minor_faults", "wait4"),
+        ("voluntary_switches", "wait4"),
+        ("read_bytes", "taskstats"),
+    ] {
         let th = dom_part(ledger, &format!("data-key=\"{key}\""));
         let th = &th[..th.find("</th>").unwrap()];
-        assert!(th.contains("from taskstats"), "{key}: {th}");
+        assert!(th.contains(&format!("from {from}")), "{key}: {th}");
     }
     screenshots(&html, "accounting");
 }

@@ -18,7 +18,7 @@ fn short_taskstats_cpu_is_said_on_the_time_line() {
     };
     assert_eq!(
         short_cpu(&t(18 * MS_NS, "taskstats"), &tree(Some(66 * MS_NS))),
-        "; the records hold 18ms of the tree's 66ms of CPU (each thread's last time slice is not in them), which \"otherwise\" holds instead"
+        "; the records hold 18ms of the tree's 66ms of CPU (written before each thread's exit was over), which \"otherwise\" holds instead"
     );
     assert_eq!(
         short_cpu(&t(60 * MS_NS, "taskstats"), &tree(Some(66 * MS_NS))),

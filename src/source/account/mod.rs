@@ -78,8 +78,9 @@ pub struct Session {
     /// `CLOCK_MONOTONIC` at the kernel's start of the command's first process, from taskstats'
     /// elapsed time (root); see [`Session::before_release`].
     root_started_ns: Option<u64>,
-    /// Whether the tracker must read the ledger's figures itself (exit stops, wait4): when
-    /// taskstats, which gives them all exactly, is not available.
+    /// Whether the tracker must read the ledger's figures itself at exit stops: when taskstats,
+    /// which gives them (the peaks and I/O exactly; the CPU short of the end of each exit), is
+    /// not available.
     tracker_reads_ledger: bool,
 }
 
@@ -197,14 +198,21 @@ impl Session {
         s
     }
 
-    /// The files the child writes `0` to, to join the cgroup before its exec (none without a
-    /// cgroup): give them to `launch::Child::join`.
-    /// Whether the tracker should read the ledger's figures at exit stops and from wait4
-    /// (the setting the session hands to `track::start`).
+    /// Whether the tracker should read the ledger's figures at exit stops (the setting the
+    /// session hands to `track::start`): when taskstats, which gives them, is not there.
     pub fn tracker_reads_ledger(&self) -> bool {
         self.tracker_reads_ledger
     }
 
+    /// Whether a per-process ledger is kept at all (not `--no-accounting`): then a tracker that
+    /// waits for each process (ptrace) keeps the rusage of that wait, which costs it no read and
+    /// holds the process's exit, where taskstats's record and the exit stop come before it.
+    pub fn ledger_kept(&self) -> bool {
+        !self.opts.off
+    }
+
+    /// The files the child writes `0` to, to join the cgroup before its exec (none without a
+    /// cgroup): give them to `launch::Child::join`.
     pub fn join_files(&self) -> Vec<CString> {
         self.join.clone()
     }
@@ -290,25 +298,30 @@ impl Session {
         if self.opts.off {
             return;
         }
+        if tracker == "ptrace" {
+            // Whether or not taskstats gives the rest: the wait costs the tracker nothing.
+            sink.emit(source(
+                "ledger.wait4",
+                Source::sampled(
+                    "wait4() rusage at each process's end, less the rusage of the children it reaped: user and system time, faults, context switches",
+                    "CPU read after the exit, the teardown of the memory included: exact for each process's last thread; short by the rest of the last time slice of each thread that ended before it (the kernel adds such a thread's runtime as it releases it, before its last switch); the user/system split follows the kernel's tick samples",
+                ),
+            ));
+        }
         if !self.tracker_reads_ledger {
             sink.emit(source(
                 "ledger.taskstats",
                 Source::sampled(
                     "taskstats exit records (one per exiting thread, summed per process): CPU is the scheduler's runtime, the user/system split tick-sampled; peaks are the mm's high-water marks",
-                    "CPU is short of each thread's last time slice: the kernel writes the record before the thread's last switch, so its runtime since its last scheduler tick or switch (up to a tick) is missing, and a process shorter than a tick may show none; the group's CPU (cgroup) is exact",
+                    "CPU is short of what each thread did after the kernel wrote its record, early in its exit: for a process's last thread, the teardown of its memory (tens of milliseconds for a GiB); for every thread, its runtime since its last scheduler tick or switch (up to a tick), so a process shorter than a tick may show none; the group's CPU (cgroup) is exact",
                 ),
             ));
         } else if tracker == "ptrace" {
             sink.emit(source(
                 "ledger.exit_stop",
-                Source::exact(
-                    "/proc/TID/schedstat at each thread's ptrace exit stop; VmHWM and /proc/PID/io at the last one",
-                ),
-            ));
-            sink.emit(source(
-                "ledger.wait4",
-                Source::exact(
-                    "wait4() rusage at each process's end, less the rusage of the children it reaped",
+                Source::sampled(
+                    "/proc/TID/schedstat at each thread's ptrace exit stop (CPU, run-queue wait); VmHWM and /proc/PID/io at the last one",
+                    "CPU and run-queue wait are read at the start of the exit: what the thread did after it (for a process's last thread, the teardown of its memory) is missing, which is why a process's CPU is wait4's; the peaks and I/O are exact",
                 ),
             ));
         } else if tracker == "ebpf" {

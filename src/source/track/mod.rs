@@ -251,8 +251,21 @@ pub struct Ctx<'a> {
     pub child: &'a mut Launched,
     pub sink: &'a Sink,
     pub sampler: &'a Arc<dyn TreeWatcher>,
-    /// Whether ptrace reads the ledger's figures (see `account::Session::tracker_reads_ledger`).
-    pub ledger: bool,
+    /// What ptrace reads of each process for the per-process ledger.
+    pub ledger: LedgerReads,
+}
+
+/// What the ptrace tracker reads of each process for the per-process ledger (plain settings
+/// from the session's accounting).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LedgerReads {
+    /// `/proc/TID/schedstat` at each exit stop, and the peaks and I/O as ledger figures: when
+    /// taskstats, which gives them, is not there (`account::Session::tracker_reads_ledger`).
+    pub exit_stop: bool,
+    /// The rusage of the wait that ends each process: whenever a ledger is kept
+    /// (`account::Session::ledger_kept`); the wait is the tracker's own, so it reads nothing
+    /// more.
+    pub wait4: bool,
 }
 
 impl Ctx<'_> {

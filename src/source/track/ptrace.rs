@@ -19,6 +19,7 @@ use crate::kernel::alarm::Alarm;
 use crate::kernel::proc::{Held, ProcFs};
 use crate::model::{AccountEvent, CallCount, Figures, LedgerSource, Source, Termination};
 use crate::source::syscalls::Mode;
+use crate::source::track::LedgerReads;
 use crate::source::track::ptrace_syscalls::SyscallStops;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -48,7 +49,7 @@ pub fn start(
     sink: Sink,
     sampler: Arc<dyn TreeWatcher>,
     syscalls: Option<Mode>,
-    ledger: bool,
+    ledger: LedgerReads,
 ) -> Result<Option<Arc<dyn crate::source::syscalls::Source>>, String> {
     let pid = child.pid;
     let (stops, source) = match syscalls {
@@ -179,8 +180,9 @@ struct Tracer {
     early_stops: HashMap<i32, i32>,
     /// New tasks announced by their parent whose first stop has not arrived yet.
     expected: HashSet<i32>,
-    /// Ledger figures: read at exit stops and from wait4 (when taskstats is not available: the session's setting).
-    ledger: bool,
+    /// Ledger figures: read at exit stops (when taskstats is not there) and taken from wait4
+    /// (whenever a ledger is kept): the session's settings.
+    ledger: LedgerReads,
     /// Each live process's parent, and the rusage of the children it reaped so far.
     parent: HashMap<i32, i32>,
     reaped: HashMap<i32, Figures>,
@@ -214,7 +216,7 @@ impl Tracer {
         sink: Batch,
         sampler: Arc<dyn TreeWatcher>,
         syscalls: Option<SyscallStops>,
-        ledger: bool,
+        ledger: LedgerReads,
     ) -> Self {
         let mut t = Tracer {
             root,
@@ -254,7 +256,7 @@ impl Tracer {
     fn hold(&mut self, tgid: i32) {
         if self.held.len() < self.hold_max
             && !self.held.contains_key(&tgid)
-            && let Ok(h) = self.procfs.hold(tgid, self.ledger)
+            && let Ok(h) = self.procfs.hold(tgid, self.ledger.exit_stop)
         {
             self.held.insert(tgid, h);
         }
@@ -354,7 +356,7 @@ impl Tracer {
         });
         if is_process {
             self.sampler.process_started(child, parent_tgid);
-            if self.ledger {
+            if self.ledger.wait4 {
                 self.parent.insert(child, parent_tgid);
             }
         }
@@ -416,7 +418,7 @@ impl Tracer {
             None
         };
         // This thread's CPU and run-queue wait, exact, while it still exists.
-        let sched = match (self.ledger, held) {
+        let sched = match (self.ledger.exit_stop, held) {
             (false, _) => None,
             (true, Some(h)) => self.procfs.held(h).schedstat().ok().flatten(),
             (true, None) => self.procfs.schedstat(tid).ok().flatten(),
@@ -477,7 +479,7 @@ impl Tracer {
                 figures.write_char_bytes = Some(io.wchar_bytes);
             }
         }
-        if self.ledger && figures != Figures::default() {
+        if self.ledger.exit_stop && figures != Figures::default() {
             self.emit(Event::Accounting {
                 event: AccountEvent::Ledger {
                     tgid,
@@ -583,7 +585,7 @@ impl Tracer {
             None => 0,
         };
         let status = (tid == tgid).then_some(t);
-        if self.ledger && tid == tgid && remaining == 0 {
+        if self.ledger.wait4 && tid == tgid && remaining == 0 {
             self.own_rusage(tgid, ru, t);
         }
         self.emit(Event::Exit { tid, tgid, status });

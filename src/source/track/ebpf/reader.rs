@@ -190,7 +190,7 @@ impl Reader {
             last.finish();
             if last.without > 0 {
                 let text = format!(
-                    "the CPU of {} of the processes is taskstats's (short of each thread's last time slice): records of their tasks' last switches were lost or not in by the end",
+                    "the CPU of {} of the processes is taskstats's (written before each thread's exit was over): records of their tasks' last switches were lost or not in by the end",
                     last.without
                 );
                 self.state.tree.emit(Event::Note { text });
