@@ -190,14 +190,18 @@ pub struct Ledger {
     pub taskstats_records: u32,
 }
 
-/// A process's CPU alone, as its tasks' last switches give it (`last_switch`): three figures,
-/// kept apart from [`Figures`] so that a Run of many processes holds 24 bytes each for them,
+/// A process's CPU alone, as its tasks' last switches give it (`last_switch`), and the sum of
+/// its tasks' lives up to those switches (from the release for the command's first process):
+/// kept apart from [`Figures`] so that a Run of many processes holds 40 bytes each for them,
 /// not a record of every figure.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Cpu {
     pub user_ns: u64,
     pub sys_ns: u64,
     pub cpu_ns: u64,
+    /// `null` in records written before ste measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_time_ns: Option<u64>,
 }
 
 impl Cpu {
@@ -206,16 +210,19 @@ impl Cpu {
             user_ns: Some(self.user_ns),
             sys_ns: Some(self.sys_ns),
             cpu_ns: Some(self.cpu_ns),
+            task_time_ns: self.task_time_ns,
             ..Default::default()
         }
     }
 
-    /// The CPU figures of `f`, when it has all three (never 0 for one it lacks).
+    /// The CPU figures of `f`, when it has all three (never 0 for one it lacks), with its task
+    /// time when it has one.
     pub fn of(f: &Figures) -> Option<Cpu> {
         Some(Cpu {
             user_ns: f.user_ns?,
             sys_ns: f.sys_ns?,
             cpu_ns: f.cpu_ns?,
+            task_time_ns: f.task_time_ns,
         })
     }
 }
@@ -227,10 +234,19 @@ impl Ledger {
             LedgerSource::LastSwitch => {
                 // The source gives all three; a record that lacks one adds nothing.
                 if let Some(add) = Cpu::of(f) {
-                    let sum = self.last_switch.get_or_insert_with(Default::default);
-                    sum.user_ns = sum.user_ns.saturating_add(add.user_ns);
-                    sum.sys_ns = sum.sys_ns.saturating_add(add.sys_ns);
-                    sum.cpu_ns = sum.cpu_ns.saturating_add(add.cpu_ns);
+                    match self.last_switch.as_deref_mut() {
+                        None => self.last_switch = Some(Box::new(add)),
+                        Some(sum) => {
+                            sum.user_ns = sum.user_ns.saturating_add(add.user_ns);
+                            sum.sys_ns = sum.sys_ns.saturating_add(add.sys_ns);
+                            sum.cpu_ns = sum.cpu_ns.saturating_add(add.cpu_ns);
+                            // A sum is known only when every part is.
+                            sum.task_time_ns = sum
+                                .task_time_ns
+                                .zip(add.task_time_ns)
+                                .map(|(a, b)| a.saturating_add(b));
+                        }
+                    }
                 }
                 return;
             }
@@ -242,14 +258,21 @@ impl Ledger {
     }
 
     /// Leaves out, in every source, what the command's first process did before its release.
+    /// The trackers' task times (`last_switch`, `wait4`) already start at the release.
     pub fn without(&mut self, before: &BeforeRelease) {
         if let Some(c) = self.last_switch.as_deref_mut() {
             let mut f = c.figures();
             f.without(before);
+            f.task_time_ns = c.task_time_ns;
             // `without` keeps the three figures, only smaller.
             *c = Cpu::of(&f).unwrap_or(*c);
         }
-        for f in [&mut self.taskstats, &mut self.exit_stop, &mut self.wait4]
+        if let Some(f) = self.wait4.as_deref_mut() {
+            let from_release = f.task_time_ns;
+            f.without(before);
+            f.task_time_ns = from_release;
+        }
+        for f in [&mut self.taskstats, &mut self.exit_stop]
             .into_iter()
             .flatten()
         {
@@ -600,7 +623,7 @@ mod tests {
     #[test]
     fn a_process_record_stays_small() {
         assert!(std::mem::size_of::<Ledger>() <= 40);
-        assert!(std::mem::size_of::<Cpu>() <= 24);
+        assert!(std::mem::size_of::<Cpu>() <= 40);
         assert!(std::mem::size_of::<super::super::Process>() <= 256);
     }
 
@@ -678,6 +701,7 @@ mod tests {
             user_ns: 90,
             sys_ns: 7_380,
             cpu_ns: 7_470,
+            task_time_ns: Some(7_600),
         }));
         assert_eq!(l.cpu(), Some((7_470, LedgerSource::LastSwitch)));
     }

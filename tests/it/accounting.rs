@@ -226,6 +226,17 @@ matrix!(a_process_cpu_holds_its_exit, |mode: Mode| {
         l,
         o.stderr()
     );
+    // Its task time runs as far as its CPU does, the teardown included: a single thread cannot
+    // have been on a CPU or waiting for one longer than it lived.
+    let t = run
+        .accounting
+        .as_ref()
+        .unwrap()
+        .time
+        .as_ref()
+        .expect("a time breakdown");
+    let busy = t.cpu_ns.unwrap() + t.run_queue_ns.unwrap_or(0);
+    assert!(t.task_time_ns.unwrap() >= busy, "{t:?}\n{}", o.stderr());
 });
 
 /// Under ebpf (root), each process's CPU is read at its tasks' last switches, when the

@@ -183,7 +183,10 @@ const DELAY_FIGURES: [&str; 2] = ["blkio_delay_ns", "swap_reclaim_delay_ns"];
 /// taskstats gives `exit_status` only with the thread-group leader's record, which a
 /// process of these workloads always has.
 const FIGURES_BY_SOURCE: [(&str, &[&str]); 4] = [
-    ("last_switch", &["user_ns", "sys_ns", "cpu_ns"]),
+    (
+        "last_switch",
+        &["user_ns", "sys_ns", "cpu_ns", "task_time_ns"],
+    ),
     (
         "taskstats",
         &[
@@ -224,6 +227,7 @@ const FIGURES_BY_SOURCE: [(&str, &[&str]); 4] = [
         &[
             "user_ns",
             "sys_ns",
+            "task_time_ns",
             "minor_faults",
             "major_faults",
             "voluntary_switches",

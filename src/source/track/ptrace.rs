@@ -176,6 +176,9 @@ struct Tracer {
     tgid_of: HashMap<i32, i32>,
     /// Live threads per thread group, and how many of them have passed their exit stop.
     groups: HashMap<i32, Group>,
+    /// Each live traced task's start, in run time (its parent's fork event; the first process
+    /// at the release, time zero), when the ledger keeps wait4's figures.
+    started: HashMap<i32, u64>,
     /// New tasks whose first stop arrived before their parent's fork event, with its signal.
     early_stops: HashMap<i32, i32>,
     /// New tasks announced by their parent whose first stop has not arrived yet.
@@ -207,6 +210,9 @@ struct Tracer {
 struct Group {
     threads: u32,
     exiting: u32,
+    /// Its ended threads' lives, each from its start to the wait that reported its end (the
+    /// span wait4's CPU covers), when the ledger keeps wait4's figures.
+    lives_ns: u64,
 }
 
 impl Tracer {
@@ -226,6 +232,7 @@ impl Tracer {
             procfs: ProcFs::default(),
             tgid_of: HashMap::new(),
             groups: HashMap::new(),
+            started: HashMap::new(),
             early_stops: HashMap::new(),
             expected: HashSet::new(),
             ledger,
@@ -243,9 +250,12 @@ impl Tracer {
             root,
             Group {
                 threads: 1,
-                exiting: 0,
+                ..Default::default()
             },
         );
+        if t.ledger.wait4 {
+            t.started.insert(root, 0);
+        }
         t.sampler.root_started(root);
         t.hold(root);
         t
@@ -349,6 +359,9 @@ impl Tracer {
         let child_tgid = if is_process { child } else { parent_tgid };
         self.tgid_of.insert(child, child_tgid);
         self.groups.entry(child_tgid).or_default().threads += 1;
+        if self.ledger.wait4 {
+            self.started.insert(child, self.stop_ns);
+        }
         self.emit(Event::Fork {
             parent_tgid,
             child_tid: child,
@@ -381,9 +394,16 @@ impl Tracer {
         self.sampler.exec_stopped(pid);
         self.resume(pid, 0);
         if former != pid && self.tgid_of.remove(&former).is_some() {
-            // The exec'ing thread took over the leader's id; the old leader is gone.
+            // The exec'ing thread took over the leader's id; the old leader is gone. The leader's
+            // start now runs to the survivor's end: with the exec'ing thread's life up to the
+            // exec, the two lives are whole.
+            let before = self
+                .started
+                .remove(&former)
+                .map(|s| self.stop_ns.saturating_sub(s));
             if let Some(g) = self.groups.get_mut(&pid) {
                 g.threads = g.threads.saturating_sub(1).max(1);
+                g.lives_ns = g.lives_ns.saturating_add(before.unwrap_or(0));
             }
         }
         // The calls so far belong to the image being replaced.
@@ -493,7 +513,9 @@ impl Tracer {
 
     /// The process's own rusage: wait4 reports it with that of every child it reaped
     /// (`RUSAGE_BOTH` semantics), so the children's, recorded at their ends, are taken off.
-    fn own_rusage(&mut self, tgid: i32, ru: &libc::rusage, t: Termination) {
+    /// With it, its threads' lives up to the waits that reported their ends (`lives_ns`): the
+    /// task time over the span the CPU covers, the exit's teardown included.
+    fn own_rusage(&mut self, tgid: i32, ru: &libc::rusage, t: Termination, lives_ns: u64) {
         let tv = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1000;
         let both = Figures {
             user_ns: Some(tv(ru.ru_utime)),
@@ -513,6 +535,7 @@ impl Tracer {
             major_faults: less(both.major_faults, children.major_faults),
             voluntary_switches: less(both.voluntary_switches, children.voluntary_switches),
             involuntary_switches: less(both.involuntary_switches, children.involuntary_switches),
+            task_time_ns: Some(lives_ns),
             exit_status: Some(match t {
                 Termination::Exited(c) => c << 8,
                 Termination::Signaled {
@@ -576,17 +599,22 @@ impl Tracer {
             return;
         };
         self.expected.remove(&tid);
-        let remaining = match self.groups.get_mut(&tgid) {
+        let life = self
+            .started
+            .remove(&tid)
+            .map(|s| self.stop_ns.saturating_sub(s));
+        let (remaining, lives) = match self.groups.get_mut(&tgid) {
             Some(g) => {
                 g.threads = g.threads.saturating_sub(1);
                 g.exiting = g.exiting.saturating_sub(1);
-                g.threads
+                g.lives_ns = g.lives_ns.saturating_add(life.unwrap_or(0));
+                (g.threads, g.lives_ns)
             }
-            None => 0,
+            None => (0, 0),
         };
         let status = (tid == tgid).then_some(t);
         if self.ledger.wait4 && tid == tgid && remaining == 0 {
-            self.own_rusage(tgid, ru, t);
+            self.own_rusage(tgid, ru, t, lives);
         }
         self.emit(Event::Exit { tid, tgid, status });
         if remaining == 0 {

@@ -73,7 +73,7 @@ mod reader;
 mod syscall_maps;
 
 use abi::*;
-use last_switch::LastSwitches;
+use last_switch::{LastSwitches, Switched};
 pub use loading::{Config, Loaded, load};
 use reader::*;
 use syscall_maps::*;
@@ -151,7 +151,8 @@ pub fn start(
             judged: None,
             last: config.ledger.then(|| {
                 let mut last = LastSwitches::default();
-                last.process_started(root);
+                // Its life in the Run starts at the release, time zero.
+                last.process_started(root, 0);
                 last
             }),
         },

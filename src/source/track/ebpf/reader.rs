@@ -402,9 +402,8 @@ pub(super) enum Record<'a> {
     /// A task left a CPU for the last time: its runtime is final.
     LastSwitch {
         tgid: i32,
-        runtime_ns: u64,
-        utime_ns: u64,
-        stime_ns: u64,
+        ts: u64,
+        cpu: Switched,
     },
 }
 
@@ -461,9 +460,12 @@ pub(super) fn decode(b: &[u8], timed: bool) -> Option<Record<'_>> {
         }
         EV_LAST_SWITCH => Some(Record::LastSwitch {
             tgid: i32_at(b, 8)?,
-            runtime_ns: u64_at(b, 24)?,
-            utime_ns: u64_at(b, 32)?,
-            stime_ns: u64_at(b, 40)?,
+            ts: u64_at(b, 16)?,
+            cpu: Switched {
+                runtime_ns: u64_at(b, 24)?,
+                utime_ns: u64_at(b, 32)?,
+                stime_ns: u64_at(b, 40)?,
+            },
         }),
         EV_CALLS => {
             let n = u32_at(b, 12)? as usize;
@@ -544,9 +546,9 @@ impl State {
                 }
                 if let Some(last) = self.last.as_mut() {
                     if child_tid == child_tgid {
-                        last.process_started(child_tid);
+                        last.process_started(child_tid, t);
                     } else {
-                        last.thread_started(child_tgid);
+                        last.thread_started(child_tgid, t);
                     }
                 }
             }
@@ -622,14 +624,9 @@ impl State {
                     self.tree.emit(Event::SyscallsOf { tgid, calls });
                 }
             }
-            Record::LastSwitch {
-                tgid,
-                runtime_ns,
-                utime_ns,
-                stime_ns,
-            } => {
+            Record::LastSwitch { tgid, ts, cpu } => {
                 if let Some(last) = self.last.as_mut() {
-                    last.switched(tgid, runtime_ns, utime_ns, stime_ns);
+                    last.switched(tgid, clock.from_monotonic(ts), cpu);
                 }
             }
         }

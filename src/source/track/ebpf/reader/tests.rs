@@ -150,9 +150,12 @@ fn decodes_each_record_kind() {
         decode(&last, false),
         Some(Record::LastSwitch {
             tgid: 11,
-            runtime_ns: 1_500,
-            utime_ns: 4_000_000,
-            stime_ns: 0
+            ts: 9,
+            cpu: Switched {
+                runtime_ns: 1_500,
+                utime_ns: 4_000_000,
+                stime_ns: 0
+            }
         })
     );
     assert_eq!(decode(&last[..47], false), None);
