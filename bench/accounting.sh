@@ -4,7 +4,9 @@
 # each round runs every command once in random order, and the ratio is taken within the round,
 # because this VM's speed drifts more between runs than the 2 % budget):
 #   ste --no-accounting (core tracker alone: the baseline) | ste (accounting) | bare command
-# on a fork loop (500 /bin/true) and a real build (make -j2 of 40 small C files).
+# on a fork loop (500 /bin/true) and a real build (make -j2 of 40 small C files), and on the
+# fork loop the kernel's side of taskstats alone: bench/taskstats_floor.c, a listener that
+# registers as ste does and only drains (what ste adds over it is its own user space).
 # Budget: accounting adds at most 2 % to the core tracker's time.
 #
 # Why many short rounds: within a round the VM's speed still drifts, so each round's ratio
@@ -26,6 +28,8 @@ RELEASE=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
 STE=$RELEASE/ste
 OUT=$PWD/bench/results
 mkdir -p "$OUT"
+FLOOR=$OUT/taskstats_floor
+cc -O2 -o "$FLOOR" bench/taskstats_floor.c
 [ "$(id -u)" = 0 ] || echo "warning: not root: taskstats and the cgroup are unavailable, so 'ste' measures the unprivileged ledger (exit-stop reads, wait4) instead" >&2
 
 LOOP='i=0; while [ $i -lt 500 ]; do /bin/true; i=$((i+1)); done'
@@ -33,6 +37,7 @@ bench/paired.py --runs "$LOOP_RUNS" --warmup 3 --json "$OUT/accounting-forkloop.
   --title "accounting on the fork loop (500 /bin/true)" \
   "ste --no-accounting (core tracker)=$STE --no-accounting -o /dev/null -- sh -c '$LOOP'" \
   "ste (taskstats + cgroup)=$STE -o /dev/null -- sh -c '$LOOP'" \
+  "taskstats floor=$FLOOR sh -c '$LOOP'" \
   "bare=sh -c '$LOOP'" | tee "$OUT/accounting-forkloop.md"
 
 SRC=$(mktemp -d)
