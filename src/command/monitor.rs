@@ -24,7 +24,7 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io::Write;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// One exited process, as printed.
@@ -216,7 +216,6 @@ fn signal_fd() -> Result<OwnedFd> {
 }
 
 fn signalled(fd: &OwnedFd) -> bool {
-    use std::os::fd::AsFd;
     crate::kernel::calls::poll_readable(fd.as_fd(), Some(std::time::Duration::ZERO))
 }
 
@@ -263,16 +262,28 @@ pub fn run(args: &MonitorArgs) -> Result<i32> {
             line(e)
         };
         // A closed pipe (`| head`) ends the monitor quietly.
-        Ok(writeln!(out, "{text}").and_then(|()| out.flush()).is_ok())
+        Ok(writeln!(out, "{text}").is_ok())
     };
     let left = || stop_at.map(|t| t.saturating_duration_since(Instant::now()));
+    let out = std::cell::RefCell::new(out);
+    let mut emit_one = |e: &Exited| emit(e, &mut out.borrow_mut());
+    let mut flush = || out.borrow_mut().flush().is_ok();
     match source {
-        Some(ts) => taskstats_loop(ts, &sig, &left, &mut |e| emit(e, &mut out)),
-        None => connector_loop(&sig, &left, &mut |e| emit(e, &mut out)),
+        Some(ts) => taskstats_loop(ts, &sig, &left, &mut emit_one, &mut flush),
+        None => connector_loop(&sig, &left, &mut emit_one, &mut flush),
     }
 }
 
+/// Writes one process's line (unflushed); `false` once the output is closed.
 type Emit<'a> = dyn FnMut(&Exited) -> Result<bool> + 'a;
+/// Flushes what was written; `false` once the output is closed.
+type Flush<'a> = dyn FnMut() -> bool + 'a;
+
+/// How long the taskstats loop lets records pile up between drains while they keep coming:
+/// waking for every exit on the machine was a context switch per process beside the workload,
+/// which a fork loop beside the monitor paid (bench/README.md). A line is at most this late;
+/// the socket's 16 MiB hold tens of thousands of records meanwhile.
+const BATCH: Duration = Duration::from_millis(10);
 
 fn timeout(left: &dyn Fn() -> Option<Duration>) -> Option<Duration> {
     match left() {
@@ -287,26 +298,48 @@ fn taskstats_loop(
     sig: &OwnedFd,
     left: &dyn Fn() -> Option<Duration>,
     emit: &mut Emit<'_>,
+    flush: &mut Flush<'_>,
 ) -> Result<i32> {
     let mut g = Gatherer::default();
     let mut lost = 0u64;
+    // When the last drain that found records ended: records again within two batches of it
+    // are a storm, and the loop sleeps a batch before the next drain.
+    let mut last_drain: Option<Instant> = None;
     while let Some(t) = timeout(left) {
         if signalled(sig) {
             break;
         }
-        match ts.recv(t, Some(sig)).context("taskstats")? {
-            Received::Messages(ms) => {
-                for m in ms {
-                    if let Some(e) = g.take(m, other_threads_alive)
-                        && !emit(&e)?
-                    {
-                        return Ok(0);
+        if last_drain.is_some_and(|d| d.elapsed() <= 2 * BATCH) {
+            // Asleep on the signals alone: Ctrl-C still ends the monitor at once.
+            crate::kernel::calls::poll_readable(sig.as_fd(), Some(BATCH));
+            if signalled(sig) {
+                break;
+            }
+        }
+        let mut received = ts.recv(t, Some(sig)).context("taskstats")?;
+        let mut any = false;
+        // Everything queued, in one go.
+        loop {
+            match received {
+                Received::Messages(ms) => {
+                    any = true;
+                    for m in ms {
+                        if let Some(e) = g.take(m, other_threads_alive)
+                            && !emit(&e)?
+                        {
+                            return Ok(0);
+                        }
                     }
                 }
+                Received::Overrun => lost += 1,
+                Received::Timeout => break,
             }
-            Received::Overrun => lost += 1,
-            Received::Timeout => {}
+            received = ts.recv_now().context("taskstats")?;
         }
+        if !flush() {
+            return Ok(0);
+        }
+        last_drain = any.then(Instant::now);
     }
     if lost > 0 {
         eprintln!(
@@ -335,10 +368,13 @@ struct Seen {
     argv: Option<Vec<Arg>>,
 }
 
+/// The proc connector, one event at a time: an exec's argv must be read while the process
+/// still has it, so this loop cannot let events pile up as the taskstats loop does.
 fn connector_loop(
     sig: &OwnedFd,
     left: &dyn Fn() -> Option<Duration>,
     emit: &mut Emit<'_>,
+    flush: &mut Flush<'_>,
 ) -> Result<i32> {
     let release = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
@@ -433,7 +469,7 @@ fn connector_loop(
                     source: "connector",
                     ..Default::default()
                 };
-                if !emit(&e)? {
+                if !emit(&e)? || !flush() {
                     return Ok(0);
                 }
             }

@@ -633,6 +633,38 @@ fn catch(
     (lines, runs)
 }
 
+/// Exits in a stream, close enough together that the monitor drains them in batches rather
+/// than waking for each: every one is shown, once.
+#[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: taskstats")]
+fn monitor_shows_every_exit_of_a_stream() {
+    const N: usize = 300;
+    let runs: Vec<&[&str]> = vec![&["fill", "1", "7"]; N - 1];
+    let (lines, runs) = catch(
+        Who::Root,
+        &[
+            "--duration",
+            "6s",
+            "--json",
+            "--comm",
+            "accounting_fix",
+            "--nonzero-exit",
+        ],
+        &["fill", "1", "7"],
+        &runs,
+    );
+    let mut pids: Vec<i32> = runs.iter().map(|r| pid_and_peak(r).0).collect();
+    pids.sort_unstable();
+    // (Other tests' fixtures may exit meanwhile, under the same name.)
+    let mut shown: Vec<i32> = lines
+        .iter()
+        .map(|e| e["pid"].as_i64().unwrap() as i32)
+        .filter(|p| pids.binary_search(p).is_ok())
+        .collect();
+    shown.sort_unstable();
+    assert_eq!(shown, pids, "{} lines for {N} exits", lines.len());
+}
+
 /// The pid and own VmHWM a fixture run printed.
 fn pid_and_peak(o: &std::process::Output) -> (i32, u64) {
     reported_peaks(&String::from_utf8_lossy(&o.stdout))
