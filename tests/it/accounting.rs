@@ -237,6 +237,14 @@ matrix!(a_process_cpu_holds_its_exit, |mode: Mode| {
         .expect("a time breakdown");
     let busy = t.cpu_ns.unwrap() + t.run_queue_ns.unwrap_or(0);
     assert!(t.task_time_ns.unwrap() >= busy, "{t:?}\n{}", o.stderr());
+    // So does its lifetime (`--tree`, the by-program span, the critical path).
+    let p = &run.processes[0];
+    let life = p.end_ns.unwrap() - p.start_ns;
+    assert!(
+        life >= cpu,
+        "lived {life} ns, {cpu} ns of CPU\n{}",
+        o.stderr()
+    );
 });
 
 /// Under ebpf (root), each process's CPU is read at its tasks' last switches, when the

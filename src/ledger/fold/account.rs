@@ -31,6 +31,15 @@ pub fn apply(run: &mut Run, index: Option<usize>, t_ns: u64, event: &AccountEven
             if *source == LedgerSource::Taskstats {
                 ledger.taskstats_records += 1;
             }
+            // A single-threaded process lives until its last switch, where its CPU is read: the
+            // ebpf tracker's end is its exit record, written before the exit tears the memory
+            // down, so its lifetime would be shorter than its CPU.
+            if *source == LedgerSource::LastSwitch
+                && p.threads == 1
+                && let (Some(end), Some(life)) = (p.end_ns, figures.task_time_ns)
+            {
+                p.end_ns = Some(end.max(p.start_ns.saturating_add(life)));
+            }
         }
         AccountEvent::Group { version, dirs } => {
             acc(run).group = Some(Group {
@@ -566,6 +575,45 @@ mod tests {
         // Another process's figures are left alone.
         let cc = taskstats(1);
         assert_eq!(cc.task_time_ns, Some(599 * MS));
+    }
+
+    /// ebpf: a single-threaded process's exit record comes before its memory is torn down;
+    /// its last switch, after, carries the life its CPU covers, and the process ends there.
+    #[test]
+    fn a_process_lives_until_its_last_switch() {
+        let last_switch = |t: u64, tgid: i32, life_ms: u64| {
+            at(
+                t,
+                Event::Accounting {
+                    event: AccountEvent::Ledger {
+                        tgid,
+                        start_ns: None,
+                        source: LedgerSource::LastSwitch,
+                        figures: Box::new(Figures {
+                            user_ns: Some(0),
+                            sys_ns: Some(life_ms * MS),
+                            cpu_ns: Some(life_ms * MS),
+                            task_time_ns: Some(life_ms * MS),
+                            ..Default::default()
+                        }),
+                    },
+                },
+            )
+        };
+        // ld (12) started at 601 ms and exited at 900 ms; its last switch comes just after.
+        let end_of_ld = |life_ms: u64| {
+            let mut ev = build();
+            let exit = ev
+                .iter()
+                .position(|e| matches!(e.event, Event::Exit { tid: 12, .. }));
+            ev.insert(exit.unwrap() + 1, last_switch(901 * MS, 12, life_ms));
+            let run = Recorder::replay(ev);
+            run.processes.iter().find(|p| p.pid == 12).unwrap().end_ns
+        };
+        // Its teardown ran to 950 ms.
+        assert_eq!(end_of_ld(349), Some(950 * MS));
+        // A figure that ends before the exit record changes nothing.
+        assert_eq!(end_of_ld(100), Some(900 * MS));
     }
 
     #[test]
