@@ -213,6 +213,23 @@ struct Group {
     /// Its ended threads' lives, each from its start to the wait that reported its end (the
     /// span wait4's CPU covers), when the ledger keeps wait4's figures.
     lives_ns: u64,
+    /// A thread whose start was not seen: the sum of lives is unknown, not short.
+    lives_unknown: bool,
+}
+
+impl Group {
+    /// Adds a thread's life, or marks the sum unknown when its start was not seen.
+    fn add_life(&mut self, life: Option<u64>) {
+        match life {
+            Some(l) => self.lives_ns = self.lives_ns.saturating_add(l),
+            None => self.lives_unknown = true,
+        }
+    }
+
+    /// Its threads' lives so far, when every one is known.
+    fn lives(&self) -> Option<u64> {
+        (!self.lives_unknown).then_some(self.lives_ns)
+    }
 }
 
 impl Tracer {
@@ -403,7 +420,7 @@ impl Tracer {
                 .map(|s| self.stop_ns.saturating_sub(s));
             if let Some(g) = self.groups.get_mut(&pid) {
                 g.threads = g.threads.saturating_sub(1).max(1);
-                g.lives_ns = g.lives_ns.saturating_add(before.unwrap_or(0));
+                g.add_life(before);
             }
         }
         // The calls so far belong to the image being replaced.
@@ -515,7 +532,7 @@ impl Tracer {
     /// (`RUSAGE_BOTH` semantics), so the children's, recorded at their ends, are taken off.
     /// With it, its threads' lives up to the waits that reported their ends (`lives_ns`): the
     /// task time over the span the CPU covers, the exit's teardown included.
-    fn own_rusage(&mut self, tgid: i32, ru: &libc::rusage, t: Termination, lives_ns: u64) {
+    fn own_rusage(&mut self, tgid: i32, ru: &libc::rusage, t: Termination, lives_ns: Option<u64>) {
         let tv = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1000;
         let both = Figures {
             user_ns: Some(tv(ru.ru_utime)),
@@ -535,7 +552,7 @@ impl Tracer {
             major_faults: less(both.major_faults, children.major_faults),
             voluntary_switches: less(both.voluntary_switches, children.voluntary_switches),
             involuntary_switches: less(both.involuntary_switches, children.involuntary_switches),
-            task_time_ns: Some(lives_ns),
+            task_time_ns: lives_ns,
             exit_status: Some(match t {
                 Termination::Exited(c) => c << 8,
                 Termination::Signaled {
@@ -607,10 +624,10 @@ impl Tracer {
             Some(g) => {
                 g.threads = g.threads.saturating_sub(1);
                 g.exiting = g.exiting.saturating_sub(1);
-                g.lives_ns = g.lives_ns.saturating_add(life.unwrap_or(0));
-                (g.threads, g.lives_ns)
+                g.add_life(life);
+                (g.threads, g.lives())
             }
-            None => (0, 0),
+            None => (0, None),
         };
         let status = (tid == tgid).then_some(t);
         if self.ledger.wait4 && tid == tgid && remaining == 0 {
