@@ -1029,8 +1029,7 @@ fn processes_ste_may_not_read_are_counted_not_zero() {
     // cannot read its smaps_rollup. Under netlink it keeps its privileges; under ptrace the
     // kernel ignores the setuid bit of a traced program, so it stays readable.
     let suid = scratch("suid-sleep");
-    std::fs::copy("/bin/sleep", &suid).unwrap();
-    set_mode(&suid, 0o4755);
+    install(std::path::Path::new("/bin/sleep"), &suid, 0o4755);
     let netlink = Mode {
         tracker: Tracker::Netlink,
         who: Who::Nobody,

@@ -24,8 +24,7 @@ fn hostile_sleep() -> PathBuf {
     std::fs::create_dir(&dir).unwrap();
     set_mode(&dir, 0o755);
     let bin = dir.join(HOSTILE);
-    std::fs::copy("/bin/sleep", &bin).unwrap();
-    set_mode(&bin, 0o755);
+    install(Path::new("/bin/sleep"), &bin, 0o755);
     bin
 }
 

@@ -75,8 +75,7 @@ pub fn bins() -> &'static Bins {
         std::fs::create_dir_all(&dir).unwrap();
         set_mode(&dir, 0o1777);
         let ste = dir.join("ste");
-        std::fs::copy(env!("CARGO_BIN_EXE_ste"), &ste).unwrap();
-        set_mode(&ste, 0o755);
+        install(Path::new(env!("CARGO_BIN_EXE_ste")), &ste, 0o755);
         Bins { ste, dir }
     })
 }
@@ -137,9 +136,27 @@ fn copy_example(dir: &Path, name: &str) -> PathBuf {
         built.display()
     );
     let to = dir.join(name);
-    std::fs::copy(&built, &to).unwrap();
-    set_mode(&to, 0o755);
+    install(&built, &to, 0o755);
     to
+}
+
+/// Copies the program `from` to `to` with `mode`, in a child process (`install`): a copy
+/// written by the test process holds the file open for writing in every child another test
+/// forks meanwhile, until that child execs, and an exec of the copy then fails with "Text
+/// file busy" (the likely cause of a start of a fresh copy that failed once in a full run).
+pub fn install(from: &Path, to: &Path, mode: u32) {
+    let status = Command::new("install")
+        .arg(format!("-m{mode:o}"))
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "install {} {}",
+        from.display(),
+        to.display()
+    );
 }
 
 pub fn set_mode(p: &Path, mode: u32) {

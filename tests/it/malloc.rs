@@ -291,8 +291,7 @@ fn a_setuid_program_is_reported() {
     // setuid-root copy of the fixture runs in secure mode: ld.so ignores LD_PRELOAD.
     let fx = fixture_c();
     let suid = bins().dir.join("malloc_fixture_suid");
-    std::fs::copy(&fx, &suid).unwrap();
-    set_mode(&suid, 0o4755);
+    install(fx.as_ref(), &suid, 0o4755);
     let mode = Mode {
         tracker: Tracker::Netlink,
         who: Who::Nobody,

@@ -223,7 +223,10 @@ fn samples_stay_bounded_and_say_how_they_were_read() {
         run.samples
     );
     // The hold: from 100 ms after the fill reached its size (a loaded host stretches the fill
-    // past half a second, and the round that anchors its end falls just after it) to 2.5 s.
+    // past half a second) to 2.5 s. Its plateau goes out as two points; when the carried figure
+    // is loose (its bound above 0.5 %), the exact round that anchors it may fall in the hold
+    // too (it waits for the budget the fill's reads spent: up to ~0.8 s on this host), and
+    // adds itself between the two plateaus' points: three, one of them exact.
     let top = run.samples.iter().map(|s| s.pss_bytes).max().unwrap_or(0);
     let filled_ns = run
         .samples
@@ -235,8 +238,9 @@ fn samples_stay_bounded_and_say_how_they_were_read() {
         .iter()
         .filter(|s| s.t_ns > filled_ns.max(400_000_000) + 100_000_000 && s.t_ns < 2_500_000_000)
         .collect();
+    let exact = hold.iter().filter(|s| s.kind == SampleKind::Exact).count();
     assert!(
-        hold.len() <= 2,
+        hold.len() <= 2 || (hold.len() == 3 && exact == 1),
         "{} samples in the hold: {hold:?}",
         hold.len()
     );

@@ -72,8 +72,7 @@ fn release_binary() -> Result<PathBuf, String> {
         ));
     }
     let to = bins().dir.join("ste-release");
-    std::fs::copy(&built, &to).map_err(|e| e.to_string())?;
-    set_mode(&to, 0o755);
+    install(&built, &to, 0o755);
     Ok(to)
 }
 
