@@ -14,8 +14,12 @@ pub trait TreeWatcher: Send + Sync {
     fn root_started(&self, tgid: i32);
     /// A process joined the tree, forked by `parent`.
     fn process_started(&self, tgid: i32, parent: i32);
-    /// A process exec'd (a tracker that does not hold it at its exec stop).
+    /// A process exec'd (a tracker that does not hold it at its exec stop). The tracker calls
+    /// `execs_handled` once it has handled the records read with it.
     fn process_exec(&self, tgid: i32);
+    /// The tracker has handled what it read with the execs of `tgids` (their ends among it):
+    /// the sampler asks for a round of those still alive once they have settled.
+    fn execs_handled(&self, tgids: &[i32]);
     /// A process is held at its exec stop, before the new image runs.
     fn exec_stopped(&self, tgid: i32);
     /// The process held at its exec stop runs again.

@@ -194,6 +194,12 @@ struct State {
     stop: bool,
     /// The sampling thread is in a round or a tick (it holds no state lock meanwhile).
     busy: bool,
+    /// When the sampling thread, asleep, wakes on its own (`None` while it is awake): an exec
+    /// wakes it only when that is later than the new image settles.
+    asleep_until_ns: Option<u64>,
+    /// Wake-ups asked of the sampling thread (what the tests look at).
+    #[cfg(test)]
+    woken: u32,
     nudged: bool,
     /// Observers that asked for a round at a tick's new high and pay for it.
     payers: Vec<Arc<dyn RoundObserver>>,
@@ -251,6 +257,23 @@ struct State {
     last_emit_ns: u64,
 }
 
+impl State {
+    /// `tgid` exec'd at `now`: readable again, its carry to start again from its new memory,
+    /// and its image to be read once it has settled.
+    fn exec_marked(&mut self, tgid: i32, now: u64) {
+        if let Some(c) = self.live.get_mut(&tgid) {
+            c.unreadable = false;
+            c.before_exec = false;
+            c.image = c.image.wrapping_add(1);
+            c.exit_hwm = 0;
+            c.exec_seen = true;
+            c.exec_ns = Some(now);
+            c.pss = 0;
+            c.round_asked = true;
+        }
+    }
+}
+
 pub struct Sampler {
     pace: Pace,
     sink: Sink,
@@ -277,6 +300,9 @@ impl Sampler {
                 live: BTreeMap::new(),
                 stop: false,
                 busy: false,
+                asleep_until_ns: None,
+                #[cfg(test)]
+                woken: 0,
                 nudged: false,
                 payers: Vec::new(),
                 budget: Budget::new(pace),
@@ -422,10 +448,31 @@ impl Sampler {
         );
     }
 
-    /// A process exec'd: its memory changed completely.
+    /// A process exec'd: its memory changed completely. The round its new image wants is
+    /// asked for by [`Sampler::execs_handled`], once the tracker has handled what it read
+    /// with the exec (often the process's end too).
     pub fn process_exec(&self, tgid: i32) {
         self.exec_stopped(tgid);
-        self.exec_done(tgid);
+        let mut st = self.state.lock().expect("sampler lock");
+        let now = self.sink.now_ns();
+        st.exec_marked(tgid, now);
+    }
+
+    /// The tracker has handled a batch of records in which `tgids` exec'd: a round is asked
+    /// for the new images still alive, once the earliest has settled. Asked at each exec, the
+    /// sampling thread was woken for a fork loop's every `/bin/true`, gone by the time it had
+    /// settled (its exit was in the same batch).
+    pub fn execs_handled(&self, tgids: &[i32]) {
+        let mut st = self.state.lock().expect("sampler lock");
+        let first = tgids
+            .iter()
+            .filter_map(|p| st.live.get(p))
+            .filter(|c| c.round_asked && c.counted())
+            .filter_map(|c| c.exec_ns)
+            .min();
+        if let Some(t) = first {
+            self.nudge_by(&mut st, t + EXEC_SETTLE_NS);
+        }
     }
 
     /// The observers' part of an exec, for a tracker that holds the process at its exec stop:
@@ -437,21 +484,13 @@ impl Sampler {
     }
 
     /// The sampler's own part of an exec: the process is readable again, its carry starts
-    /// again from its new memory, and a round is asked for. A tracker that stops at the exec
+    /// again from its new memory, and a round is asked for once it has settled. A tracker that stops at the exec
     /// calls it once the process runs again.
     pub fn exec_done(&self, tgid: i32) {
         let mut st = self.state.lock().expect("sampler lock");
-        if let Some(c) = st.live.get_mut(&tgid) {
-            c.unreadable = false;
-            c.before_exec = false;
-            c.image = c.image.wrapping_add(1);
-            c.exit_hwm = 0;
-            c.exec_seen = true;
-            c.exec_ns = Some(self.sink.now_ns());
-            c.pss = 0;
-            c.round_asked = true;
-        }
-        self.nudge(&mut st);
+        let now = self.sink.now_ns();
+        st.exec_marked(tgid, now);
+        self.nudge_by(&mut st, now + EXEC_SETTLE_NS);
     }
 
     /// A process is gone.
@@ -481,10 +520,24 @@ impl Sampler {
     /// now: in a fork storm, waking it for nothing would steal CPU from the workload and from
     /// the tracker.
     fn nudge(&self, st: &mut State) {
+        self.nudge_by(st, 0);
+    }
+
+    /// Asks for a round that cannot start before `ready_ns` (a new image is not read before
+    /// it settles). The thread is woken only when it sleeps past that: awake, it looks at the
+    /// state again before it sleeps, and one that wakes in time on its own needs no wake-up.
+    /// Waking it at every exec of a fork loop, to find nothing settled and sleep again, was a
+    /// sixth of the tracker's CPU and most of the sampler's context switches.
+    fn nudge_by(&self, st: &mut State, ready_ns: u64) {
         st.nudged = true;
         let now = self.sink.now_ns();
         self.refill(st, now);
-        if self.wait_before_round(st, now) == 0 {
+        if st.asleep_until_ns.is_some_and(|t| t > ready_ns) && self.wait_before_round(st, now) == 0
+        {
+            #[cfg(test)]
+            {
+                st.woken += 1;
+            }
             self.wake.notify_one();
         }
     }
@@ -576,6 +629,9 @@ impl crate::bus::tree::TreeWatcher for Sampler {
     }
     fn process_exec(&self, tgid: i32) {
         Sampler::process_exec(self, tgid)
+    }
+    fn execs_handled(&self, tgids: &[i32]) {
+        Sampler::execs_handled(self, tgids)
     }
     fn exec_stopped(&self, tgid: i32) {
         Sampler::exec_stopped(self, tgid)
@@ -711,6 +767,44 @@ mod tests {
         let s = exit_peaks(&mut rx);
         assert_eq!(s.len(), 1);
         assert_eq!(s[0].pss_bytes, 16 * MIB);
+    }
+
+    /// A new image's round is asked for once the tracker has handled the batch its exec came
+    /// in, and only when the process is still alive; the thread is woken for it only when it
+    /// sleeps past the moment the image settles.
+    #[test]
+    fn an_exec_wakes_the_thread_only_for_a_live_image_it_would_sleep_past() {
+        let (sink, _rx) = crate::bus::sink::Sink::new(Clock::start());
+        let sampler = Sampler::new(Pace::Budget(0.01), sink);
+        let woken = || sampler.state.lock().unwrap().woken;
+        let asleep_for = |ns: u64| {
+            let mut st = sampler.state.lock().unwrap();
+            st.asleep_until_ns = Some(sampler.sink.now_ns() + ns);
+        };
+        sampler.process_started(1, 0);
+        asleep_for(3600 * 1_000_000_000);
+        // A short program: its exec and its end in one batch.
+        sampler.process_started(2, 1);
+        sampler.process_exec(2);
+        sampler.process_ended(2);
+        sampler.execs_handled(&[2]);
+        assert_eq!(woken(), 0, "the program is gone: no round to ask for");
+        // One still alive after the batch: woken, the thread sleeping an hour.
+        sampler.process_started(3, 1);
+        sampler.process_exec(3);
+        assert_eq!(woken(), 0, "not at the exec itself");
+        sampler.execs_handled(&[3]);
+        assert_eq!(woken(), 1);
+        // Not when the thread wakes before the image settles anyway.
+        sampler.process_started(4, 1);
+        sampler.process_exec(4);
+        asleep_for(EXEC_SETTLE_NS / 2);
+        sampler.execs_handled(&[4]);
+        assert_eq!(woken(), 1, "it wakes in time on its own");
+        // Nor when it is awake (it looks at the state before it sleeps).
+        sampler.state.lock().unwrap().asleep_until_ns = None;
+        sampler.execs_handled(&[4]);
+        assert_eq!(woken(), 1);
     }
 
     /// A round asked for by a settled new image reads that image alone and carries the rest

@@ -159,8 +159,10 @@ impl Sampler {
                         .max(100_000),
                 ),
             };
+            st.asleep_until_ns = Some(now.saturating_add(timeout.as_nanos() as u64));
             let (guard, _) = self.wake.wait_timeout(st, timeout).expect("sampler lock");
             st = guard;
+            st.asleep_until_ns = None;
         }
     }
 

@@ -423,6 +423,8 @@ impl Reader {
                     // Read first: the process may end any moment.
                     let read = self.read_argv(tgid);
                     let former = self.tree.exec(tgid).flatten();
+                    // The exec wakes this thread alone: the round is asked for at once.
+                    self.tree.handled();
                     let (argv, doubtful) = self.judge_argv(tgid, read);
                     self.tree.emit_at(
                         t,

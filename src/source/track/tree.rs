@@ -30,6 +30,8 @@ pub struct Tree {
     tasks: HashMap<i32, HashSet<i32>>,
     /// Live task → its process.
     owner: HashMap<i32, i32>,
+    /// Processes that exec'd since the tracker last called [`Tree::handled`].
+    execs: Vec<i32>,
 }
 
 impl Tree {
@@ -44,6 +46,7 @@ impl Tree {
             procfs: ProcFs::default(),
             tasks: HashMap::new(),
             owner: HashMap::new(),
+            execs: Vec::new(),
         };
         tree.tasks.insert(root, HashSet::from([root]));
         tree.owner.insert(root, root);
@@ -165,7 +168,18 @@ impl Tree {
         tids.insert(tgid);
         self.owner.insert(tgid, tgid);
         self.sampler.process_exec(tgid);
+        self.execs.push(tgid);
         Some(former)
+    }
+
+    /// The tracker has handled what it read (a drain of its ring, an event): the sampler asks
+    /// for a round of the new images among it that are still alive. Every tracker that calls
+    /// [`Tree::exec`] calls this after, or new images are read only when the tree is due.
+    pub fn handled(&mut self) {
+        if !self.execs.is_empty() {
+            self.sampler.execs_handled(&self.execs);
+            self.execs.clear();
+        }
     }
 
     /// The process of the live task `tid`, if it is in the tree.

@@ -233,6 +233,9 @@ impl Reader {
             let judged = self.judge_argv(j);
             self.state.judged = Some(judged);
         }
+        // Asked after the drain, not at each exec record: a short program's exit is often in
+        // the same drain, and it wants no round.
+        self.state.tree.handled();
         records
     }
 
