@@ -6,7 +6,9 @@
 #   GIT_SRC=/path/to/git-2.39 BIG_RUNS=4 bench/side_by_side.sh git
 #
 # Workloads: `loop` (2,000 /bin/true from sh), `build` (make -j2 of bench/small_project.sh's 40
-# files, `make clean` before every command), `true`; and two long ones, with bare and ste
+# files, `make clean` before every command), `true` (back to back: each run of ste or a floor
+# may wait in its attach for the previous one's detach, see bench/README.md), `true-spaced`
+# (the same with 50 ms between commands, as a run alone meets it); and two long ones, with bare and ste
 # only (each tracker, and BEFORE's default): `git` (make -j2 of git's source tree, GIT_SRC,
 # e.g. from `apt-get source git`; ~1,700 processes, ~45 s) and `scale` (50,000 /bin/true).
 # Each paired run (bench/paired.py: every round runs each command once, in a fresh random
@@ -87,6 +89,8 @@ for w in "${WORKLOADS[@]}"; do
     build) paired build "make -s -j2 -C $PROJECT" "$RUNS" "make -j2 of 40 files" "" \
         --prepare "make -s -C $PROJECT clean" ;;
     true) paired true "true" "$TRUE_RUNS" "true" "" ;;
+    true-spaced) paired true-spaced "true" "$TRUE_RUNS" "true, 50 ms between commands" "" \
+        --prepare "sleep 0.05" ;;
     git)
         [ -d "${GIT_SRC:-}" ] || { echo "bench: set GIT_SRC to a git source tree" >&2; exit 2; }
         GIT_MAKE="make -s -j2 -C $GIT_SRC NO_CURL=1 NO_GETTEXT=1 NO_TCLTK=1 NO_PERL=1 NO_PYTHON=1"
@@ -94,7 +98,7 @@ for w in "${WORKLOADS[@]}"; do
             --warmup 0 --prepare "$GIT_MAKE clean >/dev/null" ;;
     scale) paired scale "sh -c 'i=0; while [ \$i -lt 50000 ]; do /bin/true; i=\$((i+1)); done'" \
         "${BIG_RUNS:-4}" "Fork loop: 50,000 /bin/true" short --warmup 0 ;;
-    *) echo "bench: unknown workload $w (loop, build, true, git, scale)" >&2; exit 2 ;;
+    *) echo "bench: unknown workload $w (loop, build, true, true-spaced, git, scale)" >&2; exit 2 ;;
     esac
 done
 
