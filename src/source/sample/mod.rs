@@ -484,8 +484,8 @@ impl Sampler {
     }
 
     /// The sampler's own part of an exec: the process is readable again, its carry starts
-    /// again from its new memory, and a round is asked for once it has settled. A tracker that stops at the exec
-    /// calls it once the process runs again.
+    /// again from its new memory, and a round is asked for once it has settled. A tracker that
+    /// stops at the exec calls it once the process runs again.
     pub fn exec_done(&self, tgid: i32) {
         let mut st = self.state.lock().expect("sampler lock");
         let now = self.sink.now_ns();
@@ -526,8 +526,8 @@ impl Sampler {
     /// Asks for a round that cannot start before `ready_ns` (a new image is not read before
     /// it settles). The thread is woken only when it sleeps past that: awake, it looks at the
     /// state again before it sleeps, and one that wakes in time on its own needs no wake-up.
-    /// Waking it at every exec of a fork loop, to find nothing settled and sleep again, was a
-    /// sixth of the tracker's CPU and most of the sampler's context switches.
+    /// Waking it at every exec of a fork loop, to find nothing settled and sleep again, cost
+    /// the tracker a system call and the sampler a context switch per program.
     fn nudge_by(&self, st: &mut State, ready_ns: u64) {
         st.nudged = true;
         let now = self.sink.now_ns();
