@@ -12,8 +12,9 @@ use crate::model::{
     Exec, Exit, Io, Overhead, Process, Run, SCHEMA_VERSION, Sample, SamplerInfo, ThreadLifetime,
     Totals,
 };
+use foldhash::{HashMap, HashMapExt};
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// What applying one event changed that a live view may want to show at once.
 pub enum Applied<'a> {

@@ -16,7 +16,7 @@ use crate::bus::event::Event;
 use crate::kernel::taskstats::TaskStats;
 use crate::ledger::recorder::Recorder;
 use crate::model::{AccountEvent, Figures, LedgerSource, Process};
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 /// Tolerance between the tracker's time stamps and the kernel's: the tracker may see a fork
 /// late under load, and a record's arrival lags its exit. A pid is not reused this fast.

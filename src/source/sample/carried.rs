@@ -9,7 +9,7 @@
 use super::Cached;
 use super::carry::{self, Anchor, Counters, Estimate};
 use crate::kernel::proc::{ProcFs, StatmFile};
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 /// What the sampling side keeps of each process to carry its PSS between exact reads.
 pub(super) struct Carried {

@@ -57,8 +57,8 @@ use crate::bus::event::Event;
 use crate::bus::sink::Sink;
 use crate::kernel::proc::{ProcFs, Rollup, page_size};
 use crate::model::{Sample, SamplerInfo, Source};
+use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
-use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 

@@ -18,7 +18,7 @@
 
 use crate::model::{AccountEvent, Figures, LedgerSource};
 use crate::source::account::split_runtime;
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 /// A task's figures as it left a CPU for the last time (nanoseconds): its runtime, and its
 /// user and system ticks, which split it.
