@@ -302,6 +302,7 @@ fn taskstats_loop(
 ) -> Result<i32> {
     let mut g = Gatherer::default();
     let mut lost = 0u64;
+    let mut cut = 0u64;
     // When the last drain that found records ended: records again within two batches of it
     // are a storm, and the loop sleeps a batch before the next drain.
     let mut last_drain: Option<Instant> = None;
@@ -324,6 +325,10 @@ fn taskstats_loop(
                 Received::Messages(ms) => {
                     any = true;
                     for m in ms {
+                        if matches!(m, Message::Cut) {
+                            cut += 1;
+                            continue;
+                        }
                         if let Some(e) = g.take(m, other_threads_alive)
                             && !emit(&e)?
                         {
@@ -344,6 +349,11 @@ fn taskstats_loop(
     if lost > 0 {
         eprintln!(
             "ste monitor: the taskstats receive buffer overflowed {lost} times: some exits were not shown"
+        );
+    }
+    if cut > 0 {
+        eprintln!(
+            "ste monitor: {cut} taskstats exit records were longer than ste reads and cut short: those exits were not shown"
         );
     }
     Ok(0)

@@ -139,6 +139,66 @@ pub fn recv_now(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
     }
 }
 
+/// Receives, without blocking and in one system call (`recvmmsg`), up to as many datagrams as
+/// `buf` has slots of `slot_bytes`, each into its own slot; returns each one's length and
+/// whether it was longer than its slot (its end cut off), and nothing when none is queued.
+/// `ENOBUFS` comes back as [`recv_now`]'s does; after some datagrams were taken, the kernel
+/// keeps it for the next call.
+pub fn recv_many(
+    fd: &OwnedFd,
+    buf: &mut [u8],
+    slot_bytes: usize,
+) -> io::Result<Vec<(usize, bool)>> {
+    let slots = buf.len() / slot_bytes;
+    let mut iovs: Vec<libc::iovec> = buf
+        .chunks_exact_mut(slot_bytes)
+        .map(|slot| libc::iovec {
+            iov_base: slot.as_mut_ptr().cast(),
+            iov_len: slot.len(),
+        })
+        .collect();
+    let mut hdrs: Vec<libc::mmsghdr> = iovs
+        .iter_mut()
+        .map(|iov| {
+            // SAFETY: an all-zero msghdr is a valid one (no name, no control data).
+            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+            h
+        })
+        .collect();
+    loop {
+        // SAFETY: each header points at one iovec, which points at its own slot of `buf`;
+        // all live across the call.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd.as_raw_fd(),
+                hdrs.as_mut_ptr(),
+                slots as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if n >= 0 {
+            return Ok(hdrs[..n as usize]
+                .iter()
+                .map(|h| {
+                    (
+                        h.msg_len as usize,
+                        h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+                    )
+                })
+                .collect());
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN) => return Ok(Vec::new()),
+            _ => return Err(e),
+        }
+    }
+}
+
 /// Sends one message.
 pub fn send(fd: &OwnedFd, msg: &[u8]) -> io::Result<()> {
     // SAFETY: sending an initialised buffer of its own length.
@@ -159,4 +219,36 @@ pub fn u32_at(b: &[u8], off: usize) -> Option<u32> {
 
 pub fn u64_at(b: &[u8], off: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(b.get(off..off + 8)?.try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Datagrams of a local socket pair stand in for netlink's: the slots, the cut flag and the
+    /// empty queue are the system call's, whatever the family.
+    #[test]
+    fn many_datagrams_come_in_one_call_each_in_its_slot_and_a_long_one_says_it_was_cut() {
+        let mut fds = [0; 2];
+        // SAFETY: creating a socket pair into a valid array.
+        let rc = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM, 0, fds.as_mut_ptr()) };
+        assert_eq!(rc, 0);
+        // SAFETY: both descriptors were just created and are owned here alone.
+        let (rx, tx) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let mut buf = vec![0u8; 3 * 8];
+        assert!(
+            recv_many(&rx, &mut buf, 8).unwrap().is_empty(),
+            "nothing queued"
+        );
+        for m in [&b"abc"[..], b"0123456789", b"xy", b"left"] {
+            send(&tx, m).unwrap();
+        }
+        let got = recv_many(&rx, &mut buf, 8).unwrap();
+        assert_eq!(got, vec![(3, false), (8, true), (2, false)]);
+        assert_eq!(&buf[..3], b"abc");
+        assert_eq!(&buf[8..16], b"01234567");
+        assert_eq!(&buf[16..18], b"xy");
+        assert_eq!(recv_many(&rx, &mut buf, 8).unwrap(), vec![(4, false)]);
+        assert_eq!(&buf[..4], b"left");
+    }
 }

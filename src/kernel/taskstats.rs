@@ -233,8 +233,18 @@ pub enum Message {
     },
     /// The kernel's answer to a request: 0 or a negative errno.
     Ack(i32),
+    /// A datagram longer than the slot it was received into (see [`SLOT_BYTES`]): what it
+    /// held is lost, and is counted so.
+    Cut,
     Other,
 }
+
+/// Exit records are taken [`SLOTS`] datagrams a system call, each into a slot of this size:
+/// a record is one datagram of ~1.2 KiB (version 16's `struct taskstats` is 560 bytes, twice
+/// when a thread group's aggregate comes with it). One `recv` per record was most of the
+/// accounts thread's system calls on a fork loop.
+const SLOT_BYTES: usize = 4096;
+const SLOTS: usize = 16;
 
 /// Netlink attributes of a payload: (type, value) pairs, 4-byte aligned.
 fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
@@ -340,7 +350,7 @@ impl Taskstats {
             fd,
             family: 0,
             seq: 0,
-            buf: vec![0; 64 * 1024],
+            buf: vec![0; SLOTS * SLOT_BYTES],
             rcvbuf_bytes,
         };
         t.family = t.resolve_family()?;
@@ -485,21 +495,31 @@ impl Taskstats {
         self.recv_now()
     }
 
-    /// Receives one datagram without blocking (`Timeout` when the queue is empty).
+    /// Receives the datagrams queued, up to [`SLOTS`] of them, without blocking (`Timeout`
+    /// when the queue is empty).
     pub fn recv_now(&mut self) -> io::Result<Received> {
-        match self.recv_raw(None) {
-            Ok(n) => {
-                let family = self.family;
-                Ok(Received::Messages(
-                    messages(&self.buf[..n])
-                        .map(|m| parse_message(m, family))
-                        .collect(),
-                ))
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => Ok(Received::Overrun),
-            Err(e) if e.kind() == io::ErrorKind::TimedOut => Ok(Received::Timeout),
-            Err(e) => Err(e),
+        let got = match super::netlink::recv_many(
+            &self.fd,
+            &mut self.buf[..SLOTS * SLOT_BYTES],
+            SLOT_BYTES,
+        ) {
+            Ok(got) => got,
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => return Ok(Received::Overrun),
+            Err(e) => return Err(e),
+        };
+        if got.is_empty() {
+            return Ok(Received::Timeout);
         }
+        let family = self.family;
+        let mut out = Vec::with_capacity(got.len());
+        for (slot, (n, cut)) in self.buf.chunks_exact(SLOT_BYTES).zip(got) {
+            if cut {
+                out.push(Message::Cut);
+            } else {
+                out.extend(messages(&slot[..n]).map(|m| parse_message(m, family)));
+            }
+        }
+        Ok(Received::Messages(out))
     }
 
     /// One datagram into the buffer, waiting up to `timeout` (`TimedOut` when none came), or

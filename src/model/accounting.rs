@@ -339,6 +339,8 @@ pub enum AccountEvent {
     Delays { on: bool, switched_by_ste: bool },
     /// The taskstats receive buffer overflowed: exit records were dropped.
     TaskstatsOverrun,
+    /// An exit record longer than ste's receive slot came cut short: its figures are lost.
+    TaskstatsCut,
     /// The command's first process as ste released it: what it did before is ste's set-up.
     BeforeRelease { before: BeforeRelease },
     /// ste ended the descendants still running after the command (`--kill-lingering`).
@@ -499,6 +501,9 @@ pub struct Accounting {
     pub delays_switched_by_ste: bool,
     /// Times the taskstats receive buffer overflowed (records lost).
     pub taskstats_overruns: u64,
+    /// Exit records longer than ste's receive slot, cut short (records lost).
+    #[serde(default)]
+    pub taskstats_cut: u64,
     /// Processes whose figures came from taskstats but miss some of their threads' records.
     pub taskstats_incomplete: u64,
     pub memory: MemoryReconciled,

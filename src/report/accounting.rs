@@ -103,6 +103,18 @@ fn accounting_lost_line(a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
             if a.taskstats_overruns == 1 { "" } else { "s" }
         )?;
     }
+    if a.taskstats_cut > 0 {
+        writeln!(
+            w,
+            "Accounting lost: {} taskstats exit record{} longer than ste reads, cut short; some processes miss their exit records",
+            a.taskstats_cut,
+            if a.taskstats_cut == 1 {
+                " was"
+            } else {
+                "s were"
+            }
+        )?;
+    }
     Ok(())
 }
 

@@ -245,6 +245,7 @@ struct Accounting {
     delays_on: Option<bool>,
     delays_switched_by_ste: bool,
     taskstats_overruns: u64,
+    taskstats_cut: u64,
     taskstats_incomplete: u64,
     memory: MemoryReconciled,
     time: Option<TimeBreakdown>,

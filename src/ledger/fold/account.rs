@@ -9,7 +9,7 @@ use crate::model::{
     AccountEvent, Accounting, Group, GroupRound, LedgerSource, Lingering, MemoryFigure, PathLink,
     Process, Run, TimeBreakdown, Unavailable, signal_name,
 };
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 fn acc(run: &mut Run) -> &mut Accounting {
     run.accounting.get_or_insert_with(Accounting::default)
@@ -93,6 +93,7 @@ pub fn apply(run: &mut Run, index: Option<usize>, t_ns: u64, event: &AccountEven
             a.delays_switched_by_ste = *switched_by_ste;
         }
         AccountEvent::TaskstatsOverrun => acc(run).taskstats_overruns += 1,
+        AccountEvent::TaskstatsCut => acc(run).taskstats_cut += 1,
         AccountEvent::BeforeRelease { before } => acc(run).before_release = Some(*before),
         AccountEvent::KilledLingering { pids, signal, via } => {
             let a = acc(run);

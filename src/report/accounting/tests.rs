@@ -219,3 +219,28 @@ fn summary_lines_label_each_memory_figure() {
         "{text}"
     );
 }
+
+/// Each way taskstats records were lost has its own line, with its count; none, no line.
+#[test]
+fn lost_records_are_said_by_how_they_were_lost() {
+    let lines = |overruns: u64, cut: u64| {
+        let a = Accounting {
+            taskstats_overruns: overruns,
+            taskstats_cut: cut,
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        accounting_lost_line(&a, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    assert_eq!(lines(0, 0), "");
+    assert_eq!(
+        lines(2, 1),
+        "Accounting lost: the taskstats receive buffer overflowed 2 times; some processes miss their exit records\n\
+         Accounting lost: 1 taskstats exit record was longer than ste reads, cut short; some processes miss their exit records\n"
+    );
+    assert_eq!(
+        lines(0, 3),
+        "Accounting lost: 3 taskstats exit records were longer than ste reads, cut short; some processes miss their exit records\n"
+    );
+}

@@ -1394,6 +1394,7 @@
 
   function accUnavailable(M, host, a) {
     const items = (a.unavailable || []).map((u) => `<li><b>${esc(u.figure)}</b>: ${esc(u.why)}</li>`);
+    if (a.taskstats_cut) items.push(`<li class="bad"><b>taskstats records lost</b>: ${esc(fmtInt(a.taskstats_cut))} exit record${a.taskstats_cut === 1 ? ' was' : 's were'} longer than ste reads, cut short; some processes miss their exit figures</li>`);
     if (a.taskstats_overruns) items.push(`<li class="bad"><b>taskstats records lost</b>: the receive buffer overflowed ${esc(fmtInt(a.taskstats_overruns))} time${a.taskstats_overruns === 1 ? '' : 's'}; some processes miss their exit figures</li>`);
     if (a.taskstats_incomplete) items.push(`<li><b>${esc(fmtInt(a.taskstats_incomplete))} process${a.taskstats_incomplete === 1 ? '' : 'es'}</b> miss the taskstats records of some of their threads</li>`);
     if (!items.length) return false;
@@ -1407,7 +1408,7 @@
     { id: 'critical_path', keys: ['critical_path'], title: 'Critical path', lead: 'The chain of processes whose lifetimes bound the wall time, root first: each waited for the next. Its own time is the part of the path no later link covers. Outlined on the timeline; click a row to show it there.', draw: accPath },
     { id: 'group', keys: ['group'], title: 'ste\'s cgroup', draw: accGroup },
     { id: 'lingering', keys: ['lingering', 'killed_lingering'], title: 'Lingering processes', lead: 'Descendants still running when the command\'s first process ended.', draw: accLingering },
-    { id: 'unavailable', keys: ['unavailable', 'taskstats_overruns', 'taskstats_incomplete'], title: 'Not measured on this run', draw: accUnavailable },
+    { id: 'unavailable', keys: ['unavailable', 'taskstats_overruns', 'taskstats_cut', 'taskstats_incomplete'], title: 'Not measured on this run', draw: accUnavailable },
   ];
 
   // The by-program view: the rows the text's --by-program prints, sortable.

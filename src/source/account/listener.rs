@@ -178,6 +178,12 @@ fn forward(
                 }
                 Some(stats)
             }
+            Message::Cut => {
+                sink.emit(Event::Accounting {
+                    event: AccountEvent::TaskstatsCut,
+                });
+                None
+            }
             _ => None,
         })),
         Received::Overrun => sink.emit(Event::Accounting {
