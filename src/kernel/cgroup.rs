@@ -283,6 +283,35 @@ pub fn read(dir: &Path, file: &str) -> io::Result<String> {
     String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
+/// A cgroup file held open and read again from its start (`pread` at offset 0: kernfs makes
+/// the text afresh, exactly as for a new open). A file read every tick is held: opening it
+/// walked the path and revalidated the group's directory each time, more than the read itself.
+pub struct HeldFile {
+    file: std::fs::File,
+}
+
+impl HeldFile {
+    pub fn open(dir: &Path, file: &str) -> io::Result<HeldFile> {
+        Ok(HeldFile {
+            file: std::fs::File::open(dir.join(file))?,
+        })
+    }
+
+    /// The file's whole text, read now.
+    pub fn read(&self) -> io::Result<String> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = Vec::new();
+        let n = super::proc::read_all(|b, at| self.file.read_at(b, at), &mut buf)?;
+        buf.truncate(n);
+        String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+
+    /// The file as one number; `None` when unreadable or not a number.
+    pub fn read_number(&self) -> Option<u64> {
+        self.read().ok().and_then(|t| parse_number(&t))
+    }
+}
+
 /// Reads `dir/file` as one number; `None` when missing or not a number.
 pub fn read_number(dir: &Path, file: &str) -> Option<u64> {
     read(dir, file).ok().and_then(|t| parse_number(&t))

@@ -26,10 +26,11 @@
 //! holding processes (a daemon the dead ste left) has them moved to the parent first.
 
 use super::owner::{Liveness, own_name};
-use crate::kernel::cgroup::{self, Hierarchy, MemoryStat};
+use crate::kernel::cgroup::{self, HeldFile, Hierarchy, MemoryStat};
 use crate::model::GroupEnd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// One directory of the group, in one hierarchy.
 struct Dir {
@@ -45,6 +46,15 @@ pub struct Group {
     /// Figures this group cannot give, each with why (a controller that is not enabled for
     /// it or not mounted): the report says so instead of leaving them out.
     pub missing: Vec<(String, String)>,
+    /// The files read every tick, held open from the first read until the group is removed.
+    held: OnceLock<Held>,
+}
+
+/// The group's usage and its `memory.stat`, each `None` when it could not be opened (the
+/// read then says `None` too, as an unreadable file always did).
+struct Held {
+    usage: Option<HeldFile>,
+    stat: Option<HeldFile>,
 }
 
 const V1_CONTROLLERS: [&str; 3] = ["memory", "cpuacct", "pids"];
@@ -119,6 +129,7 @@ impl V2Place {
                 controllers: self.controllers.clone(),
             }],
             missing,
+            held: OnceLock::new(),
         })
     }
 }
@@ -168,6 +179,7 @@ impl Group {
             version: 1,
             dirs: Vec::new(),
             missing: Vec::new(),
+            held: OnceLock::new(),
         };
         for c in V1_CONTROLLERS {
             let Some(h) = hier
@@ -233,24 +245,35 @@ impl Group {
         self.dirs.iter().map(|d| d.path.join(file)).collect()
     }
 
+    /// The files read every tick, opened at the first call.
+    fn held(&self) -> Option<&Held> {
+        let dir = self.dir_with("memory")?;
+        Some(self.held.get_or_init(|| {
+            Held {
+                usage: HeldFile::open(
+                    dir,
+                    if self.version == 2 {
+                        "memory.current"
+                    } else {
+                        "memory.usage_in_bytes"
+                    },
+                )
+                .ok(),
+                stat: HeldFile::open(dir, "memory.stat").ok(),
+            }
+        }))
+    }
+
     /// Current usage (one read of one number: cheap enough for every tick).
     pub fn usage_now(&self) -> Option<u64> {
-        let dir = self.dir_with("memory")?;
-        if self.version == 2 {
-            cgroup::read_number(dir, "memory.current")
-        } else {
-            cgroup::read_number(dir, "memory.usage_in_bytes")
-        }
+        self.held()?.usage.as_ref()?.read_number()
     }
 
     /// The current anon/file split (`memory.stat`: ~40 lines to format and parse, several
     /// times the cost of the usage).
     pub fn stat_now(&self) -> Option<MemoryStat> {
-        let dir = self.dir_with("memory")?;
-        cgroup::memory_stat(
-            &cgroup::parse_keyed(&cgroup::read(dir, "memory.stat").ok()?),
-            self.version == 2,
-        )
+        let text = self.held()?.stat.as_ref()?.read().ok()?;
+        cgroup::memory_stat(&cgroup::parse_keyed(&text), self.version == 2)
     }
 
     /// The exact figures, read once the tree has ended.
@@ -332,6 +355,8 @@ impl Group {
     /// Removes every directory (members, if any are left, are moved to the parent first).
     /// Returns what could not be removed, one line each (path and why).
     pub fn remove(&mut self) -> Vec<String> {
+        // An open file keeps a removed group's structures alive in the kernel until closed.
+        self.held.take();
         self.dirs
             .drain(..)
             .filter_map(|d| {
@@ -416,6 +441,7 @@ impl Group {
                 })
                 .collect(),
             missing: Vec::new(),
+            held: OnceLock::new(),
         }
     }
 }
@@ -453,8 +479,12 @@ mod tests {
                 controllers: vec!["memory".into(), "pids".into()],
             }],
             missing: Vec::new(),
+            held: OnceLock::new(),
         };
         assert_eq!(g.usage_now(), Some(1261568));
+        // The file is held open from the first read, and each read is of what it says now.
+        std::fs::write(dir.path().join("memory.current"), "1265664\n").unwrap();
+        assert_eq!(g.usage_now(), Some(1265664));
         let e = g.end();
         assert_eq!(e.memory_peak_bytes, Some(629407744));
         assert_eq!(e.kernel_peak_bytes, None, "v1 only");
