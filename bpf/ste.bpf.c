@@ -278,9 +278,12 @@ struct {
 #define CTL_READER_BATCHING 6
 #define NCOUNTERS 7
 
+// Mapped by the reader, which reads the loss counters at nearly every drain: a load, where a
+// lookup would be a system call.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, NCOUNTERS);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, u32);
 	__type(value, u64);
 } counters SEC(".maps");

@@ -121,9 +121,10 @@ impl Sink {
     }
 
     /// Sends a message; the end of a tracker, a signal and a tracker's batch of events wake the
-    /// session at once, anything else waits for its next look (see `bus::mailbox`). The
-    /// batches come at most every 10–20 ms; letting them wait for the session's nap too made
-    /// the netlink tracker read many more argv too late (bench/README.md, issue 18).
+    /// session at once (an ebpf batch does not: [`Batch::unhurried`]), anything else waits
+    /// for its next look (see `bus::mailbox`). The batches come at most every 10–20 ms;
+    /// letting them wait for the session's nap too made the netlink tracker read many more
+    /// argv too late (bench/README.md, issue 18).
     pub fn send(&self, msg: Msg) {
         let urgent = matches!(
             msg,
@@ -139,16 +140,31 @@ impl Sink {
 pub struct Batch {
     sink: Sink,
     buf: Vec<Stamped>,
+    /// Its sends wake the session at once (see [`Batch::unhurried`]).
+    urgent: bool,
 }
 
 /// Events held at most before a batch is sent anyway, to bound the live view's delay.
 const BATCH_MAX: usize = 256;
 
 impl Batch {
+    /// A batch whose sends wake the session at once ([`Sink::send`] says why).
     pub fn new(sink: Sink) -> Self {
         Batch {
             sink,
             buf: Vec::with_capacity(BATCH_MAX),
+            urgent: true,
+        }
+    }
+
+    /// A batch whose sends wait for the session's next look (the mailbox's nap, 20 ms at
+    /// most in a storm), for a tracker that needs nothing of the session in time: the ebpf
+    /// reader has each argv in its record. Woken at each of its drains, the session woke twice
+    /// as often as its nap on a fork loop.
+    pub fn unhurried(sink: Sink) -> Self {
+        Batch {
+            urgent: false,
+            ..Batch::new(sink)
         }
     }
 
@@ -172,7 +188,7 @@ impl Batch {
     pub fn flush(&mut self) {
         if !self.buf.is_empty() {
             let events = std::mem::replace(&mut self.buf, Vec::with_capacity(BATCH_MAX));
-            self.sink.send(Msg::Events(events));
+            self.sink.tx.send(Msg::Events(events), self.urgent);
         }
     }
 }

@@ -1,12 +1,15 @@
-//! Typed access to BPF maps from user space: arrays, per-CPU arrays (a value per possible CPU,
-//! each padded to 8 bytes, as the kernel copies them) and hashes (walked key by key).
+//! Typed access to BPF maps from user space: arrays, counters (an array of `u64` read through
+//! a mapping when it is mmapable), per-CPU arrays (a value per possible CPU, each padded to 8
+//! bytes, as the kernel copies them) and hashes (walked key by key).
 //! Values are plain `repr(C)` structs marked [`Pod`]. Must not create maps (`loader`) or know
 //! ste's map names.
 
+use super::ringbuf::Mapping;
 use super::sys::{self, MapDef};
 use std::io;
 use std::marker::PhantomData;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A plain-data type whose bytes can be copied to and from a map.
 ///
@@ -105,6 +108,60 @@ impl<V: Pod> Array<V> {
 
     pub fn set(&self, i: u32, v: &V) -> io::Result<()> {
         sys::map_update(self.map.as_fd(), bytes_of(&i), bytes_of(v), 0)
+    }
+}
+
+/// An array of `u64` counters the programs add to atomically, read through a mapping of its
+/// values when the map was created mmapable (`BPF_F_MMAPABLE`): a read is then a load, where
+/// a lookup is a system call (the ebpf reader reads its loss counters at nearly every drain).
+/// Written with a system call: the mapping is read-only.
+pub struct Counters {
+    array: Array<u64>,
+    mapped: Option<Mapping>,
+}
+
+// SAFETY: the mapping is only read, through atomics, and lives as long as the value.
+unsafe impl Send for Counters {}
+// SAFETY: as above.
+unsafe impl Sync for Counters {}
+
+impl Counters {
+    pub fn new(map: Map) -> io::Result<Counters> {
+        let mapped = if map.def.flags & sys::MAP_F_MMAPABLE != 0 {
+            let len = map.def.max_entries as usize * std::mem::size_of::<u64>();
+            Some(Mapping::new(map.as_fd(), len, libc::PROT_READ, 0)?)
+        } else {
+            None
+        };
+        Ok(Counters {
+            array: Array::new(map)?,
+            mapped,
+        })
+    }
+
+    /// Whether reads are loads from the mapping.
+    pub fn is_mapped(&self) -> bool {
+        self.mapped.is_some()
+    }
+
+    pub fn get(&self, i: u32) -> io::Result<u64> {
+        let Some(m) = &self.mapped else {
+            return self.array.get(i);
+        };
+        if i >= self.array.map.def.max_entries {
+            return Err(io::Error::other(format!(
+                "index {i} is out of the array `{}`",
+                self.array.map.name
+            )));
+        }
+        // SAFETY: the mapping holds `max_entries` 8-byte values (checked above), page-aligned,
+        // which the programs change only with atomic adds.
+        let v = unsafe { &*(m.ptr as *const AtomicU64).add(i as usize) };
+        Ok(v.load(Ordering::Acquire))
+    }
+
+    pub fn set(&self, i: u32, v: u64) -> io::Result<()> {
+        self.array.set(i, &v)
     }
 }
 
@@ -240,5 +297,30 @@ mod tests {
         let mut buf = bytes_of(&v).to_vec();
         buf.extend_from_slice(bytes_of(&v));
         assert_eq!(per_cpu_values::<Three>(&buf, 2), vec![v, v]);
+    }
+
+    /// Counters of an mmapable array are read from the mapping (what the kernel holds, as a
+    /// lookup gives it); of a plain one, by lookups.
+    #[test]
+    #[cfg_attr(not(ste_test_root), ignore = "needs root: creates BPF maps")]
+    fn counters_of_an_mmapable_array_are_read_through_the_mapping() {
+        for flags in [sys::MAP_F_MMAPABLE, 0] {
+            let def = MapDef {
+                map_type: sys::MAP_ARRAY,
+                key_size: 4,
+                value_size: 8,
+                max_entries: 7,
+                flags,
+            };
+            let fd = sys::map_create("test_counters", &def, None).unwrap();
+            let c = Counters::new(Map::new("test_counters".into(), def, fd)).unwrap();
+            assert_eq!(c.is_mapped(), flags != 0);
+            assert_eq!(c.get(6).unwrap(), 0);
+            c.set(6, 41).unwrap();
+            c.set(0, 3).unwrap();
+            assert_eq!((c.get(6).unwrap(), c.get(0).unwrap()), (41, 3));
+            assert_eq!(c.array.get(6).unwrap(), 41, "a lookup says the same");
+            assert!(c.get(7).is_err(), "past the end");
+        }
     }
 }

@@ -357,7 +357,7 @@ mod tests {
                 key_size: 4,
                 value_size: 8,
                 max_entries: 7,
-                flags: 0
+                flags: super::super::sys::MAP_F_MMAPABLE
             }
         );
         let tasks = map("tasks");

@@ -41,15 +41,17 @@ pub fn entry(header: u32, cons: u64) -> Entry {
     }
 }
 
-struct Mapping {
-    ptr: *mut libc::c_void,
+/// A shared mapping of a map's descriptor (the ring's pages here, an mmapable array's values
+/// in `maps`).
+pub(super) struct Mapping {
+    pub(super) ptr: *mut libc::c_void,
     len: usize,
 }
 
 impl Mapping {
-    fn new(fd: BorrowedFd, len: usize, prot: i32, offset: usize) -> io::Result<Mapping> {
-        // SAFETY: a new shared mapping of the ring buffer's descriptor; the kernel checks
-        // the length and protection against the map.
+    pub(super) fn new(fd: BorrowedFd, len: usize, prot: i32, offset: usize) -> io::Result<Mapping> {
+        // SAFETY: a new shared mapping of a map's descriptor; the kernel checks the length and
+        // protection against the map.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),

@@ -30,6 +30,8 @@ pub const MAP_ARRAY: u32 = 2;
 pub const MAP_PERCPU_ARRAY: u32 = 6;
 pub const MAP_RINGBUF: u32 = 27;
 pub const MAP_TASK_STORAGE: u32 = 29;
+/// `BPF_F_MMAPABLE`: an array whose values user space may map.
+pub const MAP_F_MMAPABLE: u32 = 1 << 10;
 
 /// `enum bpf_prog_type`.
 pub const PROG_KPROBE: u32 = 2;

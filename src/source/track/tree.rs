@@ -11,7 +11,7 @@ use crate::bus::sink::{Batch, Sink};
 use crate::bus::tree::TreeWatcher;
 use crate::kernel::proc::ProcFs;
 use crate::model::Termination;
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::sync::Arc;
 
 pub struct Tree {
@@ -48,7 +48,7 @@ impl Tree {
             owner: HashMap::new(),
             execs: Vec::new(),
         };
-        tree.tasks.insert(root, HashSet::from([root]));
+        tree.tasks.insert(root, HashSet::from_iter([root]));
         tree.owner.insert(root, root);
         tree.sampler.root_started(root);
         tree
@@ -60,6 +60,12 @@ impl Tree {
     /// of the session per process.
     pub fn batch(&mut self) {
         self.batch = Some(Batch::new(self.sink.clone()));
+    }
+
+    /// As [`Tree::batch`], but the batches wait for the session's next look
+    /// ([`Batch::unhurried`]).
+    pub fn batch_unhurried(&mut self) {
+        self.batch = Some(Batch::unhurried(self.sink.clone()));
     }
 
     /// Emits an event stamped `t`: at once, or held (a batching tree).
@@ -111,7 +117,7 @@ impl Tree {
 
     /// A new process `pid`, forked by `parent_tgid`.
     pub fn add_process(&mut self, t: u64, parent_tgid: i32, pid: i32) {
-        self.tasks.insert(pid, HashSet::from([pid]));
+        self.tasks.insert(pid, HashSet::from_iter([pid]));
         self.owner.insert(pid, pid);
         self.emit_at(
             t,
@@ -128,7 +134,7 @@ impl Tree {
     /// from its exec on: no `Fork` is emitted, so the Run lists it from its exec, its parent
     /// unknown.
     pub fn adopt(&mut self, tgid: i32) {
-        self.tasks.insert(tgid, HashSet::from([tgid]));
+        self.tasks.insert(tgid, HashSet::from_iter([tgid]));
         self.owner.insert(tgid, tgid);
         // No process of the tree is pid 0: the sampler knows no parent.
         self.sampler.process_started(tgid, 0);

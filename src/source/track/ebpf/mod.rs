@@ -43,7 +43,7 @@ use crate::kernel::affinity::spawn_elsewhere;
 use crate::kernel::bpf::btf::{self, Btf};
 use crate::kernel::bpf::loader::{Loaded as Bpf, Loader, Tracepoints};
 use crate::kernel::bpf::maps::Map;
-use crate::kernel::bpf::maps::{Array, Hash, PerCpuArray, Pod};
+use crate::kernel::bpf::maps::{Array, Counters, Hash, PerCpuArray, Pod};
 use crate::kernel::bpf::object::{Object, Tracepoint};
 use crate::kernel::bpf::ringbuf::RingBuf;
 use crate::kernel::bpf::sys;
@@ -100,7 +100,7 @@ pub fn start(
         sdt,
     } = loaded;
     let map = |name: &str| ebpf.map(name).map_err(|e| e.to_string());
-    let counters: Array<u64> = Array::new(map("counters")?).map_err(|e| e.to_string())?;
+    let counters = Counters::new(map("counters")?).map_err(|e| e.to_string())?;
     let source = match config.syscalls {
         Some(mode) => Some(Arc::new(BpfSyscalls {
             mode,
@@ -108,7 +108,7 @@ pub fn start(
                 totals: PerCpuArray::new(map("totals")?).map_err(|e| e.to_string())?,
                 errnos: Hash::new(map("errnos")?).map_err(|e| e.to_string())?,
                 // A second handle on the counters, for the system-call summary.
-                counters: Array::new(map("counters")?).map_err(|e| e.to_string())?,
+                counters: Counters::new(map("counters")?).map_err(|e| e.to_string())?,
             }),
         })),
         None => None,
@@ -157,8 +157,8 @@ pub fn start(
             }),
         },
     };
-    // The session wakes once per drain, not once per record.
-    reader.state.tree.batch();
+    // The session takes a drain's records at its next look, not once per record or drain.
+    reader.state.tree.batch_unhurried();
     reaper::spawn(root, report, sink, Arc::clone(&done))?;
     let source = source.map(|s| s as Arc<dyn syscalls::Source>);
     Ok((

@@ -10,7 +10,7 @@ use super::*;
 /// Counter `i` (`CNT_*`) of the kernel's `counters` array. The map is ste's own, so a read
 /// fails only on a kernel or ste bug; then ste says so rather than take a loss counter for 0
 /// silently.
-pub(super) fn read_counter(counters: &Array<u64>, i: u32) -> u64 {
+pub(super) fn read_counter(counters: &Counters, i: u32) -> u64 {
     counters.get(i).unwrap_or_else(|e| {
         unreadable(&format!("counter {i}"), "taken as 0", &e);
         0
@@ -28,7 +28,7 @@ pub(super) struct Reader {
     pub(super) ring: RingBuf,
     /// The end of the tree (level-triggered) and the ring (edge-triggered: see [`Reader::run`]).
     pub(super) waiter: Epoll,
-    pub(super) counters: Array<u64>,
+    pub(super) counters: Counters,
     /// Dropped records and untracked tasks already reported.
     pub(super) dropped: u64,
     /// The SDT probes' counts, when a uprobe was attached.
@@ -154,7 +154,7 @@ impl Reader {
             batching = records > 0 && last_drain.elapsed() <= 2 * BATCH;
             after_batch = was && !batching;
             if batching != was
-                && let Err(e) = self.counters.set(CTL_READER_BATCHING, &u64::from(batching))
+                && let Err(e) = self.counters.set(CTL_READER_BATCHING, u64::from(batching))
                 && !std::mem::replace(&mut said_batching_failed, true)
             {
                 // Nothing is lost either way, but the programs then ask for a notification of
@@ -347,7 +347,7 @@ impl Reader {
 }
 
 /// Records the kernel could not queue, and new tasks it could not mark, so far.
-pub(super) fn drops(counters: &Array<u64>) -> u64 {
+pub(super) fn drops(counters: &Counters) -> u64 {
     read_counter(counters, CNT_DROPPED) + read_counter(counters, CNT_UNTRACKED)
 }
 

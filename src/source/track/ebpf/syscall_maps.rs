@@ -14,7 +14,7 @@ pub(super) struct BpfSyscalls {
 pub(super) struct SyscallMaps {
     pub(super) totals: PerCpuArray<Total>,
     pub(super) errnos: Hash<ErrnoKey, u64>,
-    pub(super) counters: Array<u64>,
+    pub(super) counters: Counters,
 }
 
 impl syscalls::Source for BpfSyscalls {
