@@ -187,7 +187,10 @@ impl Batch {
     /// Sends what is buffered.
     pub fn flush(&mut self) {
         if !self.buf.is_empty() {
-            let events = std::mem::replace(&mut self.buf, Vec::with_capacity(BATCH_MAX));
+            // A vector of the events' own size goes out, the buffer stays: a drain's batch is
+            // a few dozen events, and a fresh buffer of `BATCH_MAX` for each was a large
+            // allocation, made in the tracker's thread and freed in the session's.
+            let events: Vec<Stamped> = self.buf.drain(..).collect();
             self.sink.tx.send(Msg::Events(events), self.urgent);
         }
     }
