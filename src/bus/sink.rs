@@ -120,16 +120,11 @@ impl Sink {
         self.tx.send(Msg::Event(Stamped { t_ns, event }), false);
     }
 
-    /// Sends a message; the end of a tracker, a signal and a tracker's batch of events wake the
-    /// session at once (an ebpf batch does not: [`Batch::unhurried`]), anything else waits
-    /// for its next look (see `bus::mailbox`). The batches come at most every 10–20 ms;
-    /// letting them wait for the session's nap too made the netlink tracker read many more
-    /// argv too late (bench/README.md, issue 18).
+    /// Sends a message; the end of a tracker and a signal wake the session at once, anything
+    /// else waits for its next look (see `bus::mailbox`). A tracker's batch is sent by its
+    /// [`Batch`], which says whether it wakes the session.
     pub fn send(&self, msg: Msg) {
-        let urgent = matches!(
-            msg,
-            Msg::TrackerDone { .. } | Msg::Signal { .. } | Msg::Events(_)
-        );
+        let urgent = matches!(msg, Msg::TrackerDone { .. } | Msg::Signal { .. });
         self.tx.send(msg, urgent);
     }
 }
@@ -148,7 +143,9 @@ pub struct Batch {
 const BATCH_MAX: usize = 256;
 
 impl Batch {
-    /// A batch whose sends wake the session at once ([`Sink::send`] says why).
+    /// A batch whose sends wake the session at once. The batches come at most every 10–20 ms;
+    /// letting them wait for the session's nap too made the netlink tracker read many more
+    /// argv too late (bench/README.md, issue 18).
     pub fn new(sink: Sink) -> Self {
         Batch {
             sink,

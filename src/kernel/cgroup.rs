@@ -277,8 +277,13 @@ pub fn memory_stat(keyed: &BTreeMap<String, u64>, v2: bool) -> Option<MemoryStat
 pub fn read(dir: &Path, file: &str) -> io::Result<String> {
     use std::io::Read;
     let mut f = std::fs::File::open(dir.join(file))?;
+    text(|b, _| f.read(b))
+}
+
+/// A file's whole text, from `read(buffer, offset)` calls.
+fn text(read: impl FnMut(&mut [u8], u64) -> io::Result<usize>) -> io::Result<String> {
     let mut buf = Vec::new();
-    let n = super::proc::read_all(|b, _| f.read(b), &mut buf)?;
+    let n = super::proc::read_all(read, &mut buf)?;
     buf.truncate(n);
     String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
@@ -300,10 +305,7 @@ impl HeldFile {
     /// The file's whole text, read now.
     pub fn read(&self) -> io::Result<String> {
         use std::os::unix::fs::FileExt;
-        let mut buf = Vec::new();
-        let n = super::proc::read_all(|b, at| self.file.read_at(b, at), &mut buf)?;
-        buf.truncate(n);
-        String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        text(|b, at| self.file.read_at(b, at))
     }
 
     /// The file as one number; `None` when unreadable or not a number.

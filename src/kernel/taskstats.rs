@@ -498,11 +498,8 @@ impl Taskstats {
     /// Receives the datagrams queued, up to [`SLOTS`] of them, without blocking (`Timeout`
     /// when the queue is empty).
     pub fn recv_now(&mut self) -> io::Result<Received> {
-        let got = match super::netlink::recv_many(
-            &self.fd,
-            &mut self.buf[..SLOTS * SLOT_BYTES],
-            SLOT_BYTES,
-        ) {
+        // `buf` is `SLOTS` slots long.
+        let got = match super::netlink::recv_many(&self.fd, &mut self.buf, SLOT_BYTES) {
             Ok(got) => got,
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => return Ok(Received::Overrun),
             Err(e) => return Err(e),
