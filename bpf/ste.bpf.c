@@ -8,7 +8,8 @@
 // sched_process_fork. So the filter costs one task-storage lookup, a pointer test for every
 // other task on the machine. Fork, exec (with argv read from the new image's argument area)
 // and exit records go to the ring buffer `events`, and, when the per-process ledger is kept,
-// each task's CPU as it leaves a CPU for the last time; a record that does not fit is counted
+// each task's CPU (and, with cfg_figures, the rest of what taskstats's exit record carries) as
+// it leaves a CPU for the last time; a record that does not fit is counted
 // in `counters[CNT_DROPPED]`, never silently lost.
 //
 // System calls (attached only for --syscalls): counted at raw_syscalls:sys_exit, where the
@@ -80,12 +81,36 @@ const volatile u32 off_task_group_leader = 0;
 const volatile u32 off_task_runtime = 0;
 const volatile u32 off_task_utime = 0;
 const volatile u32 off_task_stime = 0;
+// The figures of a task's ledger, read at its last switch when cfg_figures is set (the kernel's
+// BTF has them all): task_struct.sched_info.run_delay, .nvcsw, .nivcsw, .min_flt, .maj_flt,
+// .ioac.rchar, .ioac.wchar, .ioac.read_bytes, .ioac.write_bytes, .delays (a pointer), and
+// task_delay_info.blkio_delay, .swapin_delay, .freepages_delay, .thrashing_delay,
+// .compact_delay: what taskstats's exit record carries (kernel/tsacct.c, kernel/delayacct.c).
+const volatile u32 cfg_figures = 0;
+const volatile u32 off_task_run_delay = 0;
+const volatile u32 off_task_nvcsw = 0;
+const volatile u32 off_task_nivcsw = 0;
+const volatile u32 off_task_min_flt = 0;
+const volatile u32 off_task_maj_flt = 0;
+const volatile u32 off_task_rchar = 0;
+const volatile u32 off_task_wchar = 0;
+const volatile u32 off_task_read_bytes = 0;
+const volatile u32 off_task_write_bytes = 0;
+const volatile u32 off_task_delays = 0;
+const volatile u32 off_delays_blkio = 0;
+const volatile u32 off_delays_swapin = 0;
+const volatile u32 off_delays_freepages = 0;
+const volatile u32 off_delays_thrashing = 0;
+const volatile u32 off_delays_compact = 0;
 // signal_struct.live.counter, .group_exit_code, .flags
 const volatile u32 off_signal_live = 0;
 const volatile u32 off_signal_group_exit_code = 0;
 const volatile u32 off_signal_flags = 0;
-// mm_struct.hiwater_rss, .arg_start, .arg_end, .rss_stat (an array of percpu_counter)
+// mm_struct.hiwater_rss, .hiwater_vm, .total_vm, .arg_start, .arg_end, .rss_stat (an array of
+// percpu_counter)
 const volatile u32 off_mm_hiwater_rss = 0;
+const volatile u32 off_mm_hiwater_vm = 0;
+const volatile u32 off_mm_total_vm = 0;
 const volatile u32 off_mm_arg_start = 0;
 const volatile u32 off_mm_arg_end = 0;
 const volatile u32 off_mm_rss_stat = 0;
@@ -162,6 +187,8 @@ struct ev_exit {
 	u32 pad;
 	// VmHWM in pages (valid with EXIT_GROUP_DEAD | EXIT_HAS_MM).
 	u64 hiwater_pages;
+	// VmPeak in pages (likewise).
+	u64 hiwater_vm_pages;
 };
 
 // A task's CPU as it leaves the CPU for the last time, when the scheduler's runtime is final.
@@ -176,6 +203,21 @@ struct ev_last_switch {
 	// utime and stime: tick samples, the proportion in which getrusage() splits the runtime.
 	u64 utime_ns;
 	u64 stime_ns;
+	// With cfg_figures, the rest of the task's ledger (else zero): sched_info.run_delay, the
+	// context switches (this last one counted), the page faults, the I/O counters (rchar,
+	// wchar, read_bytes, write_bytes, to the byte), and the delay accounting's block-I/O wait
+	// and its swap-in, free-pages, thrashing and compaction waits summed.
+	u64 run_delay_ns;
+	u64 nvcsw;
+	u64 nivcsw;
+	u64 min_flt;
+	u64 maj_flt;
+	u64 rchar;
+	u64 wchar;
+	u64 read_bytes;
+	u64 write_bytes;
+	u64 blkio_delay_ns;
+	u64 reclaim_delay_ns;
 };
 
 struct call_entry {
@@ -502,6 +544,7 @@ int handle_exit(u64 *ctx)
 	ev->status = 0;
 	ev->pad = 0;
 	ev->hiwater_pages = 0;
+	ev->hiwater_vm_pages = 0;
 	// do_exit() decrements signal->live before this tracepoint: 0 means this is the last
 	// thread of the process.
 	void *sig = kread_ptr(task, off_task_signal);
@@ -526,6 +569,10 @@ int handle_exit(u64 *ctx)
 			if (rss > 0 && (u64)rss > hw)
 				hw = rss;
 			ev->hiwater_pages = hw;
+			// As get_mm_hiwater_vm() computes VmPeak.
+			u64 vm = kread_u64(mm, off_mm_total_vm);
+			u64 hvm = kread_u64(mm, off_mm_hiwater_vm);
+			ev->hiwater_vm_pages = hvm > vm ? hvm : vm;
 			ev->flags |= EXIT_HAS_MM;
 		}
 	}
@@ -537,8 +584,10 @@ int handle_exit(u64 *ctx)
 // and taskstats's are written in do_exit(), before the task's last switch: the scheduler has not
 // yet added the runtime since its last tick or switch (up to a tick; all of it for a process
 // shorter than one). Here, at the switch away from a dead task, it has (the task was dequeued
-// just before). Every context switch of the machine runs this program: the state test comes
-// first, and a switch away from a live task costs no more than it.
+// just before). Its other counters are final there too (faults, I/O, waits), so with cfg_figures
+// the record carries them and ste needs no taskstats listener, whose records it would have to
+// match to the tree in user space. Every context switch of the machine runs this program: the
+// state test comes first, and a switch away from a live task costs no more than it.
 SEC("raw_tp/sched_switch")
 int handle_last_switch(u64 *ctx)
 {
@@ -561,6 +610,37 @@ int handle_last_switch(u64 *ctx)
 	ev->runtime_ns = kread_u64(task, off_task_runtime);
 	ev->utime_ns = kread_u64(task, off_task_utime);
 	ev->stime_ns = kread_u64(task, off_task_stime);
+	ev->run_delay_ns = 0;
+	ev->nvcsw = 0;
+	ev->nivcsw = 0;
+	ev->min_flt = 0;
+	ev->maj_flt = 0;
+	ev->rchar = 0;
+	ev->wchar = 0;
+	ev->read_bytes = 0;
+	ev->write_bytes = 0;
+	ev->blkio_delay_ns = 0;
+	ev->reclaim_delay_ns = 0;
+	if (cfg_figures) {
+		ev->run_delay_ns = kread_u64(task, off_task_run_delay);
+		ev->nvcsw = kread_u64(task, off_task_nvcsw);
+		ev->nivcsw = kread_u64(task, off_task_nivcsw);
+		ev->min_flt = kread_u64(task, off_task_min_flt);
+		ev->maj_flt = kread_u64(task, off_task_maj_flt);
+		ev->rchar = kread_u64(task, off_task_rchar);
+		ev->wchar = kread_u64(task, off_task_wchar);
+		ev->read_bytes = kread_u64(task, off_task_read_bytes);
+		ev->write_bytes = kread_u64(task, off_task_write_bytes);
+		// NULL when the kernel could not allocate it: the reads then fail and give 0.
+		void *d = kread_ptr(task, off_task_delays);
+		if (d) {
+			ev->blkio_delay_ns = kread_u64(d, off_delays_blkio);
+			ev->reclaim_delay_ns = kread_u64(d, off_delays_swapin) +
+					       kread_u64(d, off_delays_freepages) +
+					       kread_u64(d, off_delays_thrashing) +
+					       kread_u64(d, off_delays_compact);
+		}
+	}
 	bpf_ringbuf_submit(ev, wake_flags(0));
 	return 0;
 }

@@ -305,7 +305,8 @@ pub struct AccountingArgs {
     #[arg(long)]
     pub no_cgroup: bool,
 
-    /// Do not listen to taskstats exit records.
+    /// Do not listen to taskstats exit records (the ebpf tracker reads those figures itself
+    /// and listens to none anyway).
     #[arg(long)]
     pub no_taskstats: bool,
 }

@@ -184,7 +184,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     }
     declare_sources(&sink);
     sampler.declare_source();
-    accounting.declare(&sink, started.kind.name());
+    accounting.declare(&sink, started.kind.name(), started.whole_ledger);
     let root = child.pid;
     // Time zero is the release: what ste did since the fork is its own set-up, not the
     // command's time. The sampler starts after it, so its samples run forward from zero.

@@ -41,6 +41,7 @@ const TASKSTATS_TYPE_AGGR_PID: u16 = 4;
 const TASKSTATS_TYPE_AGGR_TGID: u16 = 5;
 const TASKSTATS_CMD_ATTR_PID: u16 = 1;
 const TASKSTATS_CMD_ATTR_REGISTER_CPUMASK: u16 = 3;
+const TASKSTATS_CMD_ATTR_DEREGISTER_CPUMASK: u16 = 4;
 /// The attribute type's low 14 bits (NLA_F_NESTED and NLA_F_NET_BYTEORDER masked off).
 const NLA_TYPE_MASK: u16 = 0x3fff;
 
@@ -370,20 +371,7 @@ impl Taskstats {
         flags: u16,
     ) -> io::Result<()> {
         self.seq += 1;
-        let attr_len = 4 + value.len();
-        let total = NLMSG_HDRLEN + GENL_HDRLEN + ((attr_len + 3) & !3);
-        let mut m = Vec::with_capacity(total);
-        m.extend((total as u32).to_ne_bytes());
-        m.extend(ty.to_ne_bytes());
-        m.extend(flags.to_ne_bytes());
-        m.extend(self.seq.to_ne_bytes());
-        m.extend(0u32.to_ne_bytes());
-        m.extend([cmd, 1, 0, 0]); // genlmsghdr: cmd, version, reserved
-        m.extend((attr_len as u16).to_ne_bytes());
-        m.extend(attr.to_ne_bytes());
-        m.extend(value);
-        m.resize(total, 0);
-        super::netlink::send(&self.fd, &m)
+        super::netlink::send(&self.fd, &request(ty, self.seq, cmd, attr, value, flags))
     }
 
     fn resolve_family(&mut self) -> io::Result<u16> {
@@ -432,6 +420,19 @@ impl Taskstats {
             NLM_F_REQUEST | NLM_F_ACK,
         )?;
         self.await_ack()
+    }
+
+    /// A second handle on this socket's registration for the exit records of `cpus` (made by
+    /// [`Taskstats::register_exits`]), to end it from another thread than the one that reads
+    /// the socket.
+    pub fn registration(&self, cpus: &str) -> io::Result<Registration> {
+        let mut cpus = cpus.trim().as_bytes().to_vec();
+        cpus.push(0);
+        Ok(Registration {
+            fd: self.fd.try_clone()?,
+            family: self.family,
+            cpus,
+        })
     }
 
     /// Asks for the figures of a live thread `pid`.
@@ -529,6 +530,52 @@ impl Taskstats {
         }
         super::netlink::recv_now(&self.fd, &mut self.buf)?
             .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "nothing queued"))
+    }
+}
+
+/// A generic netlink request of one attribute.
+fn request(ty: u16, seq: u32, cmd: u8, attr: u16, value: &[u8], flags: u16) -> Vec<u8> {
+    let attr_len = 4 + value.len();
+    let total = NLMSG_HDRLEN + GENL_HDRLEN + ((attr_len + 3) & !3);
+    let mut m = Vec::with_capacity(total);
+    m.extend((total as u32).to_ne_bytes());
+    m.extend(ty.to_ne_bytes());
+    m.extend(flags.to_ne_bytes());
+    m.extend(seq.to_ne_bytes());
+    m.extend(0u32.to_ne_bytes());
+    m.extend([cmd, 1, 0, 0]); // genlmsghdr: cmd, version, reserved
+    m.extend((attr_len as u16).to_ne_bytes());
+    m.extend(attr.to_ne_bytes());
+    m.extend(value);
+    m.resize(total, 0);
+    m
+}
+
+/// A socket's registration for exit records, held apart from the socket's reader
+/// ([`Taskstats::registration`]).
+pub struct Registration {
+    fd: OwnedFd,
+    family: u16,
+    /// The cpulist it was registered for, NUL-terminated.
+    cpus: Vec<u8>,
+}
+
+impl Registration {
+    /// Ends the registration. The kernel handles a generic netlink request within the send
+    /// (`genl_rcv` runs in the sender's context), so once this returns no more records are
+    /// queued for the socket. No acknowledgement is asked for: the socket's reader would get
+    /// it; a refusal would reach the reader too, as an error message it passes over, and
+    /// records would go on arriving, to be handled as before.
+    pub fn end(self) -> io::Result<()> {
+        let m = request(
+            self.family,
+            1,
+            TASKSTATS_CMD_GET,
+            TASKSTATS_CMD_ATTR_DEREGISTER_CPUMASK,
+            &self.cpus,
+            NLM_F_REQUEST,
+        );
+        super::netlink::send(&self.fd, &m)
     }
 }
 

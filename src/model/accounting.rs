@@ -178,8 +178,10 @@ pub struct BeforeRelease {
 /// A process's exact figures, grouped by the source that measured them.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct Ledger {
+    /// Each task's figures as it left a CPU for the last time (ebpf), summed: the CPU and task
+    /// time always, the rest of the ledger where the kernel's BTF let BPF read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_switch: Option<Box<Cpu>>,
+    pub last_switch: Option<Box<Figures>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taskstats: Option<Box<Figures>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -190,62 +192,25 @@ pub struct Ledger {
     pub taskstats_records: u32,
 }
 
-/// A process's CPU alone, as its tasks' last switches give it (`last_switch`), and the sum of
-/// its tasks' lives up to those switches (from the release for the command's first process):
-/// kept apart from [`Figures`] so that a Run of many processes holds 40 bytes each for them,
-/// not a record of every figure.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Cpu {
-    pub user_ns: u64,
-    pub sys_ns: u64,
-    pub cpu_ns: u64,
-    /// `null` in records written before ste measured it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_time_ns: Option<u64>,
-}
-
-impl Cpu {
-    pub fn figures(&self) -> Figures {
-        Figures {
-            user_ns: Some(self.user_ns),
-            sys_ns: Some(self.sys_ns),
-            cpu_ns: Some(self.cpu_ns),
-            task_time_ns: self.task_time_ns,
-            ..Default::default()
-        }
-    }
-
-    /// The CPU figures of `f`, when it has all three (never 0 for one it lacks), with its task
-    /// time when it has one.
-    pub fn of(f: &Figures) -> Option<Cpu> {
-        Some(Cpu {
-            user_ns: f.user_ns?,
-            sys_ns: f.sys_ns?,
-            cpu_ns: f.cpu_ns?,
-            task_time_ns: f.task_time_ns,
-        })
-    }
-}
-
 impl Ledger {
     /// Adds the figures of one record (or one process) from `s`.
     pub fn fold(&mut self, s: LedgerSource, f: &Figures) {
         let group = match s {
             LedgerSource::LastSwitch => {
                 // The source gives all three; a record that lacks one adds nothing.
-                if let Some(add) = Cpu::of(f) {
-                    match self.last_switch.as_deref_mut() {
-                        None => self.last_switch = Some(Box::new(add)),
-                        Some(sum) => {
-                            sum.user_ns = sum.user_ns.saturating_add(add.user_ns);
-                            sum.sys_ns = sum.sys_ns.saturating_add(add.sys_ns);
-                            sum.cpu_ns = sum.cpu_ns.saturating_add(add.cpu_ns);
-                            // A sum is known only when every part is.
-                            sum.task_time_ns = sum
-                                .task_time_ns
-                                .zip(add.task_time_ns)
-                                .map(|(a, b)| a.saturating_add(b));
-                        }
+                if f.user_ns.is_none() || f.sys_ns.is_none() || f.cpu_ns.is_none() {
+                    return;
+                }
+                match self.last_switch.as_deref_mut() {
+                    None => self.last_switch = Some(Box::new(*f)),
+                    Some(sum) => {
+                        // A sum of lives is known only when every part is.
+                        let task_time_ns = sum
+                            .task_time_ns
+                            .zip(f.task_time_ns)
+                            .map(|(a, b)| a.saturating_add(b));
+                        sum.fold(f);
+                        sum.task_time_ns = task_time_ns;
                     }
                 }
                 return;
@@ -260,14 +225,10 @@ impl Ledger {
     /// Leaves out, in every source, what the command's first process did before its release.
     /// The trackers' task times (`last_switch`, `wait4`) already start at the release.
     pub fn without(&mut self, before: &BeforeRelease) {
-        if let Some(c) = self.last_switch.as_deref_mut() {
-            let mut f = c.figures();
-            f.without(before);
-            f.task_time_ns = c.task_time_ns;
-            // `without` keeps the three figures, only smaller.
-            *c = Cpu::of(&f).unwrap_or(*c);
-        }
-        if let Some(f) = self.wait4.as_deref_mut() {
+        for f in [&mut self.last_switch, &mut self.wait4]
+            .into_iter()
+            .flatten()
+        {
             let from_release = f.task_time_ns;
             f.without(before);
             f.task_time_ns = from_release;
@@ -285,9 +246,8 @@ impl Ledger {
     /// taskstats's record and the ptrace exit stop come before the exit's own work (the
     /// memory's teardown) and the last time slice.
     pub fn best(&self, pick: impl Fn(&Figures) -> Option<u64>) -> Option<(u64, LedgerSource)> {
-        let last = self.last_switch.as_deref().map(Cpu::figures);
         [
-            (LedgerSource::LastSwitch, last.as_ref()),
+            (LedgerSource::LastSwitch, self.last_switch.as_deref()),
             (LedgerSource::Wait4, self.wait4.as_deref()),
             (LedgerSource::Taskstats, self.taskstats.as_deref()),
             (LedgerSource::ExitStop, self.exit_stop.as_deref()),
@@ -538,8 +498,7 @@ pub fn process_peak(run: &super::Run, p: &super::Process) -> Option<(u64, String
     if let Some((v, s)) = p.ledger.as_ref().and_then(|l| l.best(|f| f.peak_rss_bytes)) {
         let from = match s {
             LedgerSource::Taskstats => "taskstats hiwater_rss",
-            // It carries CPU only; named for completeness.
-            LedgerSource::LastSwitch => "BPF at each task's last switch",
+            LedgerSource::LastSwitch => "VmHWM read by BPF at the process's exit",
             LedgerSource::ExitStop | LedgerSource::Wait4 => "VmHWM at the ptrace exit stop",
         };
         return Some((v, from.to_string(), true));
@@ -628,7 +587,6 @@ mod tests {
     #[test]
     fn a_process_record_stays_small() {
         assert!(std::mem::size_of::<Ledger>() <= 40);
-        assert!(std::mem::size_of::<Cpu>() <= 40);
         assert!(std::mem::size_of::<super::super::Process>() <= 256);
     }
 
@@ -702,12 +660,19 @@ mod tests {
             Some((2048, LedgerSource::Taskstats))
         );
         // Under ebpf: the last switch's runtime, final.
-        l.last_switch = Some(Box::new(Cpu {
-            user_ns: 90,
-            sys_ns: 7_380,
-            cpu_ns: 7_470,
+        l.last_switch = Some(Box::new(Figures {
+            user_ns: Some(90),
+            sys_ns: Some(7_380),
+            cpu_ns: Some(7_470),
             task_time_ns: Some(7_600),
+            peak_rss_bytes: Some(2049),
+            ..Default::default()
         }));
         assert_eq!(l.cpu(), Some((7_470, LedgerSource::LastSwitch)));
+        // And the rest of the ledger it read, where it read it.
+        assert_eq!(
+            l.best(|f| f.peak_rss_bytes),
+            Some((2049, LedgerSource::LastSwitch))
+        );
     }
 }

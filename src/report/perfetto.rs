@@ -315,12 +315,15 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
 }
 
 /// A ledger as in the JSON, without the delay-accounting waits when delay accounting was
-/// off: taskstats then reports them as 0, which would read as "never waited".
+/// off: taskstats (and BPF at the last switch) then report them as 0, which would read as
+/// "never waited".
 fn ledger_args(l: &crate::model::Ledger, delays_on: bool) -> Value {
     let mut v = serde_json::to_value(l).unwrap_or(Value::Null);
-    if !delays_on && let Some(f) = v.get_mut("taskstats").and_then(Value::as_object_mut) {
-        f.remove("blkio_delay_ns");
-        f.remove("swap_reclaim_delay_ns");
+    for source in ["taskstats", "last_switch"] {
+        if !delays_on && let Some(f) = v.get_mut(source).and_then(Value::as_object_mut) {
+            f.remove("blkio_delay_ns");
+            f.remove("swap_reclaim_delay_ns");
+        }
     }
     v
 }

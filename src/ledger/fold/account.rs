@@ -123,14 +123,16 @@ pub fn finish(run: &mut Run) {
     {
         l.without(b);
     }
-    // Delay accounting off (or not known on): taskstats reports its waits as 0, which would
-    // read as "never waited". Not measured, they are not figures of the source (left out of
-    // the JSON, as a figure a source does not give is).
+    // Delay accounting off (or not known on): taskstats, and BPF reading the same counters,
+    // report its waits as 0, which would read as "never waited". Not measured, they are not
+    // figures of the source (left out of the JSON, as a figure a source does not give is).
     if a.delays_on != Some(true) {
         for f in run
             .processes
             .iter_mut()
-            .filter_map(|p| p.ledger.as_mut()?.taskstats.as_deref_mut())
+            .filter_map(|p| p.ledger.as_mut())
+            .flat_map(|l| [l.taskstats.as_deref_mut(), l.last_switch.as_deref_mut()])
+            .flatten()
         {
             f.blkio_delay_ns = None;
             f.swap_reclaim_delay_ns = None;

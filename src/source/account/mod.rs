@@ -66,6 +66,14 @@ pub struct Session {
     /// The files the child joins the group by.
     join: Vec<CString>,
     taskstats: Option<Taskstats>,
+    /// The taskstats socket's registration for exit records, ended before the release when
+    /// the tracker reads each process's whole ledger itself ([`Session::declare`]).
+    registration: Option<taskstats::Registration>,
+    /// Why taskstats is not there, said unless the tracker gives what it would have.
+    taskstats_missing: Option<String>,
+    /// Whether the tracker reads each process's whole ledger, and taskstats's records are
+    /// not listened to.
+    ledger_from_tracker: bool,
     listener: Option<Listener>,
     /// The group once its end figures are read, until [`Session::close`] removes it.
     ended: Option<Arc<Group>>,
@@ -105,6 +113,9 @@ impl Session {
             group: None,
             join: Vec::new(),
             taskstats: None,
+            registration: None,
+            taskstats_missing: None,
+            ledger_from_tracker: false,
             listener: None,
             ended: None,
             group_end: None,
@@ -147,19 +158,19 @@ impl Session {
                 "--no-cgroup",
             ));
         }
+        // Registered now, beside the BPF load, though the ebpf tracker may make it needless:
+        // which tracker runs is known only once BPF has loaded, and registering then would
+        // put it on the way to the release of every other tracker's command.
         if opts.taskstats {
-            match crate::bus::phases::span("accounting: taskstats", open_listener) {
-                Ok(t) => s.taskstats = Some(t),
-                Err(why) => s.early.push(unavailable(
-                    "taskstats (per-process delays, faults, I/O)",
-                    why,
-                )),
+            match crate::bus::phases::span("accounting: taskstats", open_registered) {
+                Ok((t, r)) => {
+                    s.taskstats = Some(t);
+                    s.registration = Some(r);
+                }
+                Err(why) => s.taskstats_missing = Some(why),
             }
         } else {
-            s.early.push(unavailable(
-                "taskstats (per-process delays, faults, I/O)",
-                "--no-taskstats",
-            ));
+            s.taskstats_missing = Some("--no-taskstats".into());
         }
         s.tracker_reads_ledger = s.taskstats.is_none();
         let places = delays::Places::default();
@@ -290,13 +301,39 @@ impl Session {
     }
 
     /// Says what [`Session::prepare`] and [`Session::start`] found, and where the per-process
-    /// ledger comes from with `tracker` (the one in use).
-    pub fn declare(&mut self, sink: &Sink, tracker: &str) {
+    /// ledger comes from with `tracker` (the one in use). Call it before the release: when
+    /// the tracker reads each process's whole ledger itself (`whole_ledger`, ebpf), taskstats's
+    /// registration ends here, so that no exit of the tree costs a record nobody needs (the
+    /// kernel's making and sending it, the accounts thread's receiving it, the session's
+    /// matching it to its process).
+    pub fn declare(&mut self, sink: &Sink, tracker: &str, whole_ledger: bool) {
         for e in self.early.drain(..) {
             sink.emit(e);
         }
         if self.opts.off {
             return;
+        }
+        if whole_ledger {
+            self.ledger_from_tracker = match self.registration.take() {
+                Some(r) => crate::bus::phases::span("accounting: taskstats off", || r.end())
+                    .map_err(|e| {
+                        sink.emit(Event::Note {
+                            text: format!("taskstats's exit records could not be turned off ({e}): they were read as well"),
+                        })
+                    })
+                    .is_ok(),
+                None => true,
+            };
+        }
+        // Held only for that.
+        self.registration = None;
+        if !self.ledger_from_tracker
+            && let Some(why) = self.taskstats_missing.take()
+        {
+            sink.emit(unavailable(
+                "taskstats (per-process delays, faults, I/O)",
+                why,
+            ));
         }
         if tracker == "ptrace" {
             // Whether or not taskstats gives the rest: the wait costs the tracker nothing.
@@ -308,7 +345,9 @@ impl Session {
                 ),
             ));
         }
-        if !self.tracker_reads_ledger {
+        if self.ledger_from_tracker {
+            // `ledger.last_switch`, the tracker's to declare, says what it reads.
+        } else if !self.tracker_reads_ledger {
             sink.emit(source(
                 "ledger.taskstats",
                 Source::sampled(
@@ -470,6 +509,11 @@ fn source(figure: &str, source: Source) -> Event {
 
 /// A taskstats socket registered for exit records, or why not.
 pub fn open_listener() -> Result<Taskstats, String> {
+    open_registered().map(|(t, _)| t)
+}
+
+/// [`open_listener`], with a handle on the registration that ends it from another thread.
+fn open_registered() -> Result<(Taskstats, taskstats::Registration), String> {
     if !is_root() {
         return Err(
             "taskstats needs CAP_NET_ADMIN (root) since Linux 3.0; per-process figures come from the tracker instead"
@@ -481,7 +525,10 @@ pub fn open_listener() -> Result<Taskstats, String> {
     let cpus = taskstats::possible_cpus().map_err(|e| format!("cannot read the CPU list: {e}"))?;
     t.register_exits(&cpus)
         .map_err(|e| format!("cannot register for taskstats exit records: {e}"))?;
-    Ok(t)
+    let r = t
+        .registration(&cpus)
+        .map_err(|e| format!("cannot hold the taskstats registration: {e}"))?;
+    Ok((t, r))
 }
 
 #[cfg(test)]

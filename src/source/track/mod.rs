@@ -54,6 +54,10 @@ pub struct SyscallRequest {
 pub struct Started {
     pub kind: TrackerKind,
     pub syscalls: Option<Arc<dyn syscalls::Source>>,
+    /// Whether the tracker reads each process's whole ledger (CPU, waits, faults, switches,
+    /// I/O, peaks) as its tasks end, so that no taskstats records are needed: ebpf, when the
+    /// kernel's BTF has every field it reads (`account::Session::tracker_started`).
+    pub whole_ledger: bool,
 }
 
 /// What a tracker's start returns: the system-call source, if it counts them.
@@ -68,6 +72,8 @@ struct Ebpf {
     loaded: Result<(), String>,
     /// The start on the loading thread, once loaded: taken by the tracker's choice.
     started: Option<StartResult>,
+    /// Whether the started reader reads each process's whole ledger ([`Started::whole_ledger`]).
+    whole_ledger: bool,
 }
 
 /// Loads the BPF object if the choice of tracker may fall on ebpf, with uprobes on the SDT
@@ -154,6 +160,7 @@ pub fn preload_in_background(
                 let _ = said.send(Preloaded(Some(Ebpf {
                     loaded: Err(why.clone()),
                     started: Some(Err(why)),
+                    whole_ledger: false,
                 })));
                 return;
             }
@@ -168,6 +175,7 @@ pub fn preload_in_background(
                 let _ = said.send(Preloaded(Some(Ebpf {
                     loaded: Ok(()),
                     started: Some(Ok(source)),
+                    whole_ledger: reader.whole_ledger(),
                 })));
                 reader.run();
             }
@@ -175,6 +183,7 @@ pub fn preload_in_background(
                 let _ = said.send(Preloaded(Some(Ebpf {
                     loaded: Ok(()),
                     started: Some(Err(why)),
+                    whole_ledger: false,
                 })));
             }
         }
@@ -222,6 +231,7 @@ impl Loading {
             Preloaded(Some(Ebpf {
                 loaded: Err(why.clone()),
                 started: Some(Err(why)),
+                whole_ledger: false,
             }))
         };
         match self {
@@ -286,6 +296,11 @@ impl Ctx<'_> {
     fn note(&self, text: String) {
         self.sink.emit(Event::Note { text });
     }
+
+    /// Whether the ebpf tracker, once started, reads each process's whole ledger.
+    fn ebpf_whole_ledger(&self) -> bool {
+        self.preloaded.0.as_ref().is_some_and(|e| e.whole_ledger)
+    }
 }
 
 /// Starts the requested tracker, or the most exact one that works (ebpf, then ptrace, then
@@ -300,7 +315,11 @@ pub fn start(
     match (requested, syscalls) {
         (Some(kind), None) => ctx
             .one(kind, None)
-            .map(|s| Started { kind, syscalls: s })
+            .map(|s| Started {
+                kind,
+                syscalls: s,
+                whole_ledger: kind == TrackerKind::Ebpf && ctx.ebpf_whole_ledger(),
+            })
             .map_err(|e| format!("--tracker {}: {e}", kind.name())),
         (None, None) => start_default(&mut ctx),
         (Some(TrackerKind::Netlink), Some(_)) => Err(NETLINK_NO_SYSCALLS.into()),
@@ -312,6 +331,7 @@ pub fn start(
                 .map(|s| Started {
                     kind: TrackerKind::Ptrace,
                     syscalls: s,
+                    whole_ledger: false,
                 })
                 .map_err(|e| format!("--tracker ptrace: {e}"))
         }
@@ -332,6 +352,7 @@ fn start_default(ctx: &mut Ctx) -> Result<Started, String> {
             return Ok(Started {
                 kind: TrackerKind::Ebpf,
                 syscalls: s,
+                whole_ledger: ctx.ebpf_whole_ledger(),
             });
         }
         Err(why) => why,
@@ -343,6 +364,7 @@ fn start_default(ctx: &mut Ctx) -> Result<Started, String> {
             Ok(Started {
                 kind: TrackerKind::Ptrace,
                 syscalls: s,
+                whole_ledger: false,
             })
         }
         Err(why) => {
@@ -355,6 +377,7 @@ fn start_default(ctx: &mut Ctx) -> Result<Started, String> {
             Ok(Started {
                 kind: TrackerKind::Netlink,
                 syscalls: s,
+                whole_ledger: false,
             })
         }
     }
@@ -372,6 +395,7 @@ fn start_counting(
             return Ok(Started {
                 kind: TrackerKind::Ebpf,
                 syscalls: s,
+                whole_ledger: ctx.ebpf_whole_ledger(),
             });
         }
         Err(why) => why,
@@ -390,6 +414,7 @@ fn start_counting(
     Ok(Started {
         kind: TrackerKind::Ptrace,
         syscalls: s,
+        whole_ledger: false,
     })
 }
 

@@ -29,7 +29,7 @@ pub struct Floor {
 /// `timer` (records pile up and the kernel does not wake it). Needs root (CAP_BPF and
 /// CAP_PERFMON), as the tracker does.
 pub fn run(argv: &[String], timer: Option<Duration>) -> Result<Floor, String> {
-    let (ebpf, mut ring) = load_object(
+    let (ebpf, mut ring, _) = load_object(
         Config {
             syscalls: None,
             ledger: true,

@@ -1,17 +1,20 @@
-//! Each process's CPU from its tasks' last switches (`handle_last_switch` in
+//! Each process's ledger from its tasks' last switches (`handle_last_switch` in
 //! `bpf/ste.bpf.c`): a task's runtime is final only once it has left a CPU for the last time,
 //! after its exit record and taskstats's were written (those miss the rest of its exit: the
 //! teardown of the memory, the rest of its last time slice). A process's figure is complete
 //! once every task it had has switched away for the last time: its first, and one for each
 //! thread it forked, counted from the fork records. With it goes the sum of its tasks' lives up
 //! to those same switches (from each fork record, or the release for the command's first
-//! process), so that its CPU and its task time cover the same span.
+//! process), so that its CPU and its task time cover the same span. When the kernel's BTF has
+//! the fields (`Loaded::figures`), each record also carries the rest of what taskstats's exit
+//! record gives (run-queue and delay-accounting waits, faults, context switches, I/O), read as
+//! final, and the process's last exit record its peaks: the figure is then the whole ledger,
+//! and ste listens to no taskstats records (`account::Session::tracker_reads_exits`).
 //!
 //! A lost record (a fork, an exit, a last switch) would make a figure short without a sign, so
 //! a complete figure is held until the kernel's count of lost records has been read after it,
-//! and sent only if nothing was lost meanwhile; after a loss, the processes under way get none.
-//! A process that gets none keeps taskstats's figure, which says it is short; the run's note
-//! says how many.
+//! and sent only if nothing was lost meanwhile; after a loss, the processes under way get none
+//! (the run's note says how many).
 //!
 //! Owns only that bookkeeping; the reader decodes the records, reads the loss count and sends
 //! what this hands it. Must not read the ring or the maps.
@@ -20,13 +23,56 @@ use crate::model::{AccountEvent, Figures, LedgerSource};
 use crate::source::account::split_runtime;
 use foldhash::HashMap;
 
-/// A task's figures as it left a CPU for the last time (nanoseconds): its runtime, and its
-/// user and system ticks, which split it.
+/// A task's figures as it left a CPU for the last time: its runtime and its user and system
+/// ticks, which split it (nanoseconds); with the whole ledger, its run-queue wait, context
+/// switches, faults, I/O counters and delay-accounting waits (zero without).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct Switched {
     pub(super) runtime_ns: u64,
     pub(super) utime_ns: u64,
     pub(super) stime_ns: u64,
+    pub(super) run_delay_ns: u64,
+    pub(super) nvcsw: u64,
+    pub(super) nivcsw: u64,
+    pub(super) min_flt: u64,
+    pub(super) maj_flt: u64,
+    pub(super) rchar: u64,
+    pub(super) wchar: u64,
+    pub(super) read_bytes: u64,
+    pub(super) write_bytes: u64,
+    pub(super) blkio_delay_ns: u64,
+    pub(super) reclaim_delay_ns: u64,
+}
+
+impl Switched {
+    fn add(&mut self, o: &Switched) {
+        let pairs = [
+            (&mut self.runtime_ns, o.runtime_ns),
+            (&mut self.utime_ns, o.utime_ns),
+            (&mut self.stime_ns, o.stime_ns),
+            (&mut self.run_delay_ns, o.run_delay_ns),
+            (&mut self.nvcsw, o.nvcsw),
+            (&mut self.nivcsw, o.nivcsw),
+            (&mut self.min_flt, o.min_flt),
+            (&mut self.maj_flt, o.maj_flt),
+            (&mut self.rchar, o.rchar),
+            (&mut self.wchar, o.wchar),
+            (&mut self.read_bytes, o.read_bytes),
+            (&mut self.write_bytes, o.write_bytes),
+            (&mut self.blkio_delay_ns, o.blkio_delay_ns),
+            (&mut self.reclaim_delay_ns, o.reclaim_delay_ns),
+        ];
+        for (sum, v) in pairs {
+            *sum = sum.saturating_add(v);
+        }
+    }
+}
+
+/// The peaks of a process's memory, read in the kernel by its last thread's exit record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Peaks {
+    pub(super) rss_bytes: u64,
+    pub(super) vm_bytes: u64,
 }
 
 /// A process whose figure is not complete yet.
@@ -38,9 +84,10 @@ struct Pending {
     switched: u32,
     /// Its last thread's exit record is in: no task of it is left to start.
     ended: bool,
-    runtime_ns: u64,
-    utime_ns: u64,
-    stime_ns: u64,
+    /// Its tasks' figures, summed.
+    sums: Switched,
+    /// Its memory's peaks, from its last thread's exit record (none when the memory was gone).
+    peaks: Option<Peaks>,
     /// The run times at which its tasks started, and at which they switched away for the last
     /// time, summed: their lives are the difference once all have.
     starts_ns: u64,
@@ -50,6 +97,8 @@ struct Pending {
 /// The processes of the tree whose tasks' last switches are being summed.
 #[derive(Default, Debug)]
 pub(super) struct LastSwitches {
+    /// Whether the records carry each task's whole ledger, not only its CPU.
+    figures: bool,
     pending: HashMap<i32, Pending>,
     /// Complete, not yet sent: waiting for the next read of the loss count.
     held: Vec<AccountEvent>,
@@ -59,6 +108,14 @@ pub(super) struct LastSwitches {
 }
 
 impl LastSwitches {
+    /// Sums of CPU alone, or (`figures`) of each task's whole ledger.
+    pub(super) fn new(figures: bool) -> LastSwitches {
+        LastSwitches {
+            figures,
+            ..Default::default()
+        }
+    }
+
     /// A process of the tree started at run time `at_ns` (its fork record, or the root at the
     /// release, time zero).
     pub(super) fn process_started(&mut self, tgid: i32, at_ns: u64) {
@@ -84,10 +141,11 @@ impl LastSwitches {
         }
     }
 
-    /// The last thread of `tgid` exited.
-    pub(super) fn ended(&mut self, tgid: i32) {
+    /// The last thread of `tgid` exited, its memory's peaks read then when it still had it.
+    pub(super) fn ended(&mut self, tgid: i32, peaks: Option<Peaks>) {
         if let Some(p) = self.pending.get_mut(&tgid) {
             p.ended = true;
+            p.peaks = peaks;
             self.complete(tgid);
         }
     }
@@ -97,9 +155,7 @@ impl LastSwitches {
     pub(super) fn switched(&mut self, tgid: i32, at_ns: u64, cpu: Switched) {
         if let Some(p) = self.pending.get_mut(&tgid) {
             p.switched += 1;
-            p.runtime_ns += cpu.runtime_ns;
-            p.utime_ns += cpu.utime_ns;
-            p.stime_ns += cpu.stime_ns;
+            p.sums.add(&cpu);
             p.ends_ns = p.ends_ns.saturating_add(at_ns);
             self.complete(tgid);
         }
@@ -121,20 +177,45 @@ impl LastSwitches {
             return;
         }
         // Split as getrusage() splits a process's runtime: in the proportion of its ticks.
-        let (user_ns, sys_ns) = split_runtime(p.runtime_ns, p.utime_ns, p.stime_ns);
+        let t = &p.sums;
+        let (user_ns, sys_ns) = split_runtime(t.runtime_ns, t.utime_ns, t.stime_ns);
+        let mut figures = Figures {
+            user_ns: Some(user_ns),
+            sys_ns: Some(sys_ns),
+            cpu_ns: Some(t.runtime_ns),
+            task_time_ns: Some(p.ends_ns.saturating_sub(p.starts_ns)),
+            ..Default::default()
+        };
+        if self.figures {
+            figures = Figures {
+                run_queue_ns: Some(t.run_delay_ns),
+                blkio_delay_ns: Some(t.blkio_delay_ns),
+                swap_reclaim_delay_ns: Some(t.reclaim_delay_ns),
+                peak_rss_bytes: p.peaks.map(|m| m.rss_bytes),
+                peak_vm_bytes: p.peaks.map(|m| m.vm_bytes),
+                minor_faults: Some(t.min_flt),
+                major_faults: Some(t.maj_flt),
+                voluntary_switches: Some(t.nvcsw),
+                involuntary_switches: Some(t.nivcsw),
+                read_bytes: Some(t.read_bytes),
+                write_bytes: Some(t.write_bytes),
+                read_char_bytes: Some(t.rchar),
+                write_char_bytes: Some(t.wchar),
+                ..figures
+            };
+        }
         self.held.push(AccountEvent::Ledger {
             tgid,
             // Just ended: the newest process of that pid.
             start_ns: None,
             source: LedgerSource::LastSwitch,
-            figures: Box::new(Figures {
-                user_ns: Some(user_ns),
-                sys_ns: Some(sys_ns),
-                cpu_ns: Some(p.runtime_ns),
-                task_time_ns: Some(p.ends_ns.saturating_sub(p.starts_ns)),
-                ..Default::default()
-            }),
+            figures: Box::new(figures),
         });
+    }
+
+    /// Whether the figures are each task's whole ledger, not only its CPU.
+    pub(super) fn whole(&self) -> bool {
+        self.figures
     }
 
     /// Whether a figure waits for the loss count to be read.
@@ -176,6 +257,7 @@ mod tests {
             runtime_ns,
             utime_ns,
             stime_ns,
+            ..Default::default()
         }
     }
 
@@ -200,7 +282,7 @@ mod tests {
         // Two threads end first; the last thread's exit, then its last switch.
         l.switched(10, 0, sw(100, 1, 0));
         l.switched(10, 0, sw(200, 0, 1));
-        l.ended(10);
+        l.ended(10, None);
         assert!(!l.holds() && l.waiting());
         l.switched(10, 0, sw(700, 3, 1));
         assert!(l.holds() && !l.waiting());
@@ -222,7 +304,7 @@ mod tests {
         l.process_started(10, 0);
         l.thread_started(10, 1_000);
         l.switched(10, 4_000, sw(100, 1, 0));
-        l.ended(10);
+        l.ended(10, None);
         l.switched(10, 9_000, sw(500, 1, 0));
         let task_time = |l: &mut LastSwitches| match l.checked(false).as_slice() {
             [AccountEvent::Ledger { figures, .. }] => figures.task_time_ns,
@@ -232,7 +314,7 @@ mod tests {
         assert_eq!(task_time(&mut l), Some(12_000));
         // A process forked later starts at its fork record.
         l.process_started(11, 20_000);
-        l.ended(11);
+        l.ended(11, None);
         l.switched(11, 25_000, sw(100, 1, 0));
         assert_eq!(task_time(&mut l), Some(5_000));
     }
@@ -242,7 +324,7 @@ mod tests {
         let mut l = LastSwitches::default();
         l.process_started(10, 0);
         l.thread_started(10, 0);
-        l.ended(10);
+        l.ended(10, None);
         l.switched(10, 0, sw(100, 1, 0));
         l.finish();
         assert!(!l.holds());
@@ -255,7 +337,7 @@ mod tests {
         l.process_started(10, 0);
         l.switched(10, 0, sw(100, 1, 0));
         l.switched(10, 0, sw(100, 1, 0));
-        l.ended(10);
+        l.ended(10, None);
         // Complete at the first switch would have been wrong only without the exit: the
         // process had not ended then.
         assert_eq!((l.holds(), l.without), (false, 1));
@@ -267,19 +349,19 @@ mod tests {
         for p in [10, 11, 12] {
             l.process_started(p, 0);
         }
-        l.ended(10);
+        l.ended(10, None);
         l.switched(10, 0, sw(100, 1, 0));
-        l.ended(11);
+        l.ended(11, None);
         assert!(l.holds());
         assert!(l.checked(true).is_empty());
         // 10 was complete, 11 had ended, 12 is alive: none gets a figure.
         assert_eq!(l.without, 3);
         l.switched(12, 0, sw(100, 1, 0));
-        l.ended(12);
+        l.ended(12, None);
         assert!(!l.holds());
         // A process started after the loss is summed again.
         l.process_started(13, 0);
-        l.ended(13);
+        l.ended(13, None);
         l.switched(13, 0, sw(5, 1, 0));
         assert_eq!(l.checked(false).len(), 1);
     }
@@ -289,8 +371,96 @@ mod tests {
         let mut l = LastSwitches::default();
         l.thread_started(99, 0);
         l.switched(99, 0, sw(100, 1, 0));
-        l.ended(99);
+        l.ended(99, None);
         assert!(!l.holds() && !l.waiting());
         assert_eq!(l.without, 0);
+    }
+
+    /// With the whole ledger, a process's figure sums its tasks' counters and takes the peaks
+    /// of its last exit record; without, it has the CPU alone, and nothing it did not read
+    /// stands as 0.
+    #[test]
+    fn the_whole_ledger_sums_every_task_and_takes_the_exit_peaks() {
+        let task = |runtime_ns, k: u64| Switched {
+            runtime_ns,
+            utime_ns: 1,
+            stime_ns: 1,
+            run_delay_ns: 10 * k,
+            nvcsw: k,
+            nivcsw: 2 * k,
+            min_flt: 100 * k,
+            maj_flt: k,
+            rchar: 1000 * k,
+            wchar: 2000 * k,
+            read_bytes: 4096 * k,
+            write_bytes: 8192 * k,
+            blkio_delay_ns: 7 * k,
+            reclaim_delay_ns: 3 * k,
+        };
+        let peaks = Peaks {
+            rss_bytes: 5 << 20,
+            vm_bytes: 9 << 20,
+        };
+        for figures in [true, false] {
+            let mut l = LastSwitches::new(figures);
+            l.process_started(10, 0);
+            l.thread_started(10, 0);
+            l.switched(10, 0, task(100, 1));
+            l.ended(10, Some(peaks));
+            l.switched(10, 0, task(300, 2));
+            let f = match l.checked(false).as_slice() {
+                [AccountEvent::Ledger { figures, .. }] => **figures,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(f.cpu_ns, Some(400));
+            if figures {
+                assert_eq!(f.run_queue_ns, Some(30));
+                assert_eq!(
+                    (f.voluntary_switches, f.involuntary_switches),
+                    (Some(3), Some(6))
+                );
+                assert_eq!((f.minor_faults, f.major_faults), (Some(300), Some(3)));
+                assert_eq!(
+                    (f.read_char_bytes, f.write_char_bytes),
+                    (Some(3000), Some(6000))
+                );
+                assert_eq!(
+                    (f.read_bytes, f.write_bytes),
+                    (Some(3 * 4096), Some(3 * 8192))
+                );
+                assert_eq!(
+                    (f.blkio_delay_ns, f.swap_reclaim_delay_ns),
+                    (Some(21), Some(9))
+                );
+                assert_eq!(
+                    (f.peak_rss_bytes, f.peak_vm_bytes),
+                    (Some(5 << 20), Some(9 << 20))
+                );
+            } else {
+                let cpu_only = Figures {
+                    user_ns: f.user_ns,
+                    sys_ns: f.sys_ns,
+                    cpu_ns: f.cpu_ns,
+                    task_time_ns: f.task_time_ns,
+                    ..Default::default()
+                };
+                assert_eq!(f, cpu_only);
+            }
+        }
+        // A process whose memory was gone at its exit record has no peaks from here.
+        let mut l = LastSwitches::new(true);
+        l.process_started(11, 0);
+        l.ended(11, None);
+        l.switched(11, 0, task(5, 1));
+        match l.checked(false).as_slice() {
+            [AccountEvent::Ledger { figures, .. }] => {
+                assert_eq!(
+                    (figures.peak_rss_bytes, figures.peak_vm_bytes),
+                    (None, None)
+                );
+                assert_eq!(figures.minor_faults, Some(100));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -37,6 +37,9 @@ pub struct Loaded {
     pub(super) config: Config,
     /// The SDT probe sites, each marked attached or not.
     pub(super) sdt: Option<Plan>,
+    /// Whether the last-switch program reads each task's whole ledger (with `config.ledger`,
+    /// when the kernel's BTF has every field of it: [`FIGURES`]).
+    pub(super) figures: bool,
 }
 
 /// Loads the object and attaches what `config` needs (and uprobes on the sites of `sdt`), or
@@ -64,7 +67,8 @@ pub fn load(
         }
     }
     let with_sdt = sdt.as_ref().is_some_and(|p| !p.sites.is_empty());
-    let (mut ebpf, ring) = load_object(config, with_sdt, maps_made).map_err(|e| explain(&e))?;
+    let (mut ebpf, ring, figures) =
+        load_object(config, with_sdt, maps_made).map_err(|e| explain(&e))?;
     if let Some(plan) = sdt.as_mut().filter(|p| !p.sites.is_empty())
         && let Err(e) = attach_sdt(&mut ebpf, plan)
     {
@@ -77,6 +81,7 @@ pub fn load(
         ring,
         config,
         sdt,
+        figures,
     })
 }
 
@@ -84,7 +89,13 @@ pub fn load(
 /// `bpf/ste.bpf.c`), from the kernel's BTF; with `syscalls`, also the check that
 /// `thread_info.status`, which the system-call programs read directly, is where they read it.
 pub(super) fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32)>, String> {
-    let names = ["task_struct", "signal_struct", "mm_struct", "thread_info"];
+    let names = [
+        "task_struct",
+        "signal_struct",
+        "mm_struct",
+        "thread_info",
+        "task_delay_info",
+    ];
     let wanted: Vec<(u32, &str)> = names.iter().map(|n| (btf::STRUCT, *n)).collect();
     let ids = btf.find_many(&wanted).map_err(|e| e.to_string())?;
     let id = |i: usize| ids[i].ok_or_else(|| format!("it has no `struct {}`", names[i]));
@@ -129,12 +140,48 @@ pub(super) fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32
         ),
         ("off_signal_flags", field(signal, "flags", 4)?),
         ("off_mm_hiwater_rss", field(mm, "hiwater_rss", 8)?),
+        ("off_mm_hiwater_vm", field(mm, "hiwater_vm", 8)?),
+        ("off_mm_total_vm", field(mm, "total_vm", 8)?),
         ("off_mm_arg_start", field(mm, "arg_start", 8)?),
         ("off_mm_arg_end", field(mm, "arg_end", 8)?),
         ("off_mm_rss_stat", rss_stat as u32),
         ("size_percpu_counter", counter_size as u32),
         ("off_percpu_counter_count", field(counter, "count", 8)?),
     ];
+    let mut out = out;
+    // The rest of a task's ledger, read at its last switch: all of it or none (then taskstats
+    // gives it), as a kernel built without delay or I/O accounting lacks some.
+    let figures = ids[4]
+        .ok_or_else(|| "it has no `struct task_delay_info`".to_string())
+        .and_then(|delays| {
+            Ok(vec![
+                (
+                    "off_task_run_delay",
+                    field(task, "sched_info.run_delay", 8)?,
+                ),
+                ("off_task_nvcsw", field(task, "nvcsw", 8)?),
+                ("off_task_nivcsw", field(task, "nivcsw", 8)?),
+                ("off_task_min_flt", field(task, "min_flt", 8)?),
+                ("off_task_maj_flt", field(task, "maj_flt", 8)?),
+                ("off_task_rchar", field(task, "ioac.rchar", 8)?),
+                ("off_task_wchar", field(task, "ioac.wchar", 8)?),
+                ("off_task_read_bytes", field(task, "ioac.read_bytes", 8)?),
+                ("off_task_write_bytes", field(task, "ioac.write_bytes", 8)?),
+                ("off_task_delays", field(task, "delays", 8)?),
+                ("off_delays_blkio", field(delays, "blkio_delay", 8)?),
+                ("off_delays_swapin", field(delays, "swapin_delay", 8)?),
+                ("off_delays_freepages", field(delays, "freepages_delay", 8)?),
+                ("off_delays_thrashing", field(delays, "thrashing_delay", 8)?),
+                ("off_delays_compact", field(delays, "compact_delay", 8)?),
+            ])
+        });
+    match figures {
+        Ok(f) => {
+            out.extend(f);
+            out.push((FIGURES, 1));
+        }
+        Err(_) => out.push((FIGURES, 0)),
+    }
     if syscalls {
         // thread_info first in task_struct (CONFIG_THREAD_INFO_IN_TASK), status at 16: the
         // layout bpf/ste.bpf.c declares, read directly on every system call.
@@ -150,6 +197,10 @@ pub(super) fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32
     }
     Ok(out)
 }
+
+/// The switch in the layout that has the last-switch program read a task's whole ledger
+/// (`cfg_figures` in `bpf/ste.bpf.c`): 1 when the kernel's BTF has every field of it.
+pub(super) const FIGURES: &str = "cfg_figures";
 
 /// The ring buffer's size. Its pages are allocated, zeroed and charged when it is created, and
 /// mapped (twice) when ste maps it, all before the command starts, so start-up grows with it. A
@@ -221,12 +272,13 @@ pub(super) fn from_btf<S: AsRef<str>>(
 
 /// Loads the object and attaches what `config` needs (and creates what the uprobe program
 /// needs, `with_sdt`), and maps the ring buffer; calls `maps_made` once the maps exist.
-/// Detaches on drop.
+/// Detaches on drop. The flag says whether the last switches carry each task's whole ledger
+/// (`Loaded::figures`).
 pub(super) fn load_object(
     config: Config,
     with_sdt: bool,
     maps_made: impl FnOnce(&Bpf),
-) -> Result<(Bpf, RingBuf), String> {
+) -> Result<(Bpf, RingBuf, bool), String> {
     let obj = Object::parse(&OBJECT.0).map_err(|e| e.to_string())?;
     let timed: u32 = config.syscalls.is_some_and(Mode::timed).into();
     let per_thread: u32 = config.syscalls.is_some_and(Mode::per_process).into();
@@ -327,6 +379,11 @@ pub(super) fn load_object(
         _ => btf_answers(with_syscalls, &typed)?,
     };
     let mut ebpf = created.map_err(|e| e.to_string())?;
+    let figures = config.ledger
+        && btf
+            .layout
+            .iter()
+            .any(|(name, value)| name == FIGURES && *value == 1);
     for (name, value) in &btf.layout {
         ebpf.set_global(name, value).map_err(|e| e.to_string())?;
     }
@@ -374,7 +431,7 @@ pub(super) fn load_object(
     ebpf.attached(&work, std::iter::once(mine).chain(theirs))
         .map_err(|e| e.to_string())?;
     let ring = ring.map_err(|e| format!("mapping the ring buffer: {e}"))?;
-    Ok((ebpf, ring))
+    Ok((ebpf, ring, figures))
 }
 
 /// The ring buffer's map until a thread takes it to map it.

@@ -73,7 +73,7 @@ mod reader;
 mod syscall_maps;
 
 use abi::*;
-use last_switch::{LastSwitches, Switched};
+use last_switch::{LastSwitches, Peaks, Switched};
 pub use loading::{Config, Loaded, load};
 use reader::*;
 use syscall_maps::*;
@@ -98,6 +98,7 @@ pub fn start(
         ring,
         config,
         sdt,
+        figures,
     } = loaded;
     let map = |name: &str| ebpf.map(name).map_err(|e| e.to_string());
     let counters = Counters::new(map("counters")?).map_err(|e| e.to_string())?;
@@ -150,7 +151,7 @@ pub fn start(
             peaks_from_exit: true,
             judged: None,
             last: config.ledger.then(|| {
-                let mut last = LastSwitches::default();
+                let mut last = LastSwitches::new(figures);
                 // Its life in the Run starts at the release, time zero.
                 last.process_started(root, 0);
                 last
@@ -166,6 +167,7 @@ pub fn start(
             reader,
             done,
             config,
+            figures,
         },
         source,
     ))
@@ -176,9 +178,17 @@ pub struct Running {
     reader: Reader,
     done: Arc<Done>,
     config: Config,
+    /// Whether the last switches carry each task's whole ledger (`Loaded::figures`).
+    figures: bool,
 }
 
 impl Running {
+    /// Whether the last switches carry each task's whole ledger: the tracker then gives every
+    /// per-process figure taskstats would (`track::Started::whole_ledger`).
+    pub fn whole_ledger(&self) -> bool {
+        self.figures && self.config.ledger
+    }
+
     /// Reads the ring buffer until the run is done, as the tracker's thread: named so (`top
     /// -H`, `perf`, the capability test see the reader) and limited to the reader's
     /// capabilities first.
@@ -186,7 +196,7 @@ impl Running {
         crate::kernel::calls::name_this_thread(c"ste-ebpf");
         // After the session has its answer, not on the way to the command's release.
         let sink = &self.reader.state.tree.sink;
-        declare_sources(sink, self.config);
+        declare_sources(sink, self.config, self.figures);
         if self.reader.sdt.as_ref().is_some_and(|s| s.maps.is_some()) {
             sink.emit(Event::Source {
                 figure: "malloc_sdt_probes".into(),
@@ -227,7 +237,7 @@ pub(in crate::source::track) fn register_root(
     )
 }
 
-fn declare_sources(sink: &Sink, config: Config) {
+fn declare_sources(sink: &Sink, config: Config, whole_ledger: bool) {
     let mut figures = vec![
         (
             "processes",
@@ -256,7 +266,12 @@ fn declare_sources(sink: &Sink, config: Config) {
             },
         ));
     }
-    if config.ledger {
+    if config.ledger && whole_ledger {
+        figures.push((
+            "ledger.last_switch",
+            "each task's counters, read by BPF as it leaves a CPU for the last time (sched_switch), where they are final, summed per process: runtime (se.sum_exec_runtime, split into user and system time in the proportion of its tick samples, as getrusage splits it), run-queue wait (sched_info.run_delay), context switches, page faults, I/O (ioac, to the byte), delay accounting's block-I/O and swap/reclaim waits; the peaks (VmHWM, VmPeak) read at the process's last exit, memory still attached",
+        ));
+    } else if config.ledger {
         figures.push((
             "ledger.last_switch",
             "each task's runtime (se.sum_exec_runtime), read by BPF as it leaves a CPU for the last time (sched_switch), summed per process; split into user and system time in the proportion of its tick samples, as getrusage splits it",

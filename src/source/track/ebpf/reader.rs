@@ -189,10 +189,17 @@ impl Reader {
         if let Some(last) = self.state.last.as_mut() {
             last.finish();
             if last.without > 0 {
-                let text = format!(
-                    "the CPU of {} of the processes is taskstats's (written before each thread's exit was over): records of their tasks' last switches were lost or not in by the end",
-                    last.without
-                );
+                let text = if last.whole() {
+                    format!(
+                        "{} of the processes have no figures of CPU, waits, faults, switches or I/O: records of their tasks' last switches were lost or not in by the end",
+                        last.without
+                    )
+                } else {
+                    format!(
+                        "the CPU of {} of the processes is taskstats's (written before each thread's exit was over): records of their tasks' last switches were lost or not in by the end",
+                        last.without
+                    )
+                };
                 self.state.tree.emit(Event::Note { text });
             }
         }
@@ -394,8 +401,9 @@ pub(super) enum Record<'a> {
         ts: u64,
         /// The wait status of the process, when this was its last thread.
         status: Option<i32>,
-        /// VmHWM in pages, when this was the last thread and its memory was still attached.
-        hiwater_pages: Option<u64>,
+        /// VmHWM and VmPeak in pages, when this was the last thread and its memory was still
+        /// attached.
+        hiwater_pages: Option<(u64, u64)>,
         group_dead: bool,
     },
     Calls {
@@ -457,7 +465,11 @@ pub(super) fn decode(b: &[u8], timed: bool) -> Option<Record<'_>> {
                 tgid: i32_at(b, 8)?,
                 ts: u64_at(b, 16)?,
                 status: group_dead.then_some(i32_at(b, 24)?),
-                hiwater_pages: (group_dead && flags & EXIT_HAS_MM != 0).then_some(u64_at(b, 32)?),
+                hiwater_pages: if group_dead && flags & EXIT_HAS_MM != 0 {
+                    Some((u64_at(b, 32)?, u64_at(b, 40)?))
+                } else {
+                    None
+                },
                 group_dead,
             })
         }
@@ -468,6 +480,17 @@ pub(super) fn decode(b: &[u8], timed: bool) -> Option<Record<'_>> {
                 runtime_ns: u64_at(b, 24)?,
                 utime_ns: u64_at(b, 32)?,
                 stime_ns: u64_at(b, 40)?,
+                run_delay_ns: u64_at(b, 48)?,
+                nvcsw: u64_at(b, 56)?,
+                nivcsw: u64_at(b, 64)?,
+                min_flt: u64_at(b, 72)?,
+                maj_flt: u64_at(b, 80)?,
+                rchar: u64_at(b, 88)?,
+                wchar: u64_at(b, 96)?,
+                read_bytes: u64_at(b, 104)?,
+                write_bytes: u64_at(b, 112)?,
+                blkio_delay_ns: u64_at(b, 120)?,
+                reclaim_delay_ns: u64_at(b, 128)?,
             },
         }),
         EV_CALLS => {
@@ -611,9 +634,16 @@ impl State {
                     }
                     return;
                 }
-                self.accounts(t, tgid, hiwater_pages);
+                self.accounts(t, tgid, hiwater_pages.map(|(rss, _)| rss));
                 if let Some(last) = self.last.as_mut() {
-                    last.ended(tgid);
+                    let page = self.page_size;
+                    last.ended(
+                        tgid,
+                        hiwater_pages.map(|(rss, vm)| Peaks {
+                            rss_bytes: rss * page,
+                            vm_bytes: vm * page,
+                        }),
+                    );
                 }
                 let status = status.and_then(Termination::from_wait_status);
                 self.tree

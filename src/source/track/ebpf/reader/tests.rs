@@ -25,7 +25,7 @@ fn exec_record(tgid: i32, former: i32, ts: u64, total: u64, argv: &[u8]) -> Vec<
 /// An exit record of task `tid` of `tgid` at `ts` with `flags`, the wait status at byte 24
 /// and the high-water mark (pages) at byte 32 left 0.
 fn exit_record(tid: i32, tgid: i32, ts: u64, flags: u32) -> Vec<u8> {
-    let mut exit = bytes(&[(16, ts)], 40);
+    let mut exit = bytes(&[(16, ts)], 48);
     exit[0..4].copy_from_slice(&EV_EXIT.to_ne_bytes());
     exit[4..8].copy_from_slice(&tid.to_ne_bytes());
     exit[8..12].copy_from_slice(&tgid.to_ne_bytes());
@@ -99,6 +99,7 @@ fn decodes_each_record_kind() {
 
     let mut exit = exit_record(11, 11, 7, EXIT_GROUP_DEAD | EXIT_HAS_MM);
     exit[32..40].copy_from_slice(&300u64.to_ne_bytes());
+    exit[40..48].copy_from_slice(&700u64.to_ne_bytes());
     exit[24..28].copy_from_slice(&(3i32 << 8).to_ne_bytes());
     assert_eq!(
         decode(&exit, false),
@@ -107,7 +108,7 @@ fn decodes_each_record_kind() {
             tgid: 11,
             ts: 7,
             status: Some(3 << 8),
-            hiwater_pages: Some(300),
+            hiwater_pages: Some((300, 700)),
             group_dead: true
         })
     );
@@ -141,8 +142,12 @@ fn decodes_each_record_kind() {
     // A truncated record is refused rather than misread.
     assert_eq!(decode(&calls[..70], true), None);
 
-    // struct ev_last_switch: kind, tid, tgid, pad, ts, runtime, utime, stime.
-    let mut last = bytes(&[(16, 9), (24, 1_500), (32, 4_000_000), (40, 0)], 48);
+    // struct ev_last_switch: kind, tid, tgid, pad, ts, runtime, utime, stime, then the rest
+    // of the ledger (run delay, switches, faults, I/O, delays).
+    let rest: Vec<(usize, u64)> = (0..11).map(|i| (48 + 8 * i, 100 + i as u64)).collect();
+    let mut fields = vec![(16, 9), (24, 1_500), (32, 4_000_000), (40, 0)];
+    fields.extend(rest);
+    let mut last = bytes(&fields, 136);
     last[0..4].copy_from_slice(&EV_LAST_SWITCH.to_ne_bytes());
     last[4..8].copy_from_slice(&12i32.to_ne_bytes());
     last[8..12].copy_from_slice(&11i32.to_ne_bytes());
@@ -154,9 +159,21 @@ fn decodes_each_record_kind() {
             cpu: Switched {
                 runtime_ns: 1_500,
                 utime_ns: 4_000_000,
-                stime_ns: 0
+                stime_ns: 0,
+                run_delay_ns: 100,
+                nvcsw: 101,
+                nivcsw: 102,
+                min_flt: 103,
+                maj_flt: 104,
+                rchar: 105,
+                wchar: 106,
+                read_bytes: 107,
+                write_bytes: 108,
+                blkio_delay_ns: 109,
+                reclaim_delay_ns: 110,
             }
         })
     );
-    assert_eq!(decode(&last[..47], false), None);
+    // A record of the older, shorter layout is refused rather than misread.
+    assert_eq!(decode(&last[..48], false), None);
 }
