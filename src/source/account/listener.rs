@@ -17,6 +17,7 @@ use crate::kernel::taskstats::{Message, Received, TaskStats, Taskstats};
 use crate::model::AccountEvent;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, sync_channel};
 use std::time::Duration;
 
@@ -35,6 +36,8 @@ const STAT_EVERY: Duration = Duration::from_secs(1);
 
 pub struct Listener {
     wake: OwnedFd,
+    /// Set once the session has ended the socket's registration: the thread then closes it.
+    taskstats_ended: Arc<AtomicBool>,
     /// Says the thread has drained and taken its last sample; it is let go, not joined, and
     /// sleeps until ste exits (waiting for its exit, or letting it end, was a thread's
     /// teardown more at the end of a run).
@@ -50,6 +53,8 @@ impl Listener {
     ) -> std::io::Result<Listener> {
         let wake = crate::kernel::calls::eventfd()?;
         let thread_wake = wake.try_clone()?;
+        let taskstats_ended = Arc::new(AtomicBool::new(false));
+        let ended = Arc::clone(&taskstats_ended);
         let (done_tx, done) = sync_channel(1);
         std::thread::Builder::new()
             .name("ste-accounts".into())
@@ -58,7 +63,7 @@ impl Listener {
                     crate::launch::privilege::Role::Helper,
                     &sink,
                 );
-                run(taskstats, group, &sink, tree.as_ref(), &thread_wake);
+                run(taskstats, &ended, group, &sink, tree.as_ref(), &thread_wake);
                 let _ = done_tx.send(());
                 // Ended with the process, not here: the thread's own end (its stack given back,
                 // the kernel's exit of a thread) came just as the session went on from this
@@ -70,8 +75,17 @@ impl Listener {
             })?;
         Ok(Listener {
             wake,
+            taskstats_ended,
             done: Some(done),
         })
+    }
+
+    /// The session ended the taskstats socket's registration (the tracker reads what its
+    /// records carried): no record of the tree will come, and the thread closes the socket at
+    /// its next tick rather than drain it every tick. What is queued by then is other
+    /// processes' (none of the tree had started), left unread.
+    pub fn taskstats_ended(&self) {
+        self.taskstats_ended.store(true, Ordering::Relaxed);
     }
 
     /// Asks the thread to drain the records already queued and take its last sample, then
@@ -195,6 +209,7 @@ fn forward(
 
 fn run(
     mut ts: Option<Taskstats>,
+    taskstats_ended: &AtomicBool,
     group: Option<Arc<Group>>,
     sink: &Sink,
     tree: &dyn TreeWatcher,
@@ -209,6 +224,12 @@ fn run(
         // Records wait in the socket's 16 MiB buffer and are taken in batches: waking for
         // each one would cost the workload a context switch per exit on a busy machine.
         let stopped = wait_for(wake, tick);
+        if ts.is_some() && taskstats_ended.load(Ordering::Relaxed) {
+            ts = None;
+            if sampled.is_none() {
+                tick = None;
+            }
+        }
         if let Some(t) = ts.as_mut() {
             drain(t, sink, tree);
         }

@@ -324,6 +324,11 @@ impl Session {
                     .is_ok(),
                 None => true,
             };
+            if self.ledger_from_tracker
+                && let Some(l) = &self.listener
+            {
+                l.taskstats_ended();
+            }
         }
         // Held only for that.
         self.registration = None;

@@ -121,8 +121,9 @@ const SETTLE_MAX: Duration = Duration::from_millis(10);
 
 /// How long the end of the run waits at most for the last switches of processes that have
 /// ended: a task switches away for the last time microseconds after its exit record unless it
-/// is preempted on the way (then within a few scheduler ticks); past this, the process keeps
-/// taskstats's figure.
+/// is preempted on the way (then within a few scheduler ticks); past this, the process has
+/// no figure from here (taskstats's where it reads only the CPU; none where it reads the whole
+/// ledger), and the run's note counts it.
 const LAST_SWITCH_MAX: Duration = Duration::from_millis(20);
 
 impl Reader {
