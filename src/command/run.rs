@@ -189,7 +189,13 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     // Time zero is the release: what ste did since the fork is its own set-up, not the
     // command's time. The sampler starts after it, so its samples run forward from zero.
     let waited_ns = clock.restart();
-    accounting.before_release(&sink, root, child.started_ns + waited_ns, waited_ns);
+    accounting.before_release(
+        &sink,
+        root,
+        child.started_ns + waited_ns,
+        waited_ns,
+        child.setup_io(),
+    );
     crate::bus::phases::span("release", || child.release())?;
     let sampler_role = Role::Sampler {
         page_flags: opts.maps_at_peak.is_some(),

@@ -253,6 +253,7 @@ impl Prepared {
             err: Some(err_r),
             joined: Some(joined_r),
             join: None,
+            join_bytes: 0,
             name: self.argv[0].to_bytes().to_vec(),
         })
     }
@@ -314,6 +315,8 @@ pub struct Child {
     joined: Option<OwnedFd>,
     /// The files named to the child by [`Child::join`], once sent.
     join: Option<Vec<CString>>,
+    /// The bytes of the message [`Child::join`] sent (its length word included).
+    join_bytes: u64,
     name: Vec<u8>,
 }
 
@@ -334,6 +337,7 @@ impl Child {
         }
         msg[..4].copy_from_slice(&(len as u32).to_ne_bytes());
         self.join = Some(files);
+        self.join_bytes = msg.len() as u64;
         let go = self.go.as_ref().context("child already released")?;
         // Within PIPE_BUF into an empty pipe: written whole, or not at all.
         // SAFETY: writing a valid buffer to an owned pipe.
@@ -358,6 +362,15 @@ impl Child {
             return Err(std::io::Error::last_os_error()).context("releasing the command");
         }
         Ok(())
+    }
+
+    /// What the child's own code reads and writes before its exec, in bytes (`rchar`,
+    /// `wchar`): the join message and the release byte from its pipe; a `0` to each file it
+    /// joins and its 8-byte answer (`child::run`). The kernel counts them as the process's
+    /// I/O; they are ste's set-up (`model::BeforeRelease`). Call it once [`Child::join`] was.
+    pub fn setup_io(&self) -> (u64, u64) {
+        let files = self.join.as_ref().map_or(0, Vec::len) as u64;
+        (self.join_bytes + 1, files + 8)
     }
 
     /// Waits for the child to have written `0` to the files named by [`Child::join`] (which

@@ -155,6 +155,8 @@ impl Figures {
             self.user_ns = Some(u - (cpu.min(u + s) - from_sys));
         }
         sub(&mut self.cpu_ns, before.cpu_ns);
+        sub(&mut self.read_char_bytes, before.read_char_bytes);
+        sub(&mut self.write_char_bytes, before.write_char_bytes);
     }
 }
 
@@ -173,6 +175,13 @@ pub struct BeforeRelease {
     pub cpu_ns: Option<u64>,
     /// Runnable but waiting for a CPU meanwhile (its `schedstat`); `null` when unread.
     pub run_queue_ns: Option<u64>,
+    /// Bytes ste's launch code read and wrote in it meanwhile (its pipes, the cgroup files it
+    /// joined: `launch::Child::setup_io`), which the kernel counts as the process's `rchar`
+    /// and `wchar`; absent in records written before ste counted them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_char_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_char_bytes: Option<u64>,
 }
 
 /// A process's exact figures, grouped by the source that measured them.
@@ -233,11 +242,17 @@ impl Ledger {
             f.without(before);
             f.task_time_ns = from_release;
         }
-        for f in [&mut self.taskstats, &mut self.exit_stop]
-            .into_iter()
-            .flatten()
-        {
+        if let Some(f) = self.exit_stop.as_deref_mut() {
             f.without(before);
+        }
+        if let Some(f) = self.taskstats.as_deref_mut() {
+            // Its I/O counters are rounded down to KiB: a few bytes less would make them
+            // neither the kernel's figure nor the truth.
+            f.without(&BeforeRelease {
+                read_char_bytes: None,
+                write_char_bytes: None,
+                ..*before
+            });
         }
     }
 
@@ -550,6 +565,7 @@ mod tests {
             alive_ns: 60,
             cpu_ns: Some(8),
             run_queue_ns: Some(4),
+            ..Default::default()
         });
         assert_eq!(
             (f.user_ns, f.sys_ns, f.cpu_ns),
@@ -564,6 +580,7 @@ mod tests {
             alive_ns: 500,
             cpu_ns: Some(1000),
             run_queue_ns: None,
+            ..Default::default()
         });
         assert_eq!((f.user_ns, f.sys_ns, f.cpu_ns), (Some(0), Some(0), Some(0)));
         assert_eq!(f.task_time_ns, Some(0));
@@ -577,8 +594,46 @@ mod tests {
             alive_ns: 1,
             cpu_ns: None,
             run_queue_ns: None,
+            ..Default::default()
         });
         assert_eq!(g.cpu_ns, Some(9));
+    }
+
+    /// The bytes ste's launch code read and wrote in the first process come off the sources
+    /// that count to the byte, not off taskstats's, rounded down to KiB.
+    #[test]
+    fn the_launch_codes_bytes_come_off_the_exact_sources() {
+        let io = Figures {
+            read_char_bytes: Some(5_000_210),
+            write_char_bytes: Some(3_000_012),
+            ..Default::default()
+        };
+        let mut l = Ledger {
+            last_switch: Some(Box::new(io)),
+            exit_stop: Some(Box::new(io)),
+            taskstats: Some(Box::new(Figures {
+                read_char_bytes: Some(4_882 * 1024),
+                write_char_bytes: Some(2_929 * 1024),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        l.without(&BeforeRelease {
+            pid: 1,
+            read_char_bytes: Some(210),
+            write_char_bytes: Some(11),
+            ..Default::default()
+        });
+        for f in [&l.last_switch, &l.exit_stop] {
+            let f = f.as_deref().unwrap();
+            assert_eq!(f.read_char_bytes, Some(5_000_000));
+            assert_eq!(f.write_char_bytes, Some(3_000_001));
+        }
+        let t = l.taskstats.as_deref().unwrap();
+        assert_eq!(t.write_char_bytes, Some(2_929 * 1024));
+        // Unknown before (an older record): nothing comes off.
+        l.without(&BeforeRelease::default());
+        assert_eq!(l.exit_stop.unwrap().write_char_bytes, Some(3_000_001));
     }
 
     /// A Run keeps every process, so its record's fixed size is ste's memory per process

@@ -409,6 +409,7 @@ pub fn accounting_events() -> Vec<Stamped> {
                 alive_ns: 7_500_000,
                 cpu_ns: Some(400_000),
                 run_queue_ns: Some(100_000),
+                ..Default::default()
             },
         }),
     ));

@@ -269,60 +269,56 @@ matrix!(a_process_cpu_holds_its_exit, |mode: Mode| {
 /// Under ebpf (root), the rest of each process's ledger comes from the same last switches, to
 /// the byte: `head` writes 3,000,001 bytes, which taskstats would round down to KiB
 /// (2,999,296), and reads them from /dev/zero; no taskstats record is listened to. The other
-/// trackers as root keep taskstats's records, rounded. Before its exec the command's process
-/// is ste's launch code, which writes `0` to each file that joins it to ste's cgroup and 8
-/// bytes to tell ste it did: counted as the process's (the counters are the task's), those are
-/// in the figure too.
+/// trackers as root keep taskstats's records, rounded; unprivileged, ptrace reads
+/// `/proc/PID/io` at the exit stop, to the byte. Before its exec the command's process is
+/// ste's launch code, which reads its instructions from a pipe and writes `0` to each file
+/// that joins it to ste's cgroup and 8 bytes to say it did: the kernel counts those as the
+/// process's, and the ledger leaves them out (`BeforeRelease`), as it leaves out its CPU then.
 #[test]
 #[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn the_ebpf_ledger_counts_io_to_the_byte_without_taskstats() {
     const N: u64 = 3_000_001;
     let n = N.to_string();
-    for tracker in [Tracker::Ebpf, Tracker::Ptrace] {
-        let mode = Mode {
-            tracker,
-            who: Who::Root,
-        };
+    for (tracker, who) in [
+        (Tracker::Ebpf, Who::Root),
+        (Tracker::Ptrace, Who::Root),
+        (Tracker::Ptrace, Who::Nobody),
+    ] {
+        let mode = Mode { tracker, who };
         let o = ste(mode, &[], &["head", "-c", &n, "/dev/zero"]);
         assert_eq!(o.status(), 0, "{}", o.stderr());
         assert_eq!(o.stdout().len() as u64, N);
         let run = o.run();
-        let joins = run
-            .accounting
-            .as_ref()
-            .unwrap()
-            .group
-            .as_ref()
-            .unwrap()
-            .dirs
-            .len() as u64;
-        let written = N + joins + 8;
+        let before = run.accounting.as_ref().unwrap().before_release.unwrap();
+        assert!(before.write_char_bytes.unwrap() >= 8, "{before:?}");
         let l = run.processes[0].ledger.as_ref().expect("a ledger");
-        let (f, written) = match tracker {
-            Tracker::Ebpf => {
+        let (f, written) = match (tracker, who) {
+            (Tracker::Ebpf, _) => {
                 assert!(l.taskstats.is_none() && l.taskstats_records == 0, "{l:?}");
                 assert!(!run.sources.contains_key("ledger.taskstats"));
+                (l.last_switch.as_deref().expect("last-switch figures"), N)
+            }
+            (_, Who::Root) => {
+                // The kernel's own figure, launch code and all, rounded down to KiB.
+                let all = N + before.write_char_bytes.unwrap();
                 (
-                    l.last_switch.as_deref().expect("last-switch figures"),
-                    written,
+                    l.taskstats.as_deref().expect("taskstats figures"),
+                    all & !1023,
                 )
             }
-            _ => (
-                l.taskstats.as_deref().expect("taskstats figures"),
-                written & !1023,
-            ),
+            _ => (l.exit_stop.as_deref().expect("exit-stop figures"), N),
         };
-        assert_eq!(f.write_char_bytes, Some(written), "{tracker:?}: {f:?}");
-        assert!(f.read_char_bytes.unwrap() >= written, "{tracker:?}: {f:?}");
-        assert!(
-            f.minor_faults.unwrap() > 0 && f.voluntary_switches.is_some(),
-            "{f:?}"
-        );
-        assert!(
-            f.peak_vm_bytes.unwrap() >= f.peak_rss_bytes.unwrap(),
-            "{f:?}"
-        );
+        assert_eq!(f.write_char_bytes, Some(written), "{mode:?}: {f:?}");
+        assert!(f.read_char_bytes.unwrap() >= written, "{mode:?}: {f:?}");
         if tracker == Tracker::Ebpf {
+            assert!(
+                f.minor_faults.unwrap() > 0 && f.voluntary_switches.is_some(),
+                "{f:?}"
+            );
+            assert!(
+                f.peak_vm_bytes.unwrap() >= f.peak_rss_bytes.unwrap(),
+                "{f:?}"
+            );
             // One read of the exit record for both.
             assert_eq!(
                 ste::model::process_peak(run, &run.processes[0]).map(|p| p.0),

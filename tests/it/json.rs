@@ -260,6 +260,10 @@ struct BeforeRelease {
     alive_ns: u64,
     cpu_ns: Option<u64>,
     run_queue_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    read_char_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    write_char_bytes: Option<u64>,
 }
 
 #[derive(Deserialize, Serialize)]

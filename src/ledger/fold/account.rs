@@ -558,6 +558,7 @@ mod tests {
                             alive_ns: 40 * MS,
                             cpu_ns: Some(3 * MS),
                             run_queue_ns: Some(MS),
+                            ..Default::default()
                         },
                     },
                 },

@@ -386,8 +386,17 @@ impl Session {
     /// ledger's task time, taskstats' too, is then right to the microsecond), else
     /// `alive_ns`, ste's own measure from just before the clone (longer by the part of the
     /// clone that precedes the kernel's start time: up to milliseconds on a loaded machine).
+    /// `setup_io` is what ste's launch code reads and writes in it, in bytes, its release
+    /// included (`launch::Child::setup_io`), which its I/O counters hold as its own.
     /// Nothing with accounting off, where no ledger is kept.
-    pub fn before_release(&self, sink: &Sink, pid: i32, release_ns: u64, alive_ns: u64) {
+    pub fn before_release(
+        &self,
+        sink: &Sink,
+        pid: i32,
+        release_ns: u64,
+        alive_ns: u64,
+        setup_io: (u64, u64),
+    ) {
         if self.opts.off {
             return;
         }
@@ -405,6 +414,8 @@ impl Session {
                     alive_ns,
                     cpu_ns,
                     run_queue_ns,
+                    read_char_bytes: Some(setup_io.0),
+                    write_char_bytes: Some(setup_io.1),
                 },
             },
         });
