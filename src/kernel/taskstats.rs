@@ -409,8 +409,7 @@ impl Taskstats {
     /// Registers this socket for the exit records of tasks on `cpus` (a cpulist such as
     /// `0-1`, from /sys/devices/system/cpu/possible). Waits for the kernel's answer.
     pub fn register_exits(&mut self, cpus: &str) -> io::Result<()> {
-        let mut v = cpus.trim().as_bytes().to_vec();
-        v.push(0);
+        let v = cpulist(cpus);
         let family = self.family;
         self.send_with(
             family,
@@ -426,12 +425,10 @@ impl Taskstats {
     /// [`Taskstats::register_exits`]), to end it from another thread than the one that reads
     /// the socket.
     pub fn registration(&self, cpus: &str) -> io::Result<Registration> {
-        let mut cpus = cpus.trim().as_bytes().to_vec();
-        cpus.push(0);
         Ok(Registration {
             fd: self.fd.try_clone()?,
             family: self.family,
-            cpus,
+            cpus: cpulist(cpus),
         })
     }
 
@@ -531,6 +528,13 @@ impl Taskstats {
         super::netlink::recv_now(&self.fd, &mut self.buf)?
             .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "nothing queued"))
     }
+}
+
+/// A cpulist as the register and deregister attributes take it: NUL-terminated.
+fn cpulist(cpus: &str) -> Vec<u8> {
+    let mut v = cpus.trim().as_bytes().to_vec();
+    v.push(0);
+    v
 }
 
 /// A generic netlink request of one attribute.

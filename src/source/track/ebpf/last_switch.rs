@@ -9,7 +9,7 @@
 //! the fields (`Loaded::figures`), each record also carries the rest of what taskstats's exit
 //! record gives (run-queue and delay-accounting waits, faults, context switches, I/O), read as
 //! final, and the process's last exit record its peaks: the figure is then the whole ledger,
-//! and ste listens to no taskstats records (`account::Session::tracker_reads_exits`).
+//! and ste listens to no taskstats records (`account::Session::declare`).
 //!
 //! A lost record (a fork, an exit, a last switch) would make a figure short without a sign, so
 //! a complete figure is held until the kernel's count of lost records has been read after it,

@@ -167,7 +167,6 @@ pub fn start(
             reader,
             done,
             config,
-            figures,
         },
         source,
     ))
@@ -178,15 +177,17 @@ pub struct Running {
     reader: Reader,
     done: Arc<Done>,
     config: Config,
-    /// Whether the last switches carry each task's whole ledger (`Loaded::figures`).
-    figures: bool,
 }
 
 impl Running {
     /// Whether the last switches carry each task's whole ledger: the tracker then gives every
     /// per-process figure taskstats would (`track::Started::whole_ledger`).
     pub fn whole_ledger(&self) -> bool {
-        self.figures && self.config.ledger
+        self.reader
+            .state
+            .last
+            .as_ref()
+            .is_some_and(LastSwitches::whole)
     }
 
     /// Reads the ring buffer until the run is done, as the tracker's thread: named so (`top
@@ -196,7 +197,7 @@ impl Running {
         crate::kernel::calls::name_this_thread(c"ste-ebpf");
         // After the session has its answer, not on the way to the command's release.
         let sink = &self.reader.state.tree.sink;
-        declare_sources(sink, self.config, self.figures);
+        declare_sources(sink, self.config, self.whole_ledger());
         if self.reader.sdt.as_ref().is_some_and(|s| s.maps.is_some()) {
             sink.emit(Event::Source {
                 figure: "malloc_sdt_probes".into(),
