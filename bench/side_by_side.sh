@@ -16,7 +16,10 @@
 #   - the bare command;
 #   - ste with each tracker (ebpf is root's default), and the same with BEFORE (an older build
 #     of ste) when given;
-#   - each tracker's floor: examples/ebpf_floor.rs woken per record and drained every 10 ms;
+#   - each tracker's floor: examples/ebpf_floor.rs woken per record and drained every 10 ms,
+#     and the latter with the command in a cgroup made as ste's accounting makes it (the
+#     kernel's price of the group); ste with its memory sampler all but off (0.01 % of a core,
+#     the sampler's share of ste's cost);
 #     bench/ptrace_floor.c with the reads ste makes at the stops; bench/netlink_floor.c with
 #     the argv reads, on one socket and split (exec events alone wake it), and split with its
 #     listener scheduled as ste's reader is (--in-time: nice -10, the shortest slice), the
@@ -61,6 +64,8 @@ commands() {
     done
     echo "ebpf floor=$EBPF_FLOOR -- $work"
     echo "ebpf floor, 10 ms timer=$EBPF_FLOOR --timer 10 -- $work"
+    echo "ebpf floor, 10 ms timer, cgroup=$EBPF_FLOOR --timer 10 --cgroup -- $work"
+    echo "ste ebpf, sampler off=$STE --sample-budget 0.01 -q -o /dev/null -- $work"
     echo "ptrace floor + reads=$PTRACE_FLOOR --reads -- $work"
     echo "netlink floor + reads=$NETLINK_FLOOR --reads -- $work"
     echo "netlink floor split + reads=$NETLINK_FLOOR --split 20 --reads -- $work"

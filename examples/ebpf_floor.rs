@@ -1,28 +1,39 @@
 //! The floor of the ebpf tracker's cost (see `ste::source::track::ebpf::floor`): runs a command under
 //! ste's BPF programs with a reader that only drains the ring buffer.
 //!
-//!     ebpf_floor [--timer MS] -- COMMAND [ARGS]...
+//!     ebpf_floor [--timer MS] [--cgroup] -- COMMAND [ARGS]...
 //!
-//! `--timer MS` drains every MS ms instead of waking for each record. Prints the records, the
+//! `--timer MS` drains every MS ms instead of waking for each record; `--cgroup` runs the
+//! command in a cgroup made as ste's accounting makes its own. Prints the records, the
 //! reader's wake-ups and its own CPU on stderr; exits with the command's status. Needs root.
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (timer, rest) = match args.first().map(String::as_str) {
-        Some("--timer") => {
-            let ms: u64 = args
-                .get(1)
-                .and_then(|m| m.parse().ok())
-                .unwrap_or_else(|| usage());
-            (Some(std::time::Duration::from_millis(ms)), &args[2..])
+    let mut timer = None;
+    let mut cgroup = false;
+    let mut rest = &args[..];
+    loop {
+        match rest.first().map(String::as_str) {
+            Some("--timer") => {
+                let ms: u64 = rest
+                    .get(1)
+                    .and_then(|m| m.parse().ok())
+                    .unwrap_or_else(|| usage());
+                timer = Some(std::time::Duration::from_millis(ms));
+                rest = &rest[2..];
+            }
+            Some("--cgroup") => {
+                cgroup = true;
+                rest = &rest[1..];
+            }
+            _ => break,
         }
-        _ => (None, &args[..]),
-    };
+    }
     let argv = match rest.first().map(String::as_str) {
         Some("--") if rest.len() > 1 => &rest[1..],
         _ => usage(),
     };
-    match ste::source::track::ebpf::floor::run(argv, timer) {
+    match ste::source::track::ebpf::floor::run(argv, timer, cgroup) {
         Ok(f) => {
             // SAFETY: getrusage fills a zeroed struct.
             let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -49,6 +60,6 @@ fn main() {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: ebpf_floor [--timer MS] -- COMMAND [ARGS]...");
+    eprintln!("usage: ebpf_floor [--timer MS] [--cgroup] -- COMMAND [ARGS]...");
     std::process::exit(2)
 }

@@ -156,3 +156,48 @@ fn an_unusable_kernel_btf_is_refused_clearly() {
         let _ = std::fs::remove_file(p);
     }
 }
+
+/// The ebpf floor of `bench/` (`examples/ebpf_floor.rs`): it runs the command under ste's BPF
+/// programs and drains their records, and with `--cgroup` in a group of its own, made as ste's
+/// accounting makes it and gone at the end. A floor that ran nothing, or left the command
+/// outside its group, would put a false floor under every figure that is compared with it.
+#[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: loads BPF programs")]
+fn the_ebpf_floor_runs_the_command_in_its_cgroup_and_removes_it() {
+    let floor = crate::harness::example("ebpf_floor");
+    let o = command_as(Who::Root, &floor)
+        .args(["--timer", "10", "--cgroup", "--", "cat", "/proc/self/cgroup"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    // The group's name, ste's own way: `ste-PID-START`, in the memory hierarchy at least.
+    let group = out
+        .lines()
+        .find_map(|l| l.split("/ste-").nth(1))
+        .unwrap_or_else(|| panic!("the command ran outside a ste group:\n{out}"));
+    let leftover = std::process::Command::new("find")
+        .args(["/sys/fs/cgroup", "-maxdepth", "5", "-name", &format!("ste-{group}")])
+        .output()
+        .unwrap();
+    assert!(
+        leftover.stdout.is_empty(),
+        "the floor left its group behind: {}",
+        String::from_utf8_lossy(&leftover.stdout)
+    );
+    // Records were drained: a fork, an exec and an exit of `cat` at least.
+    let records: u64 = err
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no record count: {err}"));
+    assert!(records >= 3, "{err}");
+    // Without `--cgroup` the command stays in the floor's own group.
+    let o = command_as(Who::Root, &floor)
+        .args(["--", "cat", "/proc/self/cgroup"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("/ste-"));
+}

@@ -4,12 +4,16 @@
 //! that only drains the ring buffer — no decoding, no events, no sampler, no accounting. What
 //! it adds to a command is the kernel's side (the programs at fork, exec, exit and every
 //! context switch, the task storage, the ring) and the reader's wake-ups; ste's cost over it is its own user space.
+//! With `cgroup`, the command also runs in a cgroup made as ste's accounting makes its own
+//! (`account::group`), so the kernel's price of the group (its controllers charged at every
+//! fork, page and exit) is measured apart from ste's user space.
 //!
 //! Owns nothing ste runs: only `examples/ebpf_floor.rs` calls it. It must not touch the
 //! tracker's reader or the session.
 
 use super::loading::{Config, load_object};
 use super::register_root;
+use crate::source::account::group::Group;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -26,9 +30,12 @@ pub struct Floor {
 
 /// Runs `argv` followed by the BPF programs, draining the ring: woken by the kernel for each
 /// record the reader has caught up to (`timer: None`, as a prompt reader is), or every
-/// `timer` (records pile up and the kernel does not wake it). Needs root (CAP_BPF and
-/// CAP_PERFMON), as the tracker does.
-pub fn run(argv: &[String], timer: Option<Duration>) -> Result<Floor, String> {
+/// `timer` (records pile up and the kernel does not wake it); with `cgroup`, in a group of
+/// its own, removed at the end. Needs root (CAP_BPF and CAP_PERFMON), as the tracker does.
+pub fn run(argv: &[String], timer: Option<Duration>, cgroup: bool) -> Result<Floor, String> {
+    let mut group = cgroup
+        .then(|| Group::create(std::path::Path::new("/proc/self")))
+        .transpose()?;
     let (ebpf, mut ring, _) = load_object(
         Config {
             syscalls: None,
@@ -44,18 +51,37 @@ pub fn run(argv: &[String], timer: Option<Duration>) -> Result<Floor, String> {
         .collect::<Result<_, _>>()?;
     let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
     ptrs.push(std::ptr::null());
+    // Opened here, written by the child: a task that moves itself (`0`) is moved without the
+    // lock on every thread group that moving another task takes, which waits for an RCU grace
+    // period (~15 ms here); ste's child joins so too (`launch::Child::join`).
+    let joins = group
+        .iter()
+        .flat_map(Group::join_paths)
+        .map(|path| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|e| format!("opening {}: {e}", path.display()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let join_fds: Vec<i32> = joins.iter().map(AsRawFd::as_raw_fd).collect();
     let mut go = [0i32; 2];
     // SAFETY: pipe2 fills a local array of two descriptors.
     if unsafe { libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(std::io::Error::last_os_error().to_string());
     }
-    // SAFETY: the child only reads the pipe and execs (async-signal-safe calls), with the
-    // argv built above.
+    // SAFETY: the child only writes to the cgroup files, reads the pipe and execs
+    // (async-signal-safe calls), with the descriptors and argv made above.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         let mut b = [0u8; 1];
         // SAFETY: as above, in the child.
         unsafe {
+            for &fd in &join_fds {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    libc::_exit(125);
+                }
+            }
             libc::read(go[0], b.as_mut_ptr().cast(), 1);
             libc::execvp(ptrs[0], ptrs.as_ptr());
             libc::_exit(127);
@@ -64,6 +90,7 @@ pub fn run(argv: &[String], timer: Option<Duration>) -> Result<Floor, String> {
     if pid < 0 {
         return Err(std::io::Error::last_os_error().to_string());
     }
+    drop(joins);
     register_root(&tasks, pid).map_err(|e| e.to_string())?;
     // SAFETY: releasing the child: one byte on our end of the pipe, then closing both ends.
     unsafe {
@@ -110,5 +137,10 @@ pub fn run(argv: &[String], timer: Option<Duration>) -> Result<Floor, String> {
     }
     // SAFETY: closing the pidfd opened above.
     unsafe { libc::close(pidfd) };
+    if let Some(left) = group.as_mut().map(Group::remove)
+        && !left.is_empty()
+    {
+        return Err(format!("cannot remove the cgroup: {}", left.join("; ")));
+    }
     Ok(floor)
 }
