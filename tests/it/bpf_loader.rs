@@ -166,7 +166,14 @@ fn an_unusable_kernel_btf_is_refused_clearly() {
 fn the_ebpf_floor_runs_the_command_in_its_cgroup_and_removes_it() {
     let floor = crate::harness::example("ebpf_floor");
     let o = command_as(Who::Root, &floor)
-        .args(["--timer", "10", "--cgroup", "--", "cat", "/proc/self/cgroup"])
+        .args([
+            "--timer",
+            "10",
+            "--cgroup",
+            "--",
+            "cat",
+            "/proc/self/cgroup",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -178,7 +185,13 @@ fn the_ebpf_floor_runs_the_command_in_its_cgroup_and_removes_it() {
         .find_map(|l| l.split("/ste-").nth(1))
         .unwrap_or_else(|| panic!("the command ran outside a ste group:\n{out}"));
     let leftover = std::process::Command::new("find")
-        .args(["/sys/fs/cgroup", "-maxdepth", "5", "-name", &format!("ste-{group}")])
+        .args([
+            "/sys/fs/cgroup",
+            "-maxdepth",
+            "5",
+            "-name",
+            &format!("ste-{group}"),
+        ])
         .output()
         .unwrap();
     assert!(
