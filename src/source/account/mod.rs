@@ -71,9 +71,6 @@ pub struct Session {
     registration: Option<taskstats::Registration>,
     /// Why taskstats is not there, said unless the tracker gives what it would have.
     taskstats_missing: Option<String>,
-    /// Whether the tracker reads each process's whole ledger, and taskstats's records are
-    /// not listened to.
-    ledger_from_tracker: bool,
     listener: Option<Listener>,
     /// The group once its end figures are read, until [`Session::close`] removes it.
     ended: Option<Arc<Group>>,
@@ -115,7 +112,6 @@ impl Session {
             taskstats: None,
             registration: None,
             taskstats_missing: None,
-            ledger_from_tracker: false,
             listener: None,
             ended: None,
             group_end: None,
@@ -313,8 +309,11 @@ impl Session {
         if self.opts.off {
             return;
         }
+        // Whether the tracker reads each process's whole ledger and taskstats's records are
+        // no longer listened to.
+        let mut ledger_from_tracker = false;
         if whole_ledger {
-            self.ledger_from_tracker = match self.registration.take() {
+            ledger_from_tracker = match self.registration.take() {
                 Some(r) => crate::bus::phases::span("accounting: taskstats off", || r.end())
                     .map_err(|e| {
                         sink.emit(Event::Note {
@@ -324,17 +323,13 @@ impl Session {
                     .is_ok(),
                 None => true,
             };
-            if self.ledger_from_tracker
-                && let Some(l) = &self.listener
-            {
+            if ledger_from_tracker && let Some(l) = &self.listener {
                 l.taskstats_ended();
             }
         }
         // Held only for that.
         self.registration = None;
-        if !self.ledger_from_tracker
-            && let Some(why) = self.taskstats_missing.take()
-        {
+        if !ledger_from_tracker && let Some(why) = self.taskstats_missing.take() {
             sink.emit(unavailable(
                 "taskstats (per-process delays, faults, I/O)",
                 why,
@@ -350,7 +345,7 @@ impl Session {
                 ),
             ));
         }
-        if self.ledger_from_tracker {
+        if ledger_from_tracker {
             // `ledger.last_switch`, the tracker's to declare, says what it reads.
         } else if !self.tracker_reads_ledger {
             sink.emit(source(

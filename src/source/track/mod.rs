@@ -56,7 +56,7 @@ pub struct Started {
     pub syscalls: Option<Arc<dyn syscalls::Source>>,
     /// Whether the tracker reads each process's whole ledger (CPU, waits, faults, switches,
     /// I/O, peaks) as its tasks end, so that no taskstats records are needed: ebpf, when the
-    /// kernel's BTF has every field it reads (`account::Session::tracker_started`).
+    /// kernel's BTF has every field it reads (`account::Session::declare` then ends taskstats's registration).
     pub whole_ledger: bool,
 }
 

@@ -123,7 +123,7 @@ pub(super) fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32
         .filter(|&(_, n)| n >= 4)
         .ok_or("`mm_struct.rss_stat` is not an array of at least 4 counters")?;
     let counter_size = btf.size_of(counter).map_err(|e| e.to_string())?;
-    let out = vec![
+    let mut out = vec![
         ("off_task_pid", field(task, "pid", 4)?),
         ("off_task_tgid", field(task, "tgid", 4)?),
         ("off_task_exit_code", field(task, "exit_code", 4)?),
@@ -148,7 +148,6 @@ pub(super) fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32
         ("size_percpu_counter", counter_size as u32),
         ("off_percpu_counter_count", field(counter, "count", 8)?),
     ];
-    let mut out = out;
     // The rest of a task's ledger, read at its last switch: all of it or none (then taskstats
     // gives it), as a kernel built without delay or I/O accounting lacks some.
     let figures = ids[4]
