@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# The ebpf tracker's cost on the fork loop, against its floor (issue 18).
+# The ebpf tracker's cost on the fork loop against its floor, part by part (issue 18).
 #
-#   bench/ebpf_cost.sh                  # RUNS=30 paired rounds by default
-#   RUNS=60 bench/ebpf_cost.sh
+#   bench/ebpf_cost.sh                  # RUNS=60 paired rounds by default
+#   RUNS=100 N=1000 bench/ebpf_cost.sh
 #
-# 1. Paired rounds (bench/paired.py), side by side: the bare loop of 2,000 /bin/true; the floor
-#    (examples/ebpf_floor.rs: ste's BPF object, loader and root registration, and a reader that
-#    only drains the ring buffer), woken for each record and drained every 10 ms; ste without
-#    its accounting (taskstats, cgroup) and ste as it runs by default; `ste true` against
-#    `true` (an additive figure: its last column).
+# 1. Paired rounds (bench/paired.py), side by side, each command adding one part to the one
+#    before it: the bare loop of N /bin/true; the floor (examples/ebpf_floor.rs: ste's BPF
+#    object with the per-process ledger's last-switch program, its loader and root
+#    registration, and a reader that only drains the ring every 10 ms); the floor in a cgroup
+#    made as ste's accounting makes it; ste's tracker alone (`--no-accounting`, which also
+#    leaves out the last-switch program, so it can come out under the floor); with the ledger
+#    (`--no-cgroup`); with the cgroup (all of the accounting); and ste as it runs by default,
+#    i.e. with its memory sampler. The sampler is all but off (`--sample-budget 0.01`) in the
+#    three before. `ste true` against `true`, 50 ms apart (an additive figure: its last
+#    column), with both floors.
 # 2. The context switches and CPU of each of ste's threads on one run of the loop (perf stat
 #    --per-thread), and the floor's records and wake-ups.
 #
@@ -17,22 +22,32 @@
 source "$(dirname "$0")/lib.sh"
 need python3 perf
 
-RUNS=${RUNS:-30}
-LOOP='i=0; while [ $i -lt 2000 ]; do /bin/true; i=$((i+1)); done'
-FLOOR="$RELEASE/examples/ebpf_floor"
+RUNS=${RUNS:-60}
+N=${N:-1000}
+LOOP="i=0; while [ \$i -lt $N ]; do /bin/true; i=\$((i+1)); done"
+FLOOR=$(fresh_copy "$RELEASE/examples/ebpf_floor" ebpf_floor)
+OFF="--sample-budget 0.01"
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 "$BENCH_DIR/paired.py" --runs "$RUNS" --warmup 2 --json "$RESULTS/ebpf-cost.json" \
-    --title "The ebpf tracker against its floor: fork loop, 2,000 /bin/true" \
+    --title "The ebpf tracker against its floor, part by part: fork loop, $N /bin/true" \
+    --against "+ sampler (ste)/ebpf floor, 10 ms timer, cgroup" \
+    --against "+ sampler (ste)/ebpf floor, 10 ms timer" \
+    --against "+ cgroup/ebpf floor, 10 ms timer, cgroup" \
     "bare=sh -c '$LOOP'" \
-    "ebpf floor=$FLOOR -- sh -c '$LOOP'" \
     "ebpf floor, 10 ms timer=$FLOOR --timer 10 -- sh -c '$LOOP'" \
-    "ste --no-accounting=$STE --no-accounting -q -o /dev/null -- sh -c '$LOOP'" \
-    "ste=$STE -q -o /dev/null -- sh -c '$LOOP'" \
+    "ebpf floor, 10 ms timer, cgroup=$FLOOR --timer 10 --cgroup -- sh -c '$LOOP'" \
+    "ste tracker alone=$STE --no-accounting $OFF -q -o /dev/null -- sh -c '$LOOP'" \
+    "+ ledger=$STE --no-cgroup $OFF -q -o /dev/null -- sh -c '$LOOP'" \
+    "+ cgroup=$STE $OFF -q -o /dev/null -- sh -c '$LOOP'" \
+    "+ sampler (ste)=$STE -q -o /dev/null -- sh -c '$LOOP'" \
     | tee "$RESULTS/ebpf-cost.md"
-python3 "$BENCH_DIR/paired.py" --runs "$RUNS" --warmup 2 --json "$RESULTS/ebpf-cost-true.json" \
-    --title "ste true against true" \
-    "true=true" "ste true=$STE -q -o /dev/null -- true" \
+python3 "$BENCH_DIR/paired.py" --runs "$RUNS" --warmup 3 --prepare "sleep 0.05" \
+    --json "$RESULTS/ebpf-cost-true.json" --title "ste true against true, 50 ms apart" \
+    "true=true" \
+    "ebpf floor, 10 ms timer=$FLOOR --timer 10 -- true" \
+    "ebpf floor, 10 ms timer, cgroup=$FLOOR --timer 10 --cgroup -- true" \
+    "ste true=$STE -q -o /dev/null -- true" \
     | tee "$RESULTS/ebpf-cost-true.md"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 

@@ -9,10 +9,14 @@ round runs each command once, in a fresh random order, and the ratio is taken wi
 round, where the machine is the same for all; the figure is the median of those per-round
 ratios with a 95 % bootstrap interval, next to the ratio of the minimums (each command at
 the machine's fastest). For additive budgets ("≤ 5 ms more than bare") the last column is
-the median of the per-round differences, with its 95 % bootstrap interval.
+the median of the per-round differences, with its 95 % bootstrap interval. For budgets against
+another command than the baseline ("within 2 % of its floor"), `--against A/B` gives the median
+of A's per-round ratios to B the same way; `--reread FILE` gives them for a run already
+written with `--json`, without running anything.
 
     bench/paired.py [--runs N] [--warmup W] [--prepare CMD] [--json FILE] \\
-        NAME=COMMAND NAME=COMMAND ...
+        [--against NAME/NAME ...] NAME=COMMAND NAME=COMMAND ...
+    bench/paired.py --reread FILE --against NAME/NAME ...
 
 The first command is the baseline. A COMMAND is split like a shell would (shlex), and run
 without a shell; write `sh -c '…'` for shell syntax. Its stdout and stderr go to /dev/null.
@@ -61,8 +65,25 @@ def main():
     ap.add_argument("--prepare", help="shell command run before every timed command")
     ap.add_argument("--json", help="write every time and the summary here")
     ap.add_argument("--title", default="", help="a heading for the table")
-    ap.add_argument("commands", nargs="+", metavar="NAME=COMMAND")
+    ap.add_argument("--against", action="append", default=[], metavar="A/B",
+                    help="also the median of A's per-round ratios to B (repeatable)")
+    ap.add_argument("--reread", metavar="FILE",
+                    help="run nothing: the --against figures of a run written with --json")
+    ap.add_argument("commands", nargs="*", metavar="NAME=COMMAND")
     a = ap.parse_args()
+    pairs = []
+    for p in a.against:
+        x, sep, y = p.partition("/")
+        if not sep or not x or not y:
+            ap.error(f"--against expects A/B, two command names, got {p!r}")
+        pairs.append((x, y))
+    if a.reread:
+        if a.commands or not pairs:
+            ap.error("--reread takes --against pairs and no commands")
+        with open(a.reread) as f:
+            walls = {c["name"]: c["wall_s"] for c in json.load(f)["commands"]}
+        against(walls, pairs, ap)
+        return
     cmds = []
     for c in a.commands:
         name, sep, cmd = c.partition("=")
@@ -71,6 +92,11 @@ def main():
         cmds.append((name, shlex.split(cmd)))
     if len(cmds) < 2:
         ap.error("give a baseline and at least one command to compare with it")
+    names = [name for name, _ in cmds]
+    for x, y in pairs:  # before the rounds, not after them
+        for n in (x, y):
+            if n not in names:
+                ap.error(f"--against: no command named {n!r} (there are: {', '.join(names)})")
 
     def one(argv):
         if a.prepare:
@@ -121,10 +147,32 @@ def main():
                         "ratio_median": med, "ratio_ci95": [lo, hi], "ratio_of_minimums": mins,
                         "diff_median_s": dmed, "diff_ci95_s": [dlo, dhi],
                         "cpu_ratio_median": cmed, "cpu_ratio_ci95": [clo, chi]})
+    walls = {name: [r[name][0] for r in rounds] for name, _ in cmds}
+    if pairs:
+        print()
+    against_rows = against(walls, pairs, ap)
     if a.json:
         os.makedirs(os.path.dirname(a.json) or ".", exist_ok=True)
         with open(a.json, "w") as f:
-            json.dump({"runs": a.runs, "baseline": base, "commands": summary}, f, indent=1)
+            json.dump({"runs": a.runs, "baseline": base, "commands": summary,
+                       "against": against_rows}, f, indent=1)
+
+
+def against(walls, pairs, ap):
+    """Prints, for each (A, B), the median of A's per-round wall ratios to B with its 95 %
+    bootstrap interval (rounds are paired by index); returns them for the JSON."""
+    rows = []
+    for x, y in pairs:
+        for n in (x, y):
+            if n not in walls:
+                ap.error(f"--against: no command named {n!r} (there are: {', '.join(walls)})")
+        ratios = [p / q for p, q in zip(walls[x], walls[y])]
+        med = statistics.median(ratios)
+        lo, hi = bootstrap_ci(ratios)
+        print(f"- {x} × {y}: {med:.3f} [{lo:.3f}, {hi:.3f}], median of {len(ratios)} "
+              f"per-round ratios [95 % CI]")
+        rows.append({"a": x, "b": y, "ratio_median": med, "ratio_ci95": [lo, hi]})
+    return rows
 
 
 if __name__ == "__main__":

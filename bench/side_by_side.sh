@@ -87,12 +87,17 @@ paired() {
     echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
+# Each tracker against its floor within the rounds (the budgets "within N % of its floor").
+FLOORS=(--against "ste ebpf/ebpf floor, 10 ms timer, cgroup"
+    --against "ste ptrace/ptrace floor + reads"
+    --against "ste netlink/netlink floor split + reads in time")
+
 LOOP="sh -c 'i=0; while [ \$i -lt 2000 ]; do /bin/true; i=\$((i+1)); done'"
 for w in "${WORKLOADS[@]}"; do
     case $w in
-    loop) paired loop "$LOOP" "$RUNS" "Fork loop: 2,000 /bin/true" "" ;;
+    loop) paired loop "$LOOP" "$RUNS" "Fork loop: 2,000 /bin/true" "" "${FLOORS[@]}" ;;
     build) paired build "make -s -j2 -C $PROJECT" "$RUNS" "make -j2 of 40 files" "" \
-        --prepare "make -s -C $PROJECT clean" ;;
+        --prepare "make -s -C $PROJECT clean" "${FLOORS[@]}" ;;
     true) paired true "true" "$TRUE_RUNS" "true" "" ;;
     true-spaced) paired true-spaced "true" "$TRUE_RUNS" "true, 50 ms between commands" "" \
         --prepare "sleep 0.05" ;;
