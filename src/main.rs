@@ -20,6 +20,11 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 125 } else { 0 });
         }
     };
+    // Not for `ste bench`: the ste it runs for each round raises its own, and its `--prepare`
+    // runs with the user's limit.
+    if !matches!(cli.subcommand, Some(Subcommand::Bench(_))) {
+        ste::launch::raise_descriptor_limit();
+    }
     let result = match cli.subcommand {
         None => ste::command::run::run(&RunOptions::from_args(cli.run)),
         Some(Subcommand::Run(args)) => ste::command::run::run(&RunOptions::from_args(args)),

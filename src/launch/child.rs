@@ -15,6 +15,7 @@ use std::ffi::CString;
 /// What the child reports through the error pipe: the stage that failed, then errno.
 pub(super) const STAGE_CREDENTIALS: u32 = 1;
 pub(super) const STAGE_EXEC: u32 = 2;
+pub(super) const STAGE_LIMITS: u32 = 3;
 
 /// The strings a [`ChildPlan`] points to, owned by it.
 pub(super) struct Strings {
@@ -49,6 +50,9 @@ pub(super) struct ChildPlan {
     /// The standard descriptors to close before the exec (bit N for fd N): closed when ste
     /// started, and `/dev/null` in ste since.
     pub(super) closed: u8,
+    /// The limit on open descriptors ste started with (soft, hard), when ste raised its own
+    /// (`super::raise_descriptor_limit`): the command gets it back.
+    pub(super) nofile: Option<[u64; 2]>,
     pub(super) _strings: Strings,
 }
 
@@ -71,6 +75,11 @@ fn child_main(plan: &mut ChildPlan) -> ! {
     }
     sys::default_action(libc::SIGPIPE);
     sys::set_mask(&plan.mask);
+    if let Some(limit) = &plan.nofile
+        && let Err(e) = sys::set_nofile(limit)
+    {
+        report(STAGE_LIMITS, e);
+    }
     // Joined while still privileged. Told: the index of the first file that failed and its
     // errno, or (n, 0) when all n were joined.
     let Some(len) = read_join(plan.go, &mut plan.join) else {
@@ -390,6 +399,19 @@ mod sys {
         let u = uid as usize;
         // SAFETY: integer arguments.
         result(unsafe { call(libc::SYS_setresuid, [u, u, u, 0]) }).map(drop)
+    }
+
+    /// Sets the calling process's limit on open descriptors to (soft, hard).
+    pub fn set_nofile(limit: &[u64; 2]) -> Result<(), i32> {
+        // SAFETY: prlimit64 on the calling process (pid 0) reads a `struct rlimit64`, two
+        // u64s, from `limit`, and writes nothing (old limit NULL).
+        result(unsafe {
+            call(
+                libc::SYS_prlimit64,
+                [0, libc::RLIMIT_NOFILE as usize, limit.as_ptr() as usize, 0],
+            )
+        })
+        .map(drop)
     }
 
     /// Replaces the process's image; returns only the error number of a failure.

@@ -40,14 +40,14 @@ mod groups;
 pub mod privilege;
 pub mod signals;
 
-use child::{ChildPlan, JOIN_MAX, STAGE_CREDENTIALS, Strings, spawn};
+use child::{ChildPlan, JOIN_MAX, STAGE_CREDENTIALS, STAGE_LIMITS, Strings, spawn};
 
 use crate::model::{LaunchError, LaunchErrorKind};
 use anyhow::{Context, Result, bail};
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 /// Which of fds 0, 1 and 2 were closed when ste started (bit N for fd N), as
 /// [`note_closed_standard_fds`] saw them.
@@ -66,6 +66,45 @@ pub extern "C" fn note_closed_standard_fds() {
         }
     }
     CLOSED_AT_START.store(closed, Ordering::Relaxed);
+}
+
+/// ste's soft limit on open descriptors as it started, when [`raise_descriptor_limit`] raised
+/// it; `u64::MAX` when it did not (a soft limit below the hard one is never infinite).
+static NOFILE_SOFT_AT_START: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Raises ste's soft limit on open descriptors to its hard limit; the command gets the limit
+/// ste started with back before its exec ([`ChildPlan`]'s `nofile`), so it runs as it would
+/// without ste. ste keeps descriptors per live process (the ptrace tracker's held /proc
+/// files, the sampler's `statm`), and under a low soft limit its own reads failed: with
+/// `ulimit -S -n 24`, the ptrace tracker could not read the argv of two thirds of a loop's
+/// execs. Call it first, before any thread opens a file.
+pub fn raise_descriptor_limit() {
+    // SAFETY: a zeroed rlimit is a valid output buffer; getrlimit writes into it.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
+        || lim.rlim_cur >= lim.rlim_max
+    {
+        return;
+    }
+    let raised = libc::rlimit {
+        rlim_cur: lim.rlim_max,
+        rlim_max: lim.rlim_max,
+    };
+    // SAFETY: setrlimit reads a valid rlimit.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        NOFILE_SOFT_AT_START.store(lim.rlim_cur, Ordering::Relaxed);
+    }
+}
+
+/// The limit on open descriptors ste started with (soft, hard), if ste raised its own.
+fn descriptor_limit_at_start() -> Option<[u64; 2]> {
+    let soft = NOFILE_SOFT_AT_START.load(Ordering::Relaxed);
+    if soft == u64::MAX {
+        return None;
+    }
+    // SAFETY: as in `raise_descriptor_limit`.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0).then_some([soft, lim.rlim_max])
 }
 
 /// Whether standard descriptor `fd` was closed when ste started (Rust's runtime has held
@@ -239,6 +278,7 @@ impl Prepared {
                 .unwrap_or_default(),
             mask: *mask,
             closed: CLOSED_AT_START.load(Ordering::Relaxed),
+            nofile: descriptor_limit_at_start(),
             _strings: strings,
         }));
         let started_ns = crate::bus::sink::monotonic_ns();
@@ -479,6 +519,14 @@ impl ExecReport {
 fn launch_error(name: &[u8], stage: u32, errno: i32) -> LaunchError {
     let name = String::from_utf8_lossy(name);
     let err = std::io::Error::from_raw_os_error(errno);
+    if stage == STAGE_LIMITS {
+        return LaunchError {
+            kind: LaunchErrorKind::Other,
+            message: format!(
+                "could not give {name} back the limit on open files ste started with: {err}"
+            ),
+        };
+    }
     if stage == STAGE_CREDENTIALS {
         return LaunchError {
             kind: LaunchErrorKind::Other,
@@ -572,5 +620,9 @@ mod tests {
             launch_error(b"x", STAGE_CREDENTIALS, libc::EPERM).kind,
             LaunchErrorKind::Other
         );
+        // ste's own failure (125), said as such: not "command not found".
+        let e = launch_error(b"x", STAGE_LIMITS, libc::EINVAL);
+        assert_eq!(e.kind, LaunchErrorKind::Other);
+        assert!(e.message.contains("limit on open files"), "{}", e.message);
     }
 }

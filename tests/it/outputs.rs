@@ -2,7 +2,7 @@
 //! names another user planted in a sticky world-writable directory are refused by root's ste
 //! and their targets left alone; under sudo the outputs belong to the invoking user; unknown
 //! options and a subcommand's name after options are errors, not programs; a closed stdout
-//! reaches the command closed.
+//! reaches the command closed; a low limit on open files is the command's, not ste's.
 
 use crate::harness::*;
 use std::os::unix::fs::MetadataExt;
@@ -354,4 +354,50 @@ fn closed_standard_descriptors_reach_the_command_closed() {
         .output()
         .unwrap();
     assert!(stderr(&o).contains("\nclosed\n"), "{}", stderr(&o));
+}
+
+/// Under a low soft limit on open files, ste raises its own to the hard limit (it keeps
+/// descriptors per live process: the ptrace tracker's held /proc files, the sampler's), and
+/// the command gets the limit ste was started with. Before, the ptrace tracker's reads at the
+/// exec stops failed for lack of descriptors: 66 of 100 argvs unread at a soft limit of 24.
+#[test]
+fn a_low_limit_on_open_files_is_the_commands_not_stes() {
+    let json = scratch("nofile.json");
+    let inner = "ulimit -Sn; ulimit -Hn; i=0; while [ $i -lt 100 ]; do /bin/true; i=$((i+1)); done";
+    // The ground truth: the limits a command started under that soft limit sees.
+    let bare = Command::new("/bin/sh")
+        .args(["-c", r#"ulimit -S -n 24 && exec /bin/sh -c "$0""#, inner])
+        .output()
+        .unwrap();
+    let bare_limits = String::from_utf8_lossy(&bare.stdout).into_owned();
+    assert!(bare_limits.starts_with("24\n"), "{bare_limits:?}");
+    let o = Command::new("/bin/sh")
+        .args([
+            "-c",
+            r#"ulimit -S -n 24 && exec "$0" --tracker ptrace -q -o /dev/null --json "$1" -- /bin/sh -c "$2""#,
+        ])
+        .arg(&bins().ste)
+        .arg(&json)
+        .arg(inner)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), bare_limits);
+    let run: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    // The shell and 100 `true`, every argv read.
+    assert_eq!(run["totals"]["processes"], 101, "{}", stderr(&o));
+    assert_eq!(
+        run["overhead"]["lost"]["argv_unread"], 0,
+        "{}",
+        run["overhead"]
+    );
+    let trues = run["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["execs"].as_array().unwrap())
+        .filter(|e| e["argv"] == serde_json::json!(["/bin/true"]))
+        .count();
+    assert_eq!(trues, 100);
 }
