@@ -6,9 +6,10 @@
 //! before it started ([`ChildPlan`]); no allocation, no lock, no glibc wrapper (they write
 //! `errno` into the TLS of the thread that cloned it), no panic.
 //!
-//! Owns the plan the child runs, its steps (join the cgroup, drop credentials, wait for the
-//! release, exec with `execvp`'s search rules) and how it reports a failure. Must not touch
-//! anything the parent side owns (`super`): the parent builds the plan, this file runs it.
+//! Owns the plan the child runs, its steps (take back the limit on open files ste started
+//! with, join the cgroup, drop credentials, wait for the release, exec with `execvp`'s search
+//! rules) and how it reports a failure. Must not touch anything the parent side owns
+//! (`super`): the parent builds the plan, this file runs it.
 
 use std::ffi::CString;
 
