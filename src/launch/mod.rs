@@ -75,9 +75,9 @@ static NOFILE_SOFT_AT_START: AtomicU64 = AtomicU64::new(u64::MAX);
 /// Raises ste's soft limit on open descriptors to its hard limit; the command gets the limit
 /// ste started with back before its exec ([`ChildPlan`]'s `nofile`), so it runs as it would
 /// without ste. ste keeps descriptors per live process (the ptrace tracker's held /proc
-/// files, the sampler's `statm`), and under a low soft limit its own reads failed: with
-/// `ulimit -S -n 24`, the ptrace tracker could not read the argv of two thirds of a loop's
-/// execs. Call it first, before any thread opens a file.
+/// files, the sampler's `statm`), and under a low soft limit its own reads failed (the ptrace
+/// tracker's argv at the exec stops, counted as unread). Call it first, before any thread
+/// opens a file.
 pub fn raise_descriptor_limit() {
     // SAFETY: a zeroed rlimit is a valid output buffer; getrlimit writes into it.
     let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
