@@ -92,11 +92,7 @@ def main():
         cmds.append((name, shlex.split(cmd)))
     if len(cmds) < 2:
         ap.error("give a baseline and at least one command to compare with it")
-    names = [name for name, _ in cmds]
-    for x, y in pairs:  # before the rounds, not after them
-        for n in (x, y):
-            if n not in names:
-                ap.error(f"--against: no command named {n!r} (there are: {', '.join(names)})")
+    check_names([name for name, _ in cmds], pairs, ap)  # before the rounds, not after them
 
     def one(argv):
         if a.prepare:
@@ -158,14 +154,19 @@ def main():
                        "against": against_rows}, f, indent=1)
 
 
+def check_names(names, pairs, ap):
+    """Stops with a usage error when an --against pair names no command."""
+    for n in (n for pair in pairs for n in pair):
+        if n not in names:
+            ap.error(f"--against: no command named {n!r} (there are: {', '.join(names)})")
+
+
 def against(walls, pairs, ap):
     """Prints, for each (A, B), the median of A's per-round wall ratios to B with its 95 %
     bootstrap interval (rounds are paired by index); returns them for the JSON."""
+    check_names(list(walls), pairs, ap)
     rows = []
     for x, y in pairs:
-        for n in (x, y):
-            if n not in walls:
-                ap.error(f"--against: no command named {n!r} (there are: {', '.join(walls)})")
         ratios = [p / q for p, q in zip(walls[x], walls[y])]
         med = statistics.median(ratios)
         lo, hi = bootstrap_ci(ratios)

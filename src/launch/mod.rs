@@ -47,7 +47,7 @@ use anyhow::{Context, Result, bail};
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Which of fds 0, 1 and 2 were closed when ste started (bit N for fd N), as
 /// [`note_closed_standard_fds`] saw them.
@@ -68,9 +68,9 @@ pub extern "C" fn note_closed_standard_fds() {
     CLOSED_AT_START.store(closed, Ordering::Relaxed);
 }
 
-/// ste's soft limit on open descriptors as it started, when [`raise_descriptor_limit`] raised
-/// it; `u64::MAX` when it did not (a soft limit below the hard one is never infinite).
-static NOFILE_SOFT_AT_START: AtomicU64 = AtomicU64::new(u64::MAX);
+/// The limit on open descriptors ste started with (soft, hard), set when
+/// [`raise_descriptor_limit`] raised ste's own.
+static NOFILE_AT_START: std::sync::OnceLock<[u64; 2]> = std::sync::OnceLock::new();
 
 /// Raises ste's soft limit on open descriptors to its hard limit; the command gets the limit
 /// ste started with back before its exec ([`ChildPlan`]'s `nofile`), so it runs as it would
@@ -79,32 +79,13 @@ static NOFILE_SOFT_AT_START: AtomicU64 = AtomicU64::new(u64::MAX);
 /// tracker's argv at the exec stops, counted as unread). Call it first, before any thread
 /// opens a file.
 pub fn raise_descriptor_limit() {
-    // SAFETY: a zeroed rlimit is a valid output buffer; getrlimit writes into it.
-    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
-        || lim.rlim_cur >= lim.rlim_max
-    {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
         return;
-    }
-    let raised = libc::rlimit {
-        rlim_cur: lim.rlim_max,
-        rlim_max: lim.rlim_max,
     };
-    // SAFETY: setrlimit reads a valid rlimit.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-        NOFILE_SOFT_AT_START.store(lim.rlim_cur, Ordering::Relaxed);
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        let _ = NOFILE_AT_START.set([soft, hard]);
     }
-}
-
-/// The limit on open descriptors ste started with (soft, hard), if ste raised its own.
-fn descriptor_limit_at_start() -> Option<[u64; 2]> {
-    let soft = NOFILE_SOFT_AT_START.load(Ordering::Relaxed);
-    if soft == u64::MAX {
-        return None;
-    }
-    // SAFETY: as in `raise_descriptor_limit`.
-    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
-    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0).then_some([soft, lim.rlim_max])
 }
 
 /// Whether standard descriptor `fd` was closed when ste started (Rust's runtime has held
@@ -278,7 +259,7 @@ impl Prepared {
                 .unwrap_or_default(),
             mask: *mask,
             closed: CLOSED_AT_START.load(Ordering::Relaxed),
-            nofile: descriptor_limit_at_start(),
+            nofile: NOFILE_AT_START.get().copied(),
             _strings: strings,
         }));
         let started_ns = crate::bus::sink::monotonic_ns();
