@@ -45,12 +45,19 @@ impl Carried {
         pid: i32,
         image: u32,
     ) -> &'a mut Carried {
+        let c = Carried::entry(carried, pid, image);
+        if c.statm.is_none() {
+            c.statm = procfs.open_statm(pid).ok();
+        }
+        c
+    }
+
+    /// The carry of `pid` at its image `image`, started afresh for a new image, for counters
+    /// read elsewhere: its `statm` is not opened.
+    pub(super) fn entry(carried: &mut HashMap<i32, Carried>, pid: i32, image: u32) -> &mut Carried {
         let c = carried.entry(pid).or_insert_with(|| Carried::new(image));
         if c.image != image {
             *c = Carried::new(image);
-        }
-        if c.statm.is_none() {
-            c.statm = procfs.open_statm(pid).ok();
         }
         c
     }

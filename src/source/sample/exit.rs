@@ -8,7 +8,7 @@
 //! are the sampling thread's.
 
 use super::carried::Carried;
-use super::carry::{self, Estimate};
+use super::carry::{self, Counters, Estimate};
 use super::{Cached, Pace, Reader, Round, SMALL_EXIT_ROUND_BYTES, Sampler, State};
 use crate::bus::event::Event;
 use crate::model::{Sample, SampleKind};
@@ -193,13 +193,19 @@ impl Sampler {
     }
 
     /// Called by a tracker while process `tgid` is stopped in its exit with its memory still
-    /// attached, with the resident size it read there (`VmRSS`). Takes a round when that
+    /// attached, with the resident size it read there (`VmRSS`) and its file-backed and shared
+    /// part (`RssFile` + `RssShmem`, statm's `shared`), when read. Takes a round when that
     /// memory could raise the peak and the budget is not overdrawn by more than a round;
     /// otherwise costs nothing. The round reads `tgid` at once; the tracker lets the process
     /// go and then calls [`ExitRound::finish`], which reads the other processes. With
     /// observers (`--maps-at-peak`, `--malloc`), which look at the exiting memory when the
     /// round is done, the whole round is taken before it returns.
-    pub fn at_exit(&self, tgid: i32, rss_bytes: u64) -> Option<ExitRound<'_>> {
+    pub fn at_exit(
+        &self,
+        tgid: i32,
+        rss_bytes: u64,
+        shared_bytes: Option<u64>,
+    ) -> Option<ExitRound<'_>> {
         {
             let mut st = self.state.lock().expect("sampler lock");
             let others: u64 = st
@@ -231,7 +237,7 @@ impl Sampler {
                 let could_raise = others + rss_bytes > st.max_pss;
                 drop(st);
                 if could_raise {
-                    self.exit_tick(tgid);
+                    self.exit_tick(tgid, rss_bytes, shared_bytes);
                 }
                 return None;
             }
@@ -246,10 +252,16 @@ impl Sampler {
 
     /// A tick of one process stopped in its exit, its memory still attached: its counters,
     /// carried from its anchor (a few µs, where an exact round would walk every page). Emits
-    /// a carried sample when the sum with it is a new maximum.
-    fn exit_tick(&self, tgid: i32) {
+    /// a carried sample when the sum with it is a new maximum. The counters are those the
+    /// tracker read in the same stop when it gives the shared part; else `statm`'s, opened
+    /// for it: an open at every exit stop of a fork loop.
+    fn exit_tick(&self, tgid: i32, rss_bytes: u64, shared_bytes: Option<u64>) {
         let mut reader = self.reader.lock().expect("reader lock");
         let page = reader.page;
+        let read = shared_bytes.map(|shared| Counters {
+            resident: rss_bytes / page,
+            shared: shared / page,
+        });
         let cached = {
             let st = self.state.lock().expect("sampler lock");
             match st.live.get(&tgid) {
@@ -261,8 +273,11 @@ impl Sampler {
             procfs, carried, ..
         } = &mut *reader;
         let parent = Carried::parent_of_fork(carried, tgid, &cached);
-        let c = Carried::of(carried, procfs, tgid, cached.image);
-        let Some(now) = c.counters() else {
+        let c = match read {
+            Some(_) => Carried::entry(carried, tgid, cached.image),
+            None => Carried::of(carried, procfs, tgid, cached.image),
+        };
+        let Some(now) = read.or_else(|| c.counters()) else {
             return;
         };
         let last_resident = c.last_resident_bytes(page);

@@ -518,7 +518,7 @@ mod tests {
         sampler.process_started(o, 0);
         // Its resident size is far above any peak so far: a round is due.
         let round = sampler
-            .at_exit(e, 1 << 40)
+            .at_exit(e, 1 << 40, None)
             .expect("a round at the exit stop");
         assert!(
             samples(&mut rx).is_empty(),
@@ -541,7 +541,7 @@ mod tests {
         assert_eq!(pids, want, "both read, in pid order");
         assert!(s[0].pss_bytes > 0);
         // Below the peak now recorded: no round, nothing to finish.
-        assert!(sampler.at_exit(o, 0).is_none());
+        assert!(sampler.at_exit(o, 0, None).is_none());
         other.kill().unwrap();
         other.wait().unwrap();
     }

@@ -178,8 +178,13 @@ impl crate::bus::tree::TreeWatcher for Sampler {
     fn exit_record(&self, tgid: i32, hwm_bytes: u64) {
         Sampler::exit_record(self, tgid, hwm_bytes)
     }
-    fn at_exit<'a>(&'a self, tgid: i32, rss_bytes: u64) -> Option<Box<dyn FnOnce() + 'a>> {
-        let round = Sampler::at_exit(self, tgid, rss_bytes)?;
+    fn at_exit<'a>(
+        &'a self,
+        tgid: i32,
+        rss_bytes: u64,
+        shared_bytes: Option<u64>,
+    ) -> Option<Box<dyn FnOnce() + 'a>> {
+        let round = Sampler::at_exit(self, tgid, rss_bytes, shared_bytes)?;
         Some(Box::new(move || round.finish(self)))
     }
 }

@@ -477,19 +477,20 @@ impl Tracer {
                 status.and_then(|s| s.vm_hwm_bytes),
                 io,
                 status.and_then(|s| s.vm_rss_bytes),
+                status.and_then(|s| s.rss_shared_bytes),
             )
         });
         let sampler = Arc::clone(&self.sampler);
         // Memory released before the exit (a large block freed, then `exit`) is gone from the
         // counters the exit stop reads, but not from the kernel's high-water mark: growth
         // beyond the last tick up to it may have made the tree's peak (an upper bound).
-        if let Some((Some(hwm), _, Some(rss))) = group
+        if let Some((Some(hwm), _, Some(rss), _)) = group
             && hwm > rss
         {
             sampler.exit_peak(tgid, self.sink.sink().now_ns(), hwm);
         }
         let round = match group {
-            Some((_, _, Some(rss))) => sampler.at_exit(tgid, rss),
+            Some((_, _, Some(rss), shared)) => sampler.at_exit(tgid, rss, shared),
             _ => None,
         };
         self.resume(tid, 0);
@@ -502,7 +503,7 @@ impl Tracer {
             run_queue_ns: sched.map(|s| s.1),
             ..Default::default()
         };
-        if let Some((peak_rss_bytes, io, _)) = group {
+        if let Some((peak_rss_bytes, io, _, _)) = group {
             self.emit(Event::Accounts {
                 tgid,
                 peak_rss_bytes,
