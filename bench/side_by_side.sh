@@ -24,6 +24,8 @@
 #     the argv reads, on one socket and split (exec events alone wake it), and split with its
 #     listener scheduled as ste's reader is (--in-time: nice -10, the shortest slice), the
 #     only one that reads the argv of nearly every exec before the process ends, as ste must;
+#     and those two (the ptrace floor, the netlink floor in time) in a cgroup made as ste's
+#     accounting makes it (examples/in_cgroup.rs), each tracker's budget taken against both;
 #   - the peers: `perf stat` (software counters: this VM has no hardware ones),
 #     `/usr/bin/time -v`, `strace -f -c`.
 # Then ste's own CPU per tracker on one run (its JSON `overhead.cpu_ns`).
@@ -39,6 +41,7 @@ WORKLOADS=("$@")
 [ ${#WORKLOADS[@]} -eq 0 ] && WORKLOADS=(loop build true)
 
 EBPF_FLOOR=$(fresh_copy "$RELEASE/examples/ebpf_floor" ebpf_floor)
+IN_CGROUP=$(fresh_copy "$RELEASE/examples/in_cgroup" in_cgroup)
 PTRACE_FLOOR="$RESULTS/ptrace_floor"
 NETLINK_FLOOR="$RESULTS/netlink_floor"
 cc -O2 -o "$PTRACE_FLOOR" "$BENCH_DIR/ptrace_floor.c"
@@ -67,9 +70,11 @@ commands() {
     echo "ebpf floor, 10 ms timer, cgroup=$EBPF_FLOOR --timer 10 --cgroup -- $work"
     echo "ste ebpf, sampler off=$STE --sample-budget 0.01 -q -o /dev/null -- $work"
     echo "ptrace floor + reads=$PTRACE_FLOOR --reads -- $work"
+    echo "ptrace floor + reads, cgroup=$IN_CGROUP -- $PTRACE_FLOOR --reads -- $work"
     echo "netlink floor + reads=$NETLINK_FLOOR --reads -- $work"
     echo "netlink floor split + reads=$NETLINK_FLOOR --split 20 --reads -- $work"
     echo "netlink floor split + reads in time=$NETLINK_FLOOR --split 20 --reads --in-time -- $work"
+    echo "netlink floor split + reads in time, cgroup=$IN_CGROUP -- $NETLINK_FLOOR --split 20 --reads --in-time -- $work"
     echo "perf stat=perf stat -o /dev/null -- $work"
     echo "time -v=/usr/bin/time -v -o /dev/null $work"
     echo "strace -f -c=strace -f -c -o /dev/null $work"
@@ -90,7 +95,9 @@ paired() {
 # Each tracker against its floor within the rounds (the budgets "within N % of its floor").
 FLOORS=(--against "ste ebpf/ebpf floor, 10 ms timer, cgroup"
     --against "ste ptrace/ptrace floor + reads"
-    --against "ste netlink/netlink floor split + reads in time")
+    --against "ste ptrace/ptrace floor + reads, cgroup"
+    --against "ste netlink/netlink floor split + reads in time"
+    --against "ste netlink/netlink floor split + reads in time, cgroup")
 
 LOOP="sh -c 'i=0; while [ \$i -lt 2000 ]; do /bin/true; i=\$((i+1)); done'"
 for w in "${WORKLOADS[@]}"; do
