@@ -714,13 +714,11 @@ fn event_msg(pid: i32) -> Option<libc::c_ulong> {
 /// of the descriptors ste may open, so the rest of ste (the sampler's reads, outputs) never
 /// runs short.
 fn hold_max() -> usize {
-    // SAFETY: a zeroed rlimit is a valid output buffer.
-    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
-    // SAFETY: getrlimit writes into `lim`.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return 0;
+    use nix::sys::resource::{Resource, getrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, _)) => (soft.min(1 << 20) as usize / 4) / 4,
+        Err(_) => 0,
     }
-    (lim.rlim_cur.min(1 << 20) as usize / 4) / 4
 }
 
 fn listen(pid: i32) {
