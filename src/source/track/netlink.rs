@@ -190,24 +190,27 @@ fn declare_sources(sink: &Sink) {
     }
 }
 
-/// Creating a thread makes the kernel send a fork event; if none arrives, this socket gets
+/// Creating a thread makes the kernel send a fork event; if nothing arrives, this socket gets
 /// nothing (an unprivileged listener only hears events while a privileged one subscribed).
+/// Any event but an acknowledgement, or an overrun, proves that events flow: on a busy machine with a small receive
+/// buffer, other processes' events can overrun the socket and push the probe's own out, so
+/// waiting for that one alone would call a working connector silent.
 fn probe(conn: &mut Connector) -> Result<(), String> {
-    let me = std::process::id() as i32;
-    let _ = std::thread::Builder::new()
-        .name("ste-probe".into())
-        .spawn(|| {})
-        .map(|h| h.join());
     let deadline = Instant::now() + Duration::from_secs(1);
     while Instant::now() < deadline {
-        match conn.recv(Duration::from_millis(50), None) {
+        let _ = std::thread::Builder::new()
+            .name("ste-probe".into())
+            .spawn(|| {})
+            .map(|h| h.join());
+        match conn.recv(Duration::from_millis(100), None) {
+            // The subscription's answer is no event: it comes to listeners the kernel then
+            // sends nothing (an unprivileged one, refused).
             Ok(Received::Event(ProcEvent {
-                kind: ProcEventKind::Fork { child_tgid, .. },
+                kind: ProcEventKind::Ack { .. },
                 ..
-            })) if child_tgid == me => {
-                return Ok(());
-            }
-            Ok(_) => {}
+            })) => {}
+            Ok(Received::Event(_)) | Ok(Received::Overrun) => return Ok(()),
+            Ok(Received::Timeout) | Ok(Received::Ignored) => {}
             Err(e) => return Err(format!("proc connector: {e}")),
         }
     }
