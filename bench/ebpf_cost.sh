@@ -7,13 +7,14 @@
 # 1. Paired rounds (bench/paired.py), side by side, each command adding one part to the one
 #    before it: the bare loop of N /bin/true; the floor (examples/ebpf_floor.rs: ste's BPF
 #    object with the per-process ledger's last-switch program, its loader and root
-#    registration, and a reader that only drains the ring every 10 ms); the floor in a cgroup
-#    made as ste's accounting makes it; ste's tracker alone (`--no-accounting`, which also
-#    leaves out the last-switch program, so it can come out under the floor); with the ledger
-#    (`--no-cgroup`); with the cgroup (all of the accounting); and ste as it runs by default,
-#    i.e. with its memory sampler. The sampler is all but off (`--sample-budget 0.01`) in the
-#    three before. `ste true` against `true`, 50 ms apart (an additive figure: its last
-#    column), with both floors.
+#    registration, and a reader that only drains the ring every 10 ms); the same floor without
+#    the last-switch program (`--no-ledger`), the floor of ste's tracker alone; the floor in a
+#    cgroup made as ste's accounting makes it; ste's tracker alone (`--no-accounting`, which
+#    also leaves out the last-switch program); with the ledger (`--no-cgroup`); with the
+#    cgroup (all of the accounting); and ste as it runs by default, i.e. with its memory
+#    sampler. The sampler is all but off (`--sample-budget 0.01`) in the three before. `ste
+#    true` against `true`, 50 ms apart (an additive figure: its last column), with both
+#    floors.
 # 2. The context switches and CPU of each of ste's threads on one run of the loop (perf stat
 #    --per-thread), and the floor's records and wake-ups.
 #
@@ -34,8 +35,11 @@ python3 "$BENCH_DIR/paired.py" --runs "$RUNS" --warmup 2 --json "$RESULTS/ebpf-c
     --against "+ sampler (ste)/ebpf floor, 10 ms timer, cgroup" \
     --against "+ sampler (ste)/ebpf floor, 10 ms timer" \
     --against "+ cgroup/ebpf floor, 10 ms timer, cgroup" \
+    --against "ste tracker alone/ebpf floor, 10 ms timer, no ledger" \
+    --against "ebpf floor, 10 ms timer/ebpf floor, 10 ms timer, no ledger" \
     "bare=sh -c '$LOOP'" \
     "ebpf floor, 10 ms timer=$FLOOR --timer 10 -- sh -c '$LOOP'" \
+    "ebpf floor, 10 ms timer, no ledger=$FLOOR --timer 10 --no-ledger -- sh -c '$LOOP'" \
     "ebpf floor, 10 ms timer, cgroup=$FLOOR --timer 10 --cgroup -- sh -c '$LOOP'" \
     "ste tracker alone=$STE --no-accounting $OFF -q -o /dev/null -- sh -c '$LOOP'" \
     "+ ledger=$STE --no-cgroup $OFF -q -o /dev/null -- sh -c '$LOOP'" \

@@ -1,16 +1,18 @@
 //! The floor of the ebpf tracker's cost (see `ste::source::track::ebpf::floor`): runs a command under
 //! ste's BPF programs with a reader that only drains the ring buffer.
 //!
-//!     ebpf_floor [--timer MS] [--cgroup] -- COMMAND [ARGS]...
+//!     ebpf_floor [--timer MS] [--cgroup] [--no-ledger] -- COMMAND [ARGS]...
 //!
 //! `--timer MS` drains every MS ms instead of waking for each record; `--cgroup` runs the
-//! command in a cgroup made as ste's accounting makes its own. Prints the records, the
+//! command in a cgroup made as ste's accounting makes its own; `--no-ledger` leaves out the
+//! per-process ledger's last-switch program (as `ste --no-accounting` does). Prints the records, the
 //! reader's wake-ups and its own CPU on stderr; exits with the command's status. Needs root.
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut timer = None;
     let mut cgroup = false;
+    let mut ledger = true;
     let mut rest = &args[..];
     loop {
         match rest.first().map(String::as_str) {
@@ -26,6 +28,10 @@ fn main() {
                 cgroup = true;
                 rest = &rest[1..];
             }
+            Some("--no-ledger") => {
+                ledger = false;
+                rest = &rest[1..];
+            }
             _ => break,
         }
     }
@@ -33,7 +39,7 @@ fn main() {
         Some("--") if rest.len() > 1 => &rest[1..],
         _ => usage(),
     };
-    match ste::source::track::ebpf::floor::run(argv, timer, cgroup) {
+    match ste::source::track::ebpf::floor::run(argv, timer, cgroup, ledger) {
         Ok(f) => {
             // SAFETY: getrusage fills a zeroed struct.
             let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -60,6 +66,6 @@ fn main() {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: ebpf_floor [--timer MS] [--cgroup] -- COMMAND [ARGS]...");
+    eprintln!("usage: ebpf_floor [--timer MS] [--cgroup] [--no-ledger] -- COMMAND [ARGS]...");
     std::process::exit(2)
 }

@@ -31,15 +31,22 @@ pub struct Floor {
 /// Runs `argv` followed by the BPF programs, draining the ring: woken by the kernel for each
 /// record the reader has caught up to (`timer: None`, as a prompt reader is), or every
 /// `timer` (records pile up and the kernel does not wake it); with `cgroup`, in a group of
-/// its own, removed at the end. Needs root (CAP_BPF and CAP_PERFMON), as the tracker does.
-pub fn run(argv: &[String], timer: Option<Duration>, cgroup: bool) -> Result<Floor, String> {
+/// its own, removed at the end; with `ledger`, with the per-process ledger's last-switch
+/// program (attached to every context switch), as ste's accounting loads it. Needs root
+/// (CAP_BPF and CAP_PERFMON), as the tracker does.
+pub fn run(
+    argv: &[String],
+    timer: Option<Duration>,
+    cgroup: bool,
+    ledger: bool,
+) -> Result<Floor, String> {
     let mut group = cgroup
         .then(|| Group::create(std::path::Path::new("/proc/self")))
         .transpose()?;
     let (ebpf, mut ring, _) = load_object(
         Config {
             syscalls: None,
-            ledger: true,
+            ledger,
         },
         false,
         |_| {},
