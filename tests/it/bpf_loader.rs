@@ -214,3 +214,26 @@ fn the_ebpf_floor_runs_the_command_in_its_cgroup_and_removes_it() {
     assert_eq!(o.status.code(), Some(0));
     assert!(!String::from_utf8_lossy(&o.stdout).contains("/ste-"));
 }
+
+/// `ebpf_floor --no-ledger` leaves out the last-switch program: one task, `true`, makes its
+/// exec and exit records, and with the ledger one record more, its last switch.
+#[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: loads BPF programs")]
+fn the_ebpf_floor_without_the_ledger_has_no_last_switch() {
+    let floor = crate::harness::example("ebpf_floor");
+    let records = |extra: &[&str]| -> u64 {
+        let o = command_as(Who::Root, &floor)
+            .args(extra)
+            .args(["--timer", "10", "--", "true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        err.split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no record count: {err}"))
+    };
+    assert_eq!(records(&["--no-ledger"]), 2, "exec and exit");
+    assert_eq!(records(&[]), 3, "exec, exit and the last switch");
+}
