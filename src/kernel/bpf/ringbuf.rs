@@ -1,6 +1,9 @@
 //! The consumer side of a BPF ring buffer (kernel/bpf/ringbuf.c): the consumer page mapped
 //! read-write (the consumer position, which user space advances), the producer page and the
-//! data pages mapped read-only (the data twice in a row, so a record that wraps is contiguous).
+//! data pages mapped read-only, once. The kernel would map the data twice in a row, so that a
+//! record that wraps is contiguous (as libbpf maps it); once is half the page-table entries to
+//! make at the start and to tear down at ste's exit, which `ste true` waits for
+//! (bench/README.md), and the rare record that wraps is copied whole instead.
 //! Each record has an 8-byte header: its length with the BUSY bit (still being written: stop
 //! there) and the DISCARD bit (skip it), and is padded to 8 bytes.
 //! Must not know what the records mean (`track::ebpf` decodes them).
@@ -85,6 +88,25 @@ pub struct RingBuf {
     page: usize,
 }
 
+/// How a record of `len` bytes whose data begin `off` bytes into a ring's data area of `size`
+/// bytes lies in it: the bytes up to the area's end, and the rest, wrapped to its start.
+fn parts(off: usize, len: usize, size: usize) -> (usize, usize) {
+    let first = len.min(size - off);
+    (first, len - first)
+}
+
+/// A record's bytes in one slice: `first` itself when nothing wrapped, else both parts copied
+/// into `scratch`.
+fn joined<'a>(first: &'a [u8], rest: &'a [u8], scratch: &'a mut Vec<u8>) -> &'a [u8] {
+    if rest.is_empty() {
+        return first;
+    }
+    scratch.clear();
+    scratch.extend_from_slice(first);
+    scratch.extend_from_slice(rest);
+    scratch
+}
+
 // SAFETY: the mappings are owned by the RingBuf and only read or written through it (the
 // positions with atomics); moving it to another thread moves that ownership.
 unsafe impl Send for RingBuf {}
@@ -100,7 +122,7 @@ impl RingBuf {
         }
         let page = crate::kernel::proc::page_size() as usize;
         let consumer = Mapping::new(map.as_fd(), page, libc::PROT_READ | libc::PROT_WRITE, 0)?;
-        let producer = Mapping::new(map.as_fd(), page + 2 * size, libc::PROT_READ, page)?;
+        let producer = Mapping::new(map.as_fd(), page + size, libc::PROT_READ, page)?;
         Ok(RingBuf {
             map,
             consumer,
@@ -155,6 +177,9 @@ impl RingBuf {
 
     fn walk(&self, consume: bool, mut f: impl FnMut(&[u8]) -> bool) -> usize {
         let mut n = 0;
+        let size = self.mask as usize + 1;
+        let data = (self.producer.ptr as *const u8).wrapping_add(self.page);
+        let mut scratch = Vec::new();
         let mut cons = self.cons_pos().load(Ordering::Acquire);
         loop {
             let prod = self.prod_pos().load(Ordering::Acquire);
@@ -177,16 +202,19 @@ impl RingBuf {
                     next,
                 } => {
                     if !discarded {
-                        // SAFETY: the record follows its header within the data pages, which
-                        // are mapped twice in a row, so it is contiguous even when it wraps;
-                        // the kernel does not reuse it before the consumer position passes it.
-                        let data = unsafe {
-                            std::slice::from_raw_parts(
-                                (self.producer.ptr as *const u8).add(at + HEADER as usize),
-                                len as usize,
+                        let off = ((cons + HEADER) & self.mask) as usize;
+                        let (first, rest) = parts(off, len as usize, size);
+                        // SAFETY: both parts lie within the data pages (`parts` keeps the
+                        // first before the area's end, the rest wraps to its start); the
+                        // kernel does not reuse a record's bytes before the consumer position
+                        // passes it.
+                        let (first, rest) = unsafe {
+                            (
+                                std::slice::from_raw_parts(data.add(off), first),
+                                std::slice::from_raw_parts(data, rest),
                             )
                         };
-                        if !f(data) {
+                        if !f(joined(first, rest, &mut scratch)) {
                             break;
                         }
                         n += 1;
@@ -219,6 +247,26 @@ impl AsFd for RingBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A record that ends before the data area does is read in place; one that runs past the
+    /// end continues at the start, and its two parts are joined in order.
+    #[test]
+    fn a_record_that_wraps_is_joined_from_both_ends() {
+        assert_eq!(parts(0, 24, 64), (24, 0));
+        assert_eq!(parts(40, 24, 64), (24, 0), "ends exactly at the end");
+        assert_eq!(parts(48, 24, 64), (16, 8));
+        // A header in the last 8 bytes: the data begin at the start (`off` is masked).
+        assert_eq!(parts(0, 24, 64), (24, 0));
+        let ring: Vec<u8> = (0..64).collect();
+        let mut scratch = Vec::new();
+        let (first, rest) = parts(48, 24, 64);
+        let whole = joined(&ring[48..48 + first], &ring[..rest], &mut scratch);
+        let want: Vec<u8> = (48..64).chain(0..8).collect();
+        assert_eq!(whole, &want[..]);
+        let mut scratch = Vec::new();
+        assert_eq!(joined(&ring[8..16], &[], &mut scratch), &ring[8..16]);
+        assert!(scratch.is_empty(), "nothing copied for a record in place");
+    }
 
     #[test]
     fn decodes_record_headers() {

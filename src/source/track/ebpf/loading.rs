@@ -202,15 +202,16 @@ pub(super) fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32
 pub(super) const FIGURES: &str = "cfg_figures";
 
 /// The ring buffer's size. Its pages are allocated, zeroed and charged when it is created, and
-/// mapped (twice) when ste maps it, all before the command starts, so start-up grows with it. A
-/// record that does not fit is counted, reported as lost, and the tree rebuilt from /proc, but
-/// the execs it carried are gone: the size must hold the records that arrive while the reader
-/// is away. A fork storm never had more than a few KB waiting; a burst of execs with long argv
-/// (up to 256 KiB each, copied whole) fills a ring within one batch of the reader's sleep, so a
-/// record that takes the data waiting past a quarter of the ring wakes the reader (`wake_flags`
-/// in the BPF source): it then needs to be back before the other three quarters fill, not
-/// before the end of its sleep. The test `ebpf_loses_no_exec_in_a_burst_of_long_argv` holds
-/// this size to that (bench/README.md has the figures).
+/// mapped (once: `kernel::bpf::ringbuf`) when ste maps it, all before the command starts, so
+/// start-up grows with it. A record that does not fit is counted, reported as lost, and the
+/// tree rebuilt from /proc, but the execs it carried are gone: the size must hold the records
+/// that arrive while the reader is away. A fork storm never had more than a few KB waiting; a
+/// burst of execs with long argv (up to 256 KiB each, copied whole) fills a ring within one
+/// batch of the reader's sleep, so a record that takes the data waiting past a quarter of the
+/// ring wakes the reader (`wake_flags` in the BPF source): it then needs to be back before the
+/// other three quarters fill, not before the end of its sleep. The test
+/// `ebpf_loses_no_exec_in_a_burst_of_long_argv` holds this size to that (bench/README.md has
+/// the figures).
 pub(super) const RING_BYTES: u32 = 1 << 20;
 
 /// What the kernel's BTF tells the loader: the offsets to set and the tracepoints' ids.
