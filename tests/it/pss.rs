@@ -171,12 +171,22 @@ matrix!(a_program_of_a_millisecond, |mode: Mode| {
         );
         if mode.used() == Tracker::Ptrace {
             // The exit stop's exact read, or, when the program had released memory a tick saw
-            // (the loader's), the kernel's high-water mark read there: an upper bound.
+            // (the loader's), the kernel's high-water mark read there: an upper bound. On a
+            // loaded machine the program may live long enough for a tick to see it before
+            // any exact read, and that tick's figure (from its counters) can be the highest:
+            // then it is carried, bounded, and says so.
             let kind = run.totals.max_pss_kind;
-            assert!(
-                matches!(kind, Some(SampleKind::Exact | SampleKind::ExitPeak)),
-                "{kind:?}\n{text}"
-            );
+            match kind {
+                Some(SampleKind::Exact | SampleKind::ExitPeak) => {}
+                Some(SampleKind::Carried) => {
+                    assert!(
+                        run.totals.max_pss_bound_bytes.is_some()
+                            && text.contains("carried by statm counters"),
+                        "a carried figure without its bound\n{text}"
+                    );
+                }
+                _ => panic!("{kind:?}\n{text}"),
+            }
         }
     }
 });
