@@ -5,8 +5,9 @@
 //!
 //! `--timer MS` drains every MS ms instead of waking for each record; `--cgroup` runs the
 //! command in a cgroup made as ste's accounting makes its own; `--no-ledger` leaves out the
-//! per-process ledger's last-switch program (as `ste --no-accounting` does). Prints the records, the
-//! reader's wake-ups and its own CPU on stderr; exits with the command's status. Needs root.
+//! per-process ledger's last-switch program (as `ste --no-accounting` does). Prints the
+//! records, the reader's wake-ups and its own CPU on stderr; exits with the command's status.
+//! Needs root.
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

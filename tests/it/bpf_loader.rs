@@ -200,11 +200,7 @@ fn the_ebpf_floor_runs_the_command_in_its_cgroup_and_removes_it() {
         String::from_utf8_lossy(&leftover.stdout)
     );
     // Records were drained: a fork, an exec and an exit of `cat` at least.
-    let records: u64 = err
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no record count: {err}"));
+    let records = floor_records(&err);
     assert!(records >= 3, "{err}");
     // Without `--cgroup` the command stays in the floor's own group.
     let o = command_as(Who::Root, &floor)
@@ -239,12 +235,18 @@ fn the_ebpf_floor_without_the_ledger_has_no_last_switch() {
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(0), "{err}");
-        err.split_whitespace()
-            .nth(1)
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no record count: {err}"))
+        floor_records(&err)
     };
     assert_eq!(records(&["--no-ledger"]), 8, "no last switch");
     let with = records(&[]);
     assert!((10..=11).contains(&with), "{with} records with the ledger");
+}
+
+/// The records the floor drained, from its last line on stderr (`ebpf_floor: N records, ...`).
+fn floor_records(stderr: &str) -> u64 {
+    stderr
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no record count: {stderr}"))
 }

@@ -192,9 +192,9 @@ fn declare_sources(sink: &Sink) {
 
 /// Creating a thread makes the kernel send a fork event; if nothing arrives, this socket gets
 /// nothing (an unprivileged listener only hears events while a privileged one subscribed).
-/// Any event but an acknowledgement, or an overrun, proves that events flow: on a busy machine with a small receive
-/// buffer, other processes' events can overrun the socket and push the probe's own out, so
-/// waiting for that one alone would call a working connector silent.
+/// Any event but an acknowledgement, or an overrun, proves that events flow: on a busy machine
+/// with a small receive buffer, other processes' events can overrun the socket and push the
+/// probe's own out, so waiting for that one alone would call a working connector silent.
 fn probe(conn: &mut Connector) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(1);
     while Instant::now() < deadline {
