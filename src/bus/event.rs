@@ -47,6 +47,14 @@ pub enum Event {
         former_tid: i32,
         argv: Option<Vec<Arg>>,
     },
+    /// An exec as [`Event::Exec`], whose argv was read from /proc but is not yet known to be
+    /// this image's (the netlink tracker: the process ran on at every look of a short wait;
+    /// see `track::argv_check`). Its [`Event::ExecArgv`] comes before any later event of the
+    /// process; the live `EXEC:` line waits for it.
+    ExecPending { tgid: i32, former_tid: i32 },
+    /// The verdict on the argv of process `tgid`'s pending exec: the argv, or `None` when it
+    /// may be a later image's (a doubt, counted by its own [`Event::Lost`]).
+    ExecArgv { tgid: i32, argv: Option<Vec<Arg>> },
     /// Figures read from a live process: at its exit stop (ptrace), or at a sampling round
     /// when the tracker cannot stop exiting processes. Peaks only grow; I/O counters only grow.
     Accounts {

@@ -8,6 +8,7 @@
 use crate::bus::event::{Event, Stamped};
 use crate::bus::sink::{Clock, Msg, Sink};
 use crate::cli::options::RunOptions;
+use crate::command::live::LiveExecs;
 use crate::export::Exports;
 use crate::launch::privilege::{self, Role};
 use crate::launch::signals;
@@ -269,6 +270,9 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
             _ => {}
         }
     }
+    if !opts.text.quiet {
+        out.execs_rest();
+    }
     for event in crate::bus::phases::span("accounting finish", || accounting.finish()) {
         rec.apply(&Stamped {
             t_ns: end_ns,
@@ -446,6 +450,8 @@ fn event_loop(
                 return Ended::TreeDone(t_ns);
             }
             Err(RecvTimeoutError::Timeout) => {
+                // Lines held behind a pending exec past their bound go out without an event.
+                out.execs_due();
                 let Some(t0) = root_gone_at else { continue };
                 let live = rec.live_processes();
                 if live.is_empty() {
@@ -500,10 +506,9 @@ fn apply(
     opts: &RunOptions,
     acc: &mut account::Session,
 ) -> bool {
-    if let Applied::Exec(p, x) = rec.apply(e)
-        && !opts.text.quiet
-    {
-        out.live_line(&text::exec_line(p, x, opts.style));
+    let applied = rec.apply(e);
+    if !opts.text.quiet {
+        out.exec(applied, opts.style);
     }
     for event in acc.newly_matched(rec) {
         rec.apply(&Stamped {
@@ -586,9 +591,15 @@ fn max_rss_self() -> u64 {
     getrusage(libc::RUSAGE_SELF).ru_maxrss as u64 * 1024
 }
 
+/// The report and its live `EXEC:` lines, in the order of the execs.
+struct Output {
+    to: To,
+    execs: LiveExecs,
+}
+
 /// Where the report goes: stderr (errors ignored: a closed stderr must not stop the run) or a
 /// file (errors reported).
-enum Output {
+enum To {
     Stderr,
     File(BufWriter<File>, PathBuf, Option<std::io::Error>),
 }
@@ -596,8 +607,8 @@ enum Output {
 impl Output {
     /// The report's destination: stderr, or `file` (opened at `path`), emptied now.
     fn begin(file: Option<crate::output::Opened>, path: Option<&Path>) -> Result<Output> {
-        Ok(match (file, path) {
-            (Some(f), Some(p)) => Output::File(
+        let to = match (file, path) {
+            (Some(f), Some(p)) => To::File(
                 BufWriter::new(
                     f.into_file()
                         .with_context(|| format!("cannot empty --output file {}", p.display()))?,
@@ -605,19 +616,48 @@ impl Output {
                 p.to_path_buf(),
                 None,
             ),
-            _ => Output::Stderr,
+            _ => To::Stderr,
+        };
+        Ok(Output {
+            to,
+            execs: LiveExecs::default(),
         })
     }
 
+    /// What the ledger applied, for the live view: an exec's line goes out once it and every
+    /// exec before it are known (see `command::live`).
+    fn exec(&mut self, applied: Applied, style: crate::report::style::Style) {
+        match applied {
+            Applied::Exec(p, x) => self.execs.line(p.pid, text::exec_line(p, x, style)),
+            Applied::ExecPending(p) => self.execs.pending(p.pid, Instant::now()),
+            Applied::Nothing => return,
+        }
+        self.execs_due();
+    }
+
+    /// The live lines due: those no longer held behind a pending exec.
+    fn execs_due(&mut self) {
+        for line in self.execs.due(Instant::now) {
+            self.live_line(&line);
+        }
+    }
+
+    /// The live lines still held, at the end of the run.
+    fn execs_rest(&mut self) {
+        for line in self.execs.rest() {
+            self.live_line(&line);
+        }
+    }
+
     fn live_line(&mut self, line: &str) {
-        match self {
-            Output::Stderr => {
+        match &mut self.to {
+            To::Stderr => {
                 let mut buf = String::with_capacity(line.len() + 1);
                 buf.push_str(line);
                 buf.push('\n');
                 let _ = std::io::stderr().write_all(buf.as_bytes());
             }
-            Output::File(w, _, err) => {
+            To::File(w, _, err) => {
                 if err.is_none()
                     && let Err(e) = writeln!(w, "{line}")
                 {
@@ -629,7 +669,7 @@ impl Output {
 
     /// The report's end, then `after` (a line each).
     fn summary(&mut self, run: &Run, opts: &RunOptions, after: &[&str]) -> Result<()> {
-        if let (Output::File(..), Some(line)) = (&self, text::launch_failure_line(run)) {
+        if let (To::File(..), Some(line)) = (&self.to, text::launch_failure_line(run)) {
             // The error is for the user at the terminal, wherever the report goes.
             eprintln!("{line}");
         }
@@ -639,12 +679,12 @@ impl Output {
             buf.extend_from_slice(line.as_bytes());
             buf.push(b'\n');
         }
-        match self {
-            Output::Stderr => {
+        match &mut self.to {
+            To::Stderr => {
                 let _ = std::io::stderr().write_all(&buf);
                 Ok(())
             }
-            Output::File(w, path, err) => {
+            To::File(w, path, err) => {
                 let res = match err.take() {
                     Some(e) => Err(e),
                     None => w.write_all(&buf).and_then(|()| w.flush()),

@@ -19,14 +19,18 @@ use std::collections::BTreeMap;
 /// What applying one event changed that a live view may want to show at once.
 pub enum Applied<'a> {
     Nothing,
-    /// A new exec: the process and its exec record.
+    /// A new exec, or a pending one's argv now known: the process and its exec record.
     Exec(&'a Process, &'a Exec),
+    /// A new exec whose argv comes later (`Event::ExecPending`): the process.
+    ExecPending(&'a Process),
 }
 
 struct LiveProcess {
     index: usize,
     /// Its live threads.
     tids: Vec<i32>,
+    /// Its last exec's argv is still to come ([`Event::ExecPending`]).
+    argv_pending: bool,
 }
 
 pub struct Recorder {
@@ -181,35 +185,29 @@ impl Recorder {
                 former_tid: _,
                 argv,
             } => {
-                // After an exec the process has exactly one thread, its leader: the others
-                // were killed, and a non-leader that exec'd took over the leader's id.
-                //
-                // Exec times are made strictly increasing in the order the execs are applied
-                // (sources may stamp them out of order by a few µs; 1 ns apart at worst), so
-                // that sorting the Run's execs by time gives back the order of the live
-                // `EXEC:` lines, and `ste report` prints them identically.
-                let t = match self.last_exec_ns {
-                    Some(last) if t <= last => last + 1,
-                    _ => t,
-                };
-                self.last_exec_ns = Some(t);
-                let lp = self.live_or_orphan(*tgid, t);
-                let stale = std::mem::replace(&mut lp.tids, vec![*tgid]);
-                let index = lp.index;
-                for tid in stale {
-                    self.threads.remove(&tid);
-                }
-                self.threads.insert(*tgid, *tgid);
-                let p = &mut self.run.processes[index];
-                for l in &mut p.thread_lifetimes {
-                    l.end_ns.get_or_insert(t);
-                }
-                p.execs.push(Exec {
-                    t_ns: t,
-                    argv: argv.clone(),
-                });
+                let index = self.exec(*tgid, t, argv.clone(), false);
                 let p = &self.run.processes[index];
                 return Applied::Exec(p, p.execs.last().expect("just pushed"));
+            }
+            Event::ExecPending {
+                tgid,
+                former_tid: _,
+            } => {
+                let index = self.exec(*tgid, t, None, true);
+                return Applied::ExecPending(&self.run.processes[index]);
+            }
+            Event::ExecArgv { tgid, argv } => {
+                let Some(lp) = self.live.get_mut(tgid).filter(|lp| lp.argv_pending) else {
+                    return Applied::Nothing;
+                };
+                lp.argv_pending = false;
+                let p = &mut self.run.processes[lp.index];
+                let Some(x) = p.execs.last_mut() else {
+                    return Applied::Nothing;
+                };
+                x.argv = argv.clone();
+                let p = &self.run.processes[lp.index];
+                return Applied::Exec(p, p.execs.last().expect("checked above"));
             }
             Event::Accounts {
                 tgid,
@@ -519,9 +517,48 @@ impl Recorder {
             LiveProcess {
                 index,
                 tids: vec![pid],
+                argv_pending: false,
             },
         );
         self.threads.insert(pid, pid);
+    }
+
+    /// Applies an exec of `tgid` at `t` (see [`Event::Exec`]); `pending` when its argv comes
+    /// later ([`Event::ExecArgv`]). Returns the process's index.
+    fn exec(
+        &mut self,
+        tgid: i32,
+        t: u64,
+        argv: Option<Vec<crate::model::Arg>>,
+        pending: bool,
+    ) -> usize {
+        // After an exec the process has exactly one thread, its leader: the others
+        // were killed, and a non-leader that exec'd took over the leader's id.
+        //
+        // Exec times are made strictly increasing in the order the execs are applied
+        // (sources may stamp them out of order by a few µs; 1 ns apart at worst), so
+        // that sorting the Run's execs by time gives back the order of the live
+        // `EXEC:` lines, and `ste report` prints them identically (a pending exec's line
+        // waits for its argv: it may come out after later ones).
+        let t = match self.last_exec_ns {
+            Some(last) if t <= last => last + 1,
+            _ => t,
+        };
+        self.last_exec_ns = Some(t);
+        let lp = self.live_or_orphan(tgid, t);
+        let stale = std::mem::replace(&mut lp.tids, vec![tgid]);
+        lp.argv_pending = pending;
+        let index = lp.index;
+        for tid in stale {
+            self.threads.remove(&tid);
+        }
+        self.threads.insert(tgid, tgid);
+        let p = &mut self.run.processes[index];
+        for l in &mut p.thread_lifetimes {
+            l.end_ns.get_or_insert(t);
+        }
+        p.execs.push(Exec { t_ns: t, argv });
+        index
     }
 
     /// The live process `tgid`, created with an unknown parent if no fork announced it.

@@ -200,7 +200,7 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
                 .as_ref()
                 .and_then(|a| a.first())
                 .map(crate::report::names::basename)
-                .unwrap_or_else(|| "exec (argv unreadable)".into());
+                .unwrap_or_else(|| "exec (argv unknown)".into());
             t.push(
                 at,
                 "B",

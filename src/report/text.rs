@@ -27,7 +27,7 @@ pub fn exec_line(p: &Process, e: &Exec, style: Style) -> String {
     match &e.argv {
         Some(argv) => format!("{label} [{}]", join_escaped(argv)),
         None => format!(
-            "{label} [?] (pid {}: argv unreadable, the process was already gone or had exec'd again)",
+            "{label} [?] (pid {}: argv unknown: the process was gone before it was read, or may have exec'd again first)",
             p.pid
         ),
     }
@@ -727,7 +727,7 @@ mod tests {
         };
         let text = render_to_string(&run);
         assert!(
-            text.starts_with("EXEC: [?] (pid 42: argv unreadable"),
+            text.starts_with("EXEC: [?] (pid 42: argv unknown: the process was gone"),
             "{text}"
         );
         assert!(

@@ -120,7 +120,7 @@ matrix!(shell_loop_of_2000_execs, |mode: Mode| {
         Tracker::Netlink => {
             assert_eq!(wrong.len(), unread + doubtful, "{wrong:?}");
             assert!(
-                wrong.iter().all(|l| l.contains("argv unreadable")),
+                wrong.iter().all(|l| l.contains("argv unknown")),
                 "{wrong:?}"
             );
             for n in [unread, doubtful].into_iter().filter(|&n| n > 0) {

@@ -155,6 +155,59 @@ fn whole_long_argv(mode: Mode) {
 
 matrix!(a_one_mib_argv_is_shown_whole, whole_long_argv);
 
+/// A process that computes for its whole life (a compiler) is running at every look at it. The
+/// netlink tracker gave up on its argv after 13 ms of looks, a third of a build's; it now
+/// decides at the process's end (`track::argv_check`), with the reader going on meanwhile.
+/// Every tracker shows every argv, and the live lines keep the order of the execs (`ste
+/// report`'s): under netlink, the lines of the execs after the busy one wait for it (the
+/// shell counts a while before its `sleep`, so the busy process has mostly exec'd by then).
+fn a_busy_process_shows_its_argv(mode: Mode) {
+    let f = fixture();
+    let count = "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done";
+    let script = format!("{f} spin 150 & {count}; sleep 0.05; wait");
+    let o = ste(mode, &[], &["/bin/sh", "-c", &script]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let run = o.run();
+    let lost = &run.overhead.lost;
+    assert_eq!((lost.argv_unread, lost.argv_doubtful), (0, 0), "{lost:?}");
+    let mut execs: Vec<(u64, Vec<String>)> = run
+        .processes
+        .iter()
+        .flat_map(|p| &p.execs)
+        .map(|x| {
+            let argv = x.argv.as_ref().expect("every argv shown");
+            (x.t_ns, argv.iter().map(|a| a.to_string_lossy()).collect())
+        })
+        .collect();
+    execs.sort();
+    let quoted = |a: &String| {
+        if a.contains(' ') {
+            format!("'{a}'")
+        } else {
+            a.clone()
+        }
+    };
+    let in_order: Vec<String> = execs
+        .iter()
+        .map(|(_, argv)| {
+            let words: Vec<String> = argv.iter().map(quoted).collect();
+            format!("EXEC: [{}]", words.join(" "))
+        })
+        .collect();
+    let mut want = vec![
+        format!("EXEC: [/bin/sh -c '{script}']"),
+        format!("EXEC: [{f} spin 150]"),
+        "EXEC: [sleep 0.05]".to_string(),
+    ];
+    let mut lines = o.exec_lines();
+    assert_eq!(lines, in_order, "the live lines in the order of the execs");
+    lines.sort();
+    want.sort();
+    assert_eq!(lines, want);
+}
+
+matrix!(a_busy_processs_argv_is_shown, a_busy_process_shows_its_argv);
+
 /// The exec chain of issue 19 under a fork flood: with the netlink tracker, the argv of an
 /// image was read after the process had exec'd again and shown as the earlier image's (in 17
 /// of 40 runs before the fix). Now no run attributes an argv to the wrong image; an argv that

@@ -7,6 +7,18 @@ fn at(t_ns: u64, event: Event) -> Stamped {
     Stamped { t_ns, event }
 }
 
+/// A new process `child` of the root (pid 10).
+fn fork(t: u64, child: i32) -> Stamped {
+    at(
+        t,
+        Event::Fork {
+            parent_tgid: 10,
+            child_tid: child,
+            child_tgid: child,
+        },
+    )
+}
+
 fn start(pid: i32) -> Stamped {
     at(
         0,
@@ -357,16 +369,6 @@ fn exec_times_strictly_follow_the_order_execs_arrive_in() {
             },
         )
     };
-    let fork = |t, child| {
-        at(
-            t,
-            Event::Fork {
-                parent_tgid: 10,
-                child_tid: child,
-                child_tgid: child,
-            },
-        )
-    };
     // 12 execs first but was stamped earlier by a source on another CPU.
     let events = vec![
         start(10),
@@ -476,4 +478,74 @@ fn unended_processes_are_still_running_or_missed() {
     let run = Recorder::replay(&events);
     assert_eq!(run.overhead.lost.exits_missed, 1);
     assert_eq!(run.overhead.lost_events, Some(1));
+}
+
+/// A pending exec (netlink: its argv judged later) is an exec at its own time, with its argv
+/// filled in by its verdict; the live view hears of it when the verdict comes, and a verdict
+/// for no pending exec (a process already ended, one that exec'd without one) changes nothing.
+#[test]
+fn a_pending_execs_argv_comes_with_its_verdict() {
+    let pending = |t, tgid| {
+        at(
+            t,
+            Event::ExecPending {
+                tgid,
+                former_tid: tgid,
+            },
+        )
+    };
+    let verdict = |t, tgid, argv: Option<&str>| {
+        at(
+            t,
+            Event::ExecArgv {
+                tgid,
+                argv: argv.map(|a| vec![Arg::from(a)]),
+            },
+        )
+    };
+    let mut rec = Recorder::new();
+    rec.apply(&start(10));
+    rec.apply(&fork(1, 11));
+    assert!(matches!(rec.apply(&pending(2, 11)), Applied::ExecPending(p) if p.pid == 11));
+    rec.apply(&fork(3, 12));
+    rec.apply(&pending(4, 12));
+    match rec.apply(&verdict(5, 11, Some("cc1"))) {
+        Applied::Exec(p, x) => {
+            assert_eq!(p.pid, 11);
+            assert_eq!(x.t_ns, 2, "the exec's own time");
+            assert_eq!(x.argv, Some(vec![Arg::from("cc1")]));
+        }
+        _ => panic!("the verdict shows the exec"),
+    }
+    assert!(
+        matches!(rec.apply(&verdict(6, 11, Some("again"))), Applied::Nothing),
+        "one verdict an exec"
+    );
+    // A doubt is shown too, as an unknown argv.
+    assert!(matches!(
+        rec.apply(&verdict(7, 12, None)),
+        Applied::Exec(_, Exec { argv: None, .. })
+    ));
+    // An exec with its argv ends nothing pending: a late verdict is not taken for it.
+    rec.apply(&pending(8, 12));
+    rec.apply(&at(
+        9,
+        Event::Exec {
+            tgid: 12,
+            former_tid: 12,
+            argv: Some(vec![Arg::from("as")]),
+        },
+    ));
+    assert!(matches!(
+        rec.apply(&verdict(10, 12, Some("stale"))),
+        Applied::Nothing
+    ));
+    let run = rec.finish();
+    let argvs: Vec<_> = run.processes[2]
+        .execs
+        .iter()
+        .map(|x| x.argv.clone())
+        .collect();
+    assert_eq!(argvs, [None, None, Some(vec![Arg::from("as")])]);
+    assert_eq!(run.totals.execs, 4);
 }

@@ -970,7 +970,7 @@
       if (lv('read_bytes') != null || lv('write_bytes') != null) rows.push(['storage I/O', esc(`read ${fmtBytes(lv('read_bytes'))}, written ${fmtBytes(lv('write_bytes'))}`)]);
       if (lv('minor_faults') != null) rows.push(['page faults', esc(`${fmtInt(lv('minor_faults'))} minor, ${fmtInt(lv('major_faults'))} major`)]);
       if (M.pathSelf.has(i)) rows.push(['critical path', esc(`on it, ${fmtDur(M.pathSelf.get(i))} of its own`)]);
-      let argvText = argv == null ? (P.forked[i] ? 'no exec: runs its parent\'s program' : 'argv unreadable') : argv;
+      let argvText = argv == null ? (P.forked[i] ? 'no exec: runs its parent\'s program' : 'argv unknown') : argv;
       if (argvText.length > 400) argvText = argvText.slice(0, 400) + ' …';
       return `<b><span class="sw" style="background:${M.color(i)}"></span>${esc(M.label(i))}</b><div class="argv">${esc(argvText)}</div>` + tipRows(rows);
     }

@@ -28,8 +28,12 @@
 //!   look, so that report would be among the events. The look is at the main thread: a
 //!   thread that execs makes itself the main thread (`de_thread`) before it installs the
 //!   image, so it is the one looked at from then on.
-//! - otherwise (running, inside `execve`, or not readable) ste looks again a little later;
-//!   after the last wait (about 13 ms on) it is a doubt.
+//! - otherwise (running, inside `execve`, or not readable) ste looks again a little later.
+//!   The ebpf reader holds its ring while it looks: after its last wait (about 13 ms on) it
+//!   is a doubt. The netlink reader goes on after a short hold, with the argv kept aside, and
+//!   the rule decides at the first of the process's next exec or end, a loss, or a later look
+//!   that finds it asleep outside an exec (a CPU-bound compiler is running at every look of a
+//!   short wait, and is decided at its end).
 //!
 //! A doubtful argv is shown as `[?]` and counted (`argv_doubtful`), never attributed.
 //!
@@ -121,21 +125,24 @@ pub const WAITS: [Duration; 5] = [
     Duration::from_micros(6400),
 ];
 
-/// Looks until the rule decides: `look(wait)` waits up to `wait` (a tracker may stop waiting
-/// as soon as an event of the process arrives), probes the process, then takes the queue,
-/// and says what it found. Undecided after the last wait is a doubt.
+/// Looks until the rule decides, once after each of `waits`: `look(wait)` waits up to `wait`
+/// (a tracker may stop waiting as soon as an event of the process arrives), probes the
+/// process, then takes the queue, and says what it found. Still undecided after the last
+/// wait: a tracker that holds its queue meanwhile (ebpf) takes it for a doubt; one that can
+/// go on (netlink) decides later, at the process's next exec or end, a loss, or a later look.
 pub fn judge(
     read_start_ns: u64,
+    waits: &[Duration],
     mut look: impl FnMut(Duration) -> (Probe, Option<Later>),
 ) -> Verdict {
-    for wait in WAITS {
+    for &wait in waits {
         let (probe, first) = look(wait);
         match verdict(read_start_ns, probe, first) {
             Verdict::Undecided => {}
             v => return v,
         }
     }
-    Verdict::Doubt
+    Verdict::Undecided
 }
 
 #[cfg(test)]
@@ -187,11 +194,12 @@ mod tests {
     }
 
     /// The sequences of the netlink race: the read returned the next image because the
-    /// process had exec'd again; the rule never keeps it, however the looks go.
+    /// process had exec'd again; the rule never keeps it, however the looks go, and leaves
+    /// undecided what its waits did not settle.
     #[test]
     fn judging_looks_until_decided_and_doubts_at_the_end() {
         let mut looks = 0;
-        let v = judge(READ, |_| {
+        let v = judge(READ, &WAITS, |_| {
             looks += 1;
             if looks < 3 {
                 (Probe::Unsure, None)
@@ -200,13 +208,13 @@ mod tests {
             }
         });
         assert_eq!((v, looks), (Verdict::Doubt, 3));
-        let mut looks = 0;
-        let v = judge(READ, |_| {
-            looks += 1;
+        let mut waited = Vec::new();
+        let v = judge(READ, &WAITS[..2], |wait| {
+            waited.push(wait);
             (Probe::Unsure, None)
         });
-        assert_eq!((v, looks), (Verdict::Doubt, WAITS.len()));
-        let v = judge(READ, |_| (Probe::Outside, None));
+        assert_eq!((v, &waited[..]), (Verdict::Undecided, &WAITS[..2]));
+        let v = judge(READ, &WAITS, |_| (Probe::Outside, None));
         assert_eq!(v, Verdict::Keep);
     }
 }

@@ -28,7 +28,10 @@
 //! an unknown argv, which the report counts. The process may also have exec'd again before
 //! the read: `track::argv_check` decides from where the process is and the events queued
 //! after the read, which the reader takes from both sockets into its queues (handled in order
-//! afterwards); an argv that may be a later image's is not shown, and counted.
+//! afterwards); an argv that may be a later image's is not shown, and counted. The reader holds
+//! its queues for that judgement for [`HELD_WAITS`] looks at most: a process still running
+//! then (a compiler) has its exec sent as pending and its argv judged later (`Pending`), while
+//! the reader reads the next execs' on arrival.
 
 use crate::bus::event::Event;
 use crate::bus::launched::Launched;
@@ -72,6 +75,19 @@ const MIN_DRAIN_PERIOD: Duration = Duration::from_millis(1);
 /// events on a clock (naming the descendants it waits for after 1 s, matching taskstats
 /// records within 2 s).
 const HOLD_NS: u64 = 20_000_000;
+
+/// How many of `argv_check::WAITS` the reader holds its queue for while it judges an argv
+/// (1.5 ms): a process that sleeps or ends soon is decided within them; one still running
+/// after them (a compiler) is decided later, while the reader goes on ([`Pending`]). Holding
+/// for all of them (13 ms) left the execs queued meanwhile to be read late, after many had
+/// ended (bench/README.md).
+const HELD_WAITS: usize = 2;
+
+/// The first period between looks at a pending exec, doubled after each look up to
+/// [`PENDING_LOOK_MAX`]: a look is a wake-up of the reader and a read of
+/// `/proc/PID/syscall`, and a process running this long is mostly decided at its end.
+const PENDING_LOOK_FIRST: Duration = Duration::from_micros(1600);
+const PENDING_LOOK_MAX: Duration = Duration::from_millis(20);
 
 /// The reader thread's scheduler slice: the shortest the kernel allows, so that it preempts
 /// ordinary work as soon as an exec wakes it (see `kernel::calls::set_thread_slice`).
@@ -245,6 +261,36 @@ struct Reader {
     deferred_leaders: HashSet<i32>,
     /// Datagrams taken and not yet handled, in the kernel's order: only events and overruns.
     merged: Merged,
+    /// Execs whose argv is read and not yet judged, at most one a process.
+    pending: Vec<Pending>,
+    /// Names each pending exec, so a look's probe is applied to the exec it was taken for.
+    pending_ids: u64,
+}
+
+/// An exec whose argv was read and is not yet known to be its image's: the process was
+/// running (or in `execve`) at each look of the reader's hold. Its `ExecPending` is sent;
+/// its `ExecArgv` follows when the rule decides (`argv_check`): at the process's next exec
+/// or end, at an overrun, or at a look that finds it asleep outside an exec. Every event is
+/// handled in the kernel's order, so the verdict comes before any later event of the
+/// process, as the recorder needs.
+struct Pending {
+    id: u64,
+    tgid: i32,
+    read_start: u64,
+    argv: Vec<crate::model::Arg>,
+    /// The period before the next look, and when it is due.
+    period: Duration,
+    look_due: Instant,
+}
+
+/// What the judgement of an argv read at an exec left.
+enum Judged {
+    /// Decided: the argv, or `None` when the process was gone before the read.
+    Known(Option<Vec<crate::model::Arg>>),
+    /// It may be a later image's: not shown, counted.
+    Doubt,
+    /// Not yet decided (see [`Pending`]): when the read began, and what it read.
+    Pending(u64, Vec<crate::model::Arg>),
 }
 
 impl Reader {
@@ -267,6 +313,8 @@ impl Reader {
             tree,
             last_seq: HashMap::new(),
             deferred_leaders: HashSet::new(),
+            pending: Vec::new(),
+            pending_ids: 0,
         }
     }
 
@@ -277,6 +325,10 @@ impl Reader {
                 // Every exit was queued before its reaping: drain what is left.
                 self.take_all();
                 let _ = self.handle_queued(None);
+                // A pending exec left is of a process that outlived the wait (ste stopped
+                // waiting) or whose end was lost unreported: a last look decides, or doubts.
+                let _ = self.look_at_pending(true);
+                self.doubt_pending();
                 self.final_resync();
                 break t;
             }
@@ -288,6 +340,10 @@ impl Reader {
                 break self.tree.sink.now_ns();
             }
             if let Err(e) = self.handle_queued(None) {
+                error = Some(format!("proc connector: {e}"));
+                break self.tree.sink.now_ns();
+            }
+            if let Err(e) = self.look_at_pending(false) {
                 error = Some(format!("proc connector: {e}"));
                 break self.tree.sink.now_ns();
             }
@@ -306,6 +362,9 @@ impl Reader {
             };
             if self.drained.is_some() {
                 timeout = timeout.min(self.drain_due.saturating_duration_since(Instant::now()));
+            }
+            if let Some(due) = self.pending.iter().map(|p| p.look_due).min() {
+                timeout = timeout.min(due.saturating_duration_since(Instant::now()));
             }
             match self.waited.recv(timeout, Some(&done.wake)) {
                 Ok(r) => self.merged.push(Side::Waited, r),
@@ -422,23 +481,48 @@ impl Reader {
             ProcEventKind::Exec { tgid, .. } => {
                 // The exec'ing thread is the leader now; a deferred leader exit was its old one.
                 self.deferred_leaders.remove(&tgid);
+                // The image before, if its argv is still pending, may be the one read.
+                self.settle(t, tgid, Later::Exec);
                 if self.tree.has_process(tgid) {
                     // Read first: the process may end any moment.
                     let read = self.read_argv(tgid);
                     let former = self.tree.exec(tgid).flatten();
                     // The exec wakes this thread alone: the round is asked for at once.
                     self.tree.handled();
-                    let (argv, doubtful) = self.judge_argv(tgid, read);
-                    self.tree.emit_at(
-                        t,
-                        Event::Exec {
-                            tgid,
-                            former_tid: former.unwrap_or(tgid),
-                            argv,
-                        },
-                    );
-                    if doubtful {
-                        self.tree.emit_at(t, argv_check::doubt());
+                    let former_tid = former.unwrap_or(tgid);
+                    match self.judge_argv(tgid, read) {
+                        Judged::Known(argv) => self.tree.emit_at(
+                            t,
+                            Event::Exec {
+                                tgid,
+                                former_tid,
+                                argv,
+                            },
+                        ),
+                        Judged::Doubt => {
+                            self.tree.emit_at(
+                                t,
+                                Event::Exec {
+                                    tgid,
+                                    former_tid,
+                                    argv: None,
+                                },
+                            );
+                            self.tree.emit_at(t, argv_check::doubt());
+                        }
+                        Judged::Pending(read_start, argv) => {
+                            self.tree
+                                .emit_at(t, Event::ExecPending { tgid, former_tid });
+                            self.pending_ids += 1;
+                            self.pending.push(Pending {
+                                id: self.pending_ids,
+                                tgid,
+                                read_start,
+                                argv,
+                                period: PENDING_LOOK_FIRST,
+                                look_due: Instant::now() + PENDING_LOOK_FIRST,
+                            });
+                        }
                     }
                 }
             }
@@ -452,6 +536,17 @@ impl Reader {
                 // pthread_exit the last thread's code is the process's.
                 let deferred = self.deferred_leaders.contains(&tgid);
                 let others = self.tree.threads(tgid) - 1 - usize::from(deferred && pid != tgid);
+                if pid == tgid {
+                    let ts_ns = ev.timestamp_ns;
+                    self.settle(
+                        t,
+                        tgid,
+                        Later::Exit {
+                            ts_ns,
+                            last: others == 0,
+                        },
+                    );
+                }
                 if pid == tgid && others > 0 {
                     self.deferred_leaders.insert(tgid);
                 } else if pid != tgid && others == 0 && self.deferred_leaders.remove(&tgid) {
@@ -479,22 +574,22 @@ impl Reader {
         (read_start, argv)
     }
 
-    /// The argv read of `tgid`'s image just reported (its exec handled), and whether it was
-    /// thrown away because it may be a later image's (see `argv_check`).
+    /// Judges the argv read of `tgid`'s image just reported (its exec handled), holding the
+    /// queue for [`HELD_WAITS`] looks at most (see `argv_check`).
     fn judge_argv(
         &mut self,
         tgid: i32,
         (read_start, argv): (u64, Option<Vec<crate::model::Arg>>),
-    ) -> (Option<Vec<crate::model::Arg>>, bool) {
+    ) -> Judged {
         let Some(argv) = argv else {
-            return (None, false);
+            return Judged::Known(None);
         };
         // Every datagram still queued came after this exec (`merged` handed it out first).
         let mut scan = Scan {
             at: [0, 0],
             threads: self.tree.threads(tgid),
         };
-        let verdict = argv_check::judge(read_start, |wait| {
+        let verdict = argv_check::judge(read_start, &argv_check::WAITS[..HELD_WAITS], |wait| {
             // A later exec or the end of the process decides without a look at it (the usual
             // case for a short process). Only an exec event cuts the wait short: the end is on
             // the fork-and-exit socket, whose every event would wake this thread once more per
@@ -520,9 +615,79 @@ impl Reader {
             (probe, self.first_later(tgid, &mut scan))
         });
         match verdict {
-            Verdict::Keep => (Some(argv), false),
-            _ => (None, true),
+            Verdict::Keep => Judged::Known(Some(argv)),
+            Verdict::Doubt => Judged::Doubt,
+            Verdict::Undecided => Judged::Pending(read_start, argv),
         }
+    }
+
+    /// An event of process `tgid` that bears on a pending argv (`argv_check::Later`), handled
+    /// at `t`: decides it.
+    fn settle(&mut self, t: u64, tgid: i32, later: Later) {
+        if let Some(i) = self.pending.iter().position(|p| p.tgid == tgid) {
+            let p = self.pending.swap_remove(i);
+            let keep =
+                argv_check::verdict(p.read_start, Probe::Unsure, Some(later)) == Verdict::Keep;
+            self.conclude(t, p, keep);
+        }
+    }
+
+    /// Sends a pending exec's verdict, stamped `t`.
+    fn conclude(&mut self, t: u64, p: Pending, keep: bool) {
+        let tgid = p.tgid;
+        if keep {
+            let argv = Some(p.argv);
+            self.tree.emit_at(t, Event::ExecArgv { tgid, argv });
+        } else {
+            self.tree.emit_at(t, Event::ExecArgv { tgid, argv: None });
+            self.tree.emit_at(t, argv_check::doubt());
+        }
+    }
+
+    /// Every pending argv is a doubt (events were lost, or the run is over).
+    fn doubt_pending(&mut self) {
+        let t = self.tree.sink.now_ns();
+        for p in std::mem::take(&mut self.pending) {
+            self.conclude(t, p, false);
+        }
+    }
+
+    /// Looks at the processes whose pending exec is due for a look (`all`: every one), then
+    /// handles every event queued: an exec or end of one of them decides it on the way; the
+    /// others found asleep outside an exec are kept (see `argv_check`).
+    fn look_at_pending(&mut self, all: bool) -> std::io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let procfs = &mut self.tree.procfs;
+        let probes: Vec<(u64, Probe)> = self
+            .pending
+            .iter()
+            .filter(|p| all || p.look_due <= now)
+            .map(|p| (p.id, Probe::of(procfs.syscall(p.tgid).ok().flatten())))
+            .collect();
+        if probes.is_empty() {
+            return Ok(());
+        }
+        // Where the processes are first, then the queues.
+        self.take_all();
+        let handled = self.handle_queued(None);
+        let t = self.tree.sink.now_ns();
+        for (id, probe) in probes {
+            let Some(i) = self.pending.iter().position(|p| p.id == id) else {
+                continue; // decided by an event on the way
+            };
+            if argv_check::verdict(self.pending[i].read_start, probe, None) == Verdict::Keep {
+                let p = self.pending.swap_remove(i);
+                self.conclude(t, p, true);
+            } else {
+                let p = &mut self.pending[i];
+                p.period = (p.period * 2).min(PENDING_LOOK_MAX);
+                p.look_due = Instant::now() + p.period;
+            }
+        }
+        handled
     }
 
     /// The first event of process `tgid` queued after its exec that bears on its argv,
@@ -582,6 +747,8 @@ impl Reader {
     /// was read are handled, and only then are the tasks /proc no longer showed ended, those
     /// whose exit is still missing (an exit event on its way is not a missed one).
     fn overrun(&mut self) {
+        // A lost event may be a later exec of a process whose argv is pending.
+        self.doubt_pending();
         let mut overruns = 1;
         self.take_all();
         let _ = self.handle_queued(Some(&mut overruns));

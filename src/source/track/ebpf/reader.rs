@@ -274,7 +274,7 @@ impl Reader {
             }
             first
         };
-        let verdict = argv_check::judge(j.read_start_ns, |wait| {
+        let verdict = argv_check::judge(j.read_start_ns, &argv_check::WAITS, |wait| {
             // A later exec, or the end, already in the ring decides without a wait or a look
             // (a batch often holds a short process's exit with its exec).
             if let Some(later) = first_later() {
