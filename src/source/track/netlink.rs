@@ -83,11 +83,12 @@ const HOLD_NS: u64 = 20_000_000;
 /// ended (bench/README.md).
 const HELD_WAITS: usize = 2;
 
-/// The first period between looks at a pending exec, doubled after each look up to
-/// [`PENDING_LOOK_MAX`]: a look is a wake-up of the reader and a read of
-/// `/proc/PID/syscall`, and a process running this long is mostly decided at its end.
-const PENDING_LOOK_FIRST: Duration = Duration::from_micros(1600);
-const PENDING_LOOK_MAX: Duration = Duration::from_millis(20);
+/// How often the pending execs are looked at, all together: a look is a read of
+/// `/proc/PID/syscall` each and, when nothing else woke the reader meanwhile, a wake-up of it
+/// beside the workload. A process still running after the hold is mostly decided at its end;
+/// the looks catch one that goes to sleep first. Each pending exec's own looks, from 1.6 ms on
+/// and doubling, woke the reader ~35 % more often on a small build (bench/README.md).
+const PENDING_LOOK_EVERY: Duration = Duration::from_millis(20);
 
 /// The reader thread's scheduler slice: the shortest the kernel allows, so that it preempts
 /// ordinary work as soon as an exec wakes it (see `kernel::calls::set_thread_slice`).
@@ -265,6 +266,8 @@ struct Reader {
     pending: Vec<Pending>,
     /// Names each pending exec, so a look's probe is applied to the exec it was taken for.
     pending_ids: u64,
+    /// When the pending execs are next looked at.
+    look_due: Instant,
 }
 
 /// An exec whose argv was read and is not yet known to be its image's: the process was
@@ -278,9 +281,6 @@ struct Pending {
     tgid: i32,
     read_start: u64,
     argv: Vec<crate::model::Arg>,
-    /// The period before the next look, and when it is due.
-    period: Duration,
-    look_due: Instant,
 }
 
 /// What the judgement of an argv read at an exec left.
@@ -315,6 +315,7 @@ impl Reader {
             deferred_leaders: HashSet::new(),
             pending: Vec::new(),
             pending_ids: 0,
+            look_due: Instant::now(),
         }
     }
 
@@ -363,8 +364,8 @@ impl Reader {
             if self.drained.is_some() {
                 timeout = timeout.min(self.drain_due.saturating_duration_since(Instant::now()));
             }
-            if let Some(due) = self.pending.iter().map(|p| p.look_due).min() {
-                timeout = timeout.min(due.saturating_duration_since(Instant::now()));
+            if !self.pending.is_empty() {
+                timeout = timeout.min(self.look_due.saturating_duration_since(Instant::now()));
             }
             match self.waited.recv(timeout, Some(&done.wake)) {
                 Ok(r) => self.merged.push(Side::Waited, r),
@@ -513,14 +514,15 @@ impl Reader {
                         Judged::Pending(read_start, argv) => {
                             self.tree
                                 .emit_at(t, Event::ExecPending { tgid, former_tid });
+                            if self.pending.is_empty() {
+                                self.look_due = Instant::now() + PENDING_LOOK_EVERY;
+                            }
                             self.pending_ids += 1;
                             self.pending.push(Pending {
                                 id: self.pending_ids,
                                 tgid,
                                 read_start,
                                 argv,
-                                period: PENDING_LOOK_FIRST,
-                                look_due: Instant::now() + PENDING_LOOK_FIRST,
                             });
                         }
                     }
@@ -652,24 +654,19 @@ impl Reader {
         }
     }
 
-    /// Looks at the processes whose pending exec is due for a look (`all`: every one), then
-    /// handles every event queued: an exec or end of one of them decides it on the way; the
-    /// others found asleep outside an exec are kept (see `argv_check`).
-    fn look_at_pending(&mut self, all: bool) -> std::io::Result<()> {
-        if self.pending.is_empty() {
+    /// Looks at the processes whose exec is pending, when their look is due (`now`: at once),
+    /// then handles every event queued: an exec or end of one of them decides it on the way;
+    /// the others found asleep outside an exec are kept (see `argv_check`).
+    fn look_at_pending(&mut self, now: bool) -> std::io::Result<()> {
+        if self.pending.is_empty() || !(now || Instant::now() >= self.look_due) {
             return Ok(());
         }
-        let now = Instant::now();
         let procfs = &mut self.tree.procfs;
         let probes: Vec<(u64, Probe)> = self
             .pending
             .iter()
-            .filter(|p| all || p.look_due <= now)
             .map(|p| (p.id, Probe::of(procfs.syscall(p.tgid).ok().flatten())))
             .collect();
-        if probes.is_empty() {
-            return Ok(());
-        }
         // Where the processes are first, then the queues.
         self.take_all();
         let handled = self.handle_queued(None);
@@ -681,12 +678,9 @@ impl Reader {
             if argv_check::verdict(self.pending[i].read_start, probe, None) == Verdict::Keep {
                 let p = self.pending.swap_remove(i);
                 self.conclude(t, p, true);
-            } else {
-                let p = &mut self.pending[i];
-                p.period = (p.period * 2).min(PENDING_LOOK_MAX);
-                p.look_due = Instant::now() + p.period;
             }
         }
+        self.look_due = Instant::now() + PENDING_LOOK_EVERY;
         handled
     }
 
