@@ -491,40 +491,26 @@ impl Reader {
                     // The exec wakes this thread alone: the round is asked for at once.
                     self.tree.handled();
                     let former_tid = former.unwrap_or(tgid);
-                    match self.judge_argv(tgid, read) {
-                        Judged::Known(argv) => self.tree.emit_at(
-                            t,
-                            Event::Exec {
-                                tgid,
-                                former_tid,
-                                argv,
-                            },
-                        ),
-                        Judged::Doubt => {
-                            self.tree.emit_at(
-                                t,
-                                Event::Exec {
-                                    tgid,
-                                    former_tid,
-                                    argv: None,
-                                },
-                            );
-                            self.tree.emit_at(t, argv_check::doubt());
-                        }
+                    let (argv, doubtful) = match self.judge_argv(tgid, read) {
+                        Judged::Known(argv) => (argv, false),
+                        Judged::Doubt => (None, true),
                         Judged::Pending(read_start, argv) => {
                             self.tree
                                 .emit_at(t, Event::ExecPending { tgid, former_tid });
-                            if self.pending.is_empty() {
-                                self.look_due = Instant::now() + PENDING_LOOK_EVERY;
-                            }
-                            self.pending_ids += 1;
-                            self.pending.push(Pending {
-                                id: self.pending_ids,
-                                tgid,
-                                read_start,
-                                argv,
-                            });
+                            self.defer(tgid, read_start, argv);
+                            return;
                         }
+                    };
+                    self.tree.emit_at(
+                        t,
+                        Event::Exec {
+                            tgid,
+                            former_tid,
+                            argv,
+                        },
+                    );
+                    if doubtful {
+                        self.tree.emit_at(t, argv_check::doubt());
                     }
                 }
             }
@@ -634,14 +620,26 @@ impl Reader {
         }
     }
 
+    /// Keeps the argv read of `tgid`'s exec, sent as pending, for a later verdict.
+    fn defer(&mut self, tgid: i32, read_start: u64, argv: Vec<crate::model::Arg>) {
+        if self.pending.is_empty() {
+            self.look_due = Instant::now() + PENDING_LOOK_EVERY;
+        }
+        self.pending_ids += 1;
+        self.pending.push(Pending {
+            id: self.pending_ids,
+            tgid,
+            read_start,
+            argv,
+        });
+    }
+
     /// Sends a pending exec's verdict, stamped `t`.
     fn conclude(&mut self, t: u64, p: Pending, keep: bool) {
         let tgid = p.tgid;
-        if keep {
-            let argv = Some(p.argv);
-            self.tree.emit_at(t, Event::ExecArgv { tgid, argv });
-        } else {
-            self.tree.emit_at(t, Event::ExecArgv { tgid, argv: None });
+        let argv = keep.then_some(p.argv);
+        self.tree.emit_at(t, Event::ExecArgv { tgid, argv });
+        if !keep {
             self.tree.emit_at(t, argv_check::doubt());
         }
     }
