@@ -161,7 +161,8 @@ pub fn parse_cmdline(bytes: &[u8]) -> Vec<Vec<u8>> {
     if body.is_empty() {
         return Vec::new();
     }
-    let mut argv = Vec::new();
+    // Sized first: the outer vector was regrown (reallocated) for each argv of a fork storm.
+    let mut argv = Vec::with_capacity(memchr::memchr_iter(0, body).count() + 1);
     let mut start = 0;
     for nul in memchr::memchr_iter(0, body) {
         argv.push(body[start..nul].to_vec());

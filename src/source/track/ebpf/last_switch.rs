@@ -224,16 +224,17 @@ impl LastSwitches {
     }
 
     /// The loss count was read after the held figures were complete: with no loss they are
-    /// sent (returned); after one, they and every process under way are dropped.
-    pub(super) fn checked(&mut self, lost: bool) -> Vec<AccountEvent> {
-        if !lost {
-            return std::mem::take(&mut self.held);
+    /// sent (returned); after one, they and every process under way are dropped. The held
+    /// list keeps its room: it fills again by the next check (a fresh one was regrown, and
+    /// reallocated, at every drain of a fork storm).
+    pub(super) fn checked(&mut self, lost: bool) -> std::vec::Drain<'_, AccountEvent> {
+        if lost {
+            // The live ones may have lost a thread's records too: no figure for them either.
+            self.without += (self.held.len() + self.pending.len()) as u64;
+            self.held.clear();
+            self.pending.clear();
         }
-        // The live ones may have lost a thread's records too: no figure for them either.
-        self.without += (self.held.len() + self.pending.len()) as u64;
-        self.held.clear();
-        self.pending.clear();
-        Vec::new()
+        self.held.drain(..)
     }
 
     /// Whether a process has ended whose tasks have not all left a CPU yet.
@@ -286,7 +287,7 @@ mod tests {
         assert!(!l.holds() && l.waiting());
         l.switched(10, 0, sw(700, 3, 1));
         assert!(l.holds() && !l.waiting());
-        let sent = l.checked(false);
+        let sent: Vec<_> = l.checked(false).collect();
         assert_eq!(sent.len(), 1);
         // 1,000 ns in all, split 4:2 as the ticks were.
         let (tgid, cpu_ns, user, sys) = cpu(&sent[0]);
@@ -353,7 +354,7 @@ mod tests {
         l.switched(10, 0, sw(100, 1, 0));
         l.ended(11, None);
         assert!(l.holds());
-        assert!(l.checked(true).is_empty());
+        assert_eq!(l.checked(true).count(), 0);
         // 10 was complete, 11 had ended, 12 is alive: none gets a figure.
         assert_eq!(l.without, 3);
         l.switched(12, 0, sw(100, 1, 0));
