@@ -349,11 +349,6 @@ impl Merged {
         self.drains[side.index()] += 1;
     }
 
-    /// The datagrams of `side` still queued, oldest first.
-    pub fn queued(&self, side: Side) -> impl Iterator<Item = &Received> {
-        self.queues[side.index()].iter().map(|t| &t.received)
-    }
-
     /// Hands out the next datagram in the kernel's order, or says which socket to drain
     /// first. An overrun is handed out as soon as it heads its queue: what follows it is
     /// the caller's to rebuild.

@@ -30,10 +30,10 @@
 //!   image, so it is the one looked at from then on.
 //! - otherwise (running, inside `execve`, or not readable) ste looks again a little later.
 //!   The ebpf reader holds its ring while it looks: after its last wait (about 13 ms on) it
-//!   is a doubt. The netlink reader goes on after a short hold, with the argv kept aside, and
-//!   the rule decides at the first of the process's next exec or end, a loss, or a later look
-//!   that finds it asleep outside an exec (a CPU-bound compiler is running at every look of a
-//!   short wait, and is decided at its end).
+//!   is a doubt. The netlink reader never waits: it keeps every argv aside, and the rule
+//!   decides at the first of the process's next exec or end, a loss, or a look (every 20 ms)
+//!   that finds it asleep outside an exec (a CPU-bound compiler is running at every look, and
+//!   is decided at its end).
 //!
 //! A doubtful argv is shown as `[?]` and counted (`argv_doubtful`), never attributed.
 //!
@@ -129,7 +129,7 @@ pub const WAITS: [Duration; 5] = [
 /// (a tracker may stop waiting as soon as an event of the process arrives), probes the
 /// process, then takes the queue, and says what it found. Still undecided after the last
 /// wait: a tracker that holds its queue meanwhile (ebpf) takes it for a doubt; one that can
-/// go on (netlink) decides later, at the process's next exec or end, a loss, or a later look.
+/// go on would decide later, at the process's next exec or end, a loss, or a later look.
 pub fn judge(
     read_start_ns: u64,
     waits: &[Duration],

@@ -11,7 +11,7 @@
 //! another, which never wakes it: it is drained every `HOLD_NS` (more often while it fills
 //! fast, see `next_drain_period`), before an exec is handled
 //! (the exec'ing process's fork is there: the kernel sends a child's fork event before the
-//! child runs), while an argv is judged, and at the end. `cn_proc::Merged` hands the events of
+//! child runs), and at the end. `cn_proc::Merged` hands the events of
 //! both back in the kernel's order. A fork or an exit thus reaches the session up to
 //! `HOLD_NS` later than an exec, as every event of the batching tree may anyway. Without the
 //! filter (older kernels, or `STE_NETLINK_NO_FILTER` set, for tests) one socket gets every
@@ -26,11 +26,10 @@
 //! goes on dropping, without a second report, until the queue is empty. argv is read from
 //! /proc as soon as the exec event is handled; a process already gone by then is recorded with
 //! an unknown argv, which the report counts. The process may also have exec'd again before
-//! the read: `track::argv_check` decides from where the process is and the events queued
-//! after the read, which the reader takes from both sockets into its queues (handled in order
-//! afterwards); an argv that may be a later image's is not shown, and counted. The reader holds
-//! its queues for that judgement for [`HELD_WAITS`] looks at most: a process still running
-//! then (a compiler) has its exec sent as pending and its argv judged later (`Pending`), while
+//! the read: `track::argv_check` decides from the process's next events and where it is; an
+//! argv that may be a later image's is not shown, and counted. The reader never waits for that
+//! verdict: every exec read is sent as pending and its argv judged on the way (`Pending`), at
+//! the process's next exec or end, or at a look that finds it asleep outside an exec, while
 //! the reader reads the next execs' on arrival.
 
 use crate::bus::event::Event;
@@ -76,18 +75,12 @@ const MIN_DRAIN_PERIOD: Duration = Duration::from_millis(1);
 /// records within 2 s).
 const HOLD_NS: u64 = 20_000_000;
 
-/// How many of `argv_check::WAITS` the reader holds its queue for while it judges an argv
-/// (1.5 ms): a process that sleeps or ends soon is decided within them; one still running
-/// after them (a compiler) is decided later, while the reader goes on ([`Pending`]). Holding
-/// for all of them (13 ms) left the execs queued meanwhile to be read late, after many had
-/// ended (bench/README.md).
-const HELD_WAITS: usize = 2;
-
 /// How often the pending execs are looked at, all together: a look is a read of
 /// `/proc/PID/syscall` each and, when nothing else woke the reader meanwhile, a wake-up of it
-/// beside the workload. A process still running after the hold is mostly decided at its end;
-/// the looks catch one that goes to sleep first. Each pending exec's own looks, from 1.6 ms on
-/// and doubling, woke the reader ~35 % more often on a small build (bench/README.md).
+/// beside the workload. A short process is decided at its end, a compiler mostly too; the
+/// looks catch one that goes to sleep first (a shell waiting for its children). Each pending
+/// exec's own looks, from 1.6 ms on and doubling, woke the reader ~35 % more often on a small
+/// build (bench/README.md).
 const PENDING_LOOK_EVERY: Duration = Duration::from_millis(20);
 
 /// The reader thread's scheduler slice: the shortest the kernel allows, so that it preempts
@@ -234,19 +227,12 @@ fn probe(conn: &mut Connector) -> Result<(), String> {
     Err("the proc connector delivered no events to ste (unprivileged listeners receive them only while a privileged one is subscribed)".into())
 }
 
-/// How far `Reader::first_later` has looked through each queue of `Reader::merged`, and the
-/// threads of the process it counted so far.
-struct Scan {
-    at: [usize; 2],
-    threads: usize,
-}
-
 struct Reader {
     root: i32,
     /// The socket the reader waits on: exec events, or every event without the kernel filter.
     waited: Connector,
-    /// With the filter, fork and exit events: drained every `drain_period`, before an exec
-    /// is handled and while an argv is judged, never waited on alone.
+    /// With the filter, fork and exit events: drained every `drain_period` and before an exec
+    /// is handled, never waited on alone.
     drained: Option<Connector>,
     /// When `drained` is next due, and how long after a drain.
     drain_due: Instant,
@@ -270,27 +256,18 @@ struct Reader {
     look_due: Instant,
 }
 
-/// An exec whose argv was read and is not yet known to be its image's: the process was
-/// running (or in `execve`) at each look of the reader's hold. Its `ExecPending` is sent;
-/// its `ExecArgv` follows when the rule decides (`argv_check`): at the process's next exec
-/// or end, at an overrun, or at a look that finds it asleep outside an exec. Every event is
-/// handled in the kernel's order, so the verdict comes before any later event of the
-/// process, as the recorder needs.
+/// An exec whose argv was read and is not yet known to be its image's. Its `ExecPending` is
+/// sent at once, its `ExecArgv` when the rule decides (`argv_check`): at the process's next
+/// exec or end, at an overrun, or at a look that finds it asleep outside an exec. Every event
+/// is handled in the kernel's order, so the verdict comes before any later event of the
+/// process, as the recorder needs. The reader once held its queues up to 1.5 ms after each
+/// exec for a verdict there and then: a timed wait per exec that cost the fork loop ~2 points
+/// and decided nothing the process's end did not (bench/README.md).
 struct Pending {
     id: u64,
     tgid: i32,
     read_start: u64,
     argv: Vec<crate::model::Arg>,
-}
-
-/// What the judgement of an argv read at an exec left.
-enum Judged {
-    /// Decided: the argv, or `None` when the process was gone before the read.
-    Known(Option<Vec<crate::model::Arg>>),
-    /// It may be a later image's: not shown, counted.
-    Doubt,
-    /// Not yet decided (see [`Pending`]): when the read began, and what it read.
-    Pending(u64, Vec<crate::model::Arg>),
 }
 
 impl Reader {
@@ -491,26 +468,22 @@ impl Reader {
                     // The exec wakes this thread alone: the round is asked for at once.
                     self.tree.handled();
                     let former_tid = former.unwrap_or(tgid);
-                    let (argv, doubtful) = match self.judge_argv(tgid, read) {
-                        Judged::Known(argv) => (argv, false),
-                        Judged::Doubt => (None, true),
-                        Judged::Pending(read_start, argv) => {
+                    match read {
+                        // Gone before the read: unread, counted.
+                        (_, None) => self.tree.emit_at(
+                            t,
+                            Event::Exec {
+                                tgid,
+                                former_tid,
+                                argv: None,
+                            },
+                        ),
+                        // Judged on the way, never by holding the queues (see `Pending`).
+                        (read_start, Some(argv)) => {
                             self.tree
                                 .emit_at(t, Event::ExecPending { tgid, former_tid });
                             self.defer(tgid, read_start, argv);
-                            return;
                         }
-                    };
-                    self.tree.emit_at(
-                        t,
-                        Event::Exec {
-                            tgid,
-                            former_tid,
-                            argv,
-                        },
-                    );
-                    if doubtful {
-                        self.tree.emit_at(t, argv_check::doubt());
                     }
                 }
             }
@@ -560,53 +533,6 @@ impl Reader {
             _ => None,
         };
         (read_start, argv)
-    }
-
-    /// Judges the argv read of `tgid`'s image just reported (its exec handled), holding the
-    /// queue for [`HELD_WAITS`] looks at most (see `argv_check`).
-    fn judge_argv(
-        &mut self,
-        tgid: i32,
-        (read_start, argv): (u64, Option<Vec<crate::model::Arg>>),
-    ) -> Judged {
-        let Some(argv) = argv else {
-            return Judged::Known(None);
-        };
-        // Every datagram still queued came after this exec (`merged` handed it out first).
-        let mut scan = Scan {
-            at: [0, 0],
-            threads: self.tree.threads(tgid),
-        };
-        let verdict = argv_check::judge(read_start, &argv_check::WAITS[..HELD_WAITS], |wait| {
-            // A later exec or the end of the process decides without a look at it (the usual
-            // case for a short process). Only an exec event cuts the wait short: the end is on
-            // the fork-and-exit socket, whose every event would wake this thread once more per
-            // process (and it, at nice -10 with the shortest slice, preempt the workload); it
-            // is taken when another exec wakes the thread, or at the end of the wait (what
-            // each cost the fork loop: bench/README.md).
-            let until = Instant::now() + wait;
-            loop {
-                self.take_all();
-                if let Some(later) = self.first_later(tgid, &mut scan) {
-                    return (Probe::Unsure, Some(later));
-                }
-                let left = until.saturating_duration_since(Instant::now());
-                // A socket that cannot be waited on ends the wait (its error comes back from
-                // the next receive), rather than spin until the wait is up.
-                if left.is_zero() || self.waited.wait(left).is_err() {
-                    break;
-                }
-            }
-            // Where the process is first, then the queues: see `argv_check`.
-            let probe = Probe::of(self.tree.procfs.syscall(tgid).ok().flatten());
-            self.take_all();
-            (probe, self.first_later(tgid, &mut scan))
-        });
-        match verdict {
-            Verdict::Keep => Judged::Known(Some(argv)),
-            Verdict::Doubt => Judged::Doubt,
-            Verdict::Undecided => Judged::Pending(read_start, argv),
-        }
     }
 
     /// An event of process `tgid` that bears on a pending argv (`argv_check::Later`), handled
@@ -680,45 +606,6 @@ impl Reader {
         }
         self.look_due = Instant::now() + PENDING_LOOK_EVERY;
         handled
-    }
-
-    /// The first event of process `tgid` queued after its exec that bears on its argv,
-    /// scanning on from where `scan` stopped. The exec socket's queue is read first: a later
-    /// exec decides before an exit, which it precedes, and `take_all` took the exec socket
-    /// last, so an exit found in the other queue has every exec before it found here.
-    fn first_later(&self, tgid: i32, scan: &mut Scan) -> Option<Later> {
-        self.first_later_in(Side::Waited, tgid, scan)
-            .or_else(|| self.first_later_in(Side::Drained, tgid, scan))
-    }
-
-    fn first_later_in(&self, side: Side, tgid: i32, scan: &mut Scan) -> Option<Later> {
-        let at = &mut scan.at[side as usize];
-        let threads = &mut scan.threads;
-        for r in self.merged.queued(side).skip(*at) {
-            *at += 1;
-            let Received::Event(ev) = r else {
-                return Some(Later::Lost);
-            };
-            match ev.kind {
-                ProcEventKind::Exec { tgid: t, .. } if t == tgid => return Some(Later::Exec),
-                ProcEventKind::Fork {
-                    child_pid,
-                    child_tgid,
-                    ..
-                } if child_tgid == tgid && child_pid != tgid => *threads += 1,
-                ProcEventKind::Exit { pid, tgid: t, .. } if t == tgid => {
-                    if pid == tgid {
-                        return Some(Later::Exit {
-                            ts_ns: ev.timestamp_ns,
-                            last: *threads <= 1,
-                        });
-                    }
-                    *threads = threads.saturating_sub(1);
-                }
-                _ => {}
-            }
-        }
-        None
     }
 
     /// The tree has ended: a process it still holds that /proc no longer shows ended unseen,
