@@ -260,8 +260,8 @@ struct Reader {
 /// sent at once, its `ExecArgv` when the rule decides (`argv_check`): at the process's next
 /// exec or end, at an overrun, or at a look that finds it asleep outside an exec. Every event
 /// is handled in the kernel's order, so the verdict comes before any later event of the
-/// process, as the recorder needs. The reader once held its queues up to 1.5 ms after each
-/// exec for a verdict there and then: a timed wait per exec that cost the fork loop ~2 points
+/// process, as the recorder needs. The reader once held its queues for a short while after
+/// each exec for a verdict there and then: a timed wait per exec, which slowed a fork loop
 /// and decided nothing the process's end did not (bench/README.md).
 struct Pending {
     id: u64,
