@@ -128,8 +128,8 @@ pub const WAITS: [Duration; 5] = [
 /// Looks until the rule decides, once after each of `waits`: `look(wait)` waits up to `wait`
 /// (a tracker may stop waiting as soon as an event of the process arrives), probes the
 /// process, then takes the queue, and says what it found. Still undecided after the last
-/// wait: a tracker that holds its queue meanwhile (ebpf) takes it for a doubt; one that can
-/// go on would decide later, at the process's next exec or end, a loss, or a later look.
+/// wait, the ebpf reader, which holds its ring meanwhile, takes it for a doubt. (The netlink
+/// reader does not call it: it never waits, and applies [`verdict`] as events and looks come.)
 pub fn judge(
     read_start_ns: u64,
     waits: &[Duration],
