@@ -387,7 +387,7 @@ fn synth_record(n: usize, out: &std::path::Path, accounting: bool) {
     ev.push((
         end,
         Event::SamplerDone {
-            info: SamplerInfo {
+            info: Box::new(SamplerInfo {
                 mode: "fixed".into(),
                 budget: None,
                 burst_ns: None,
@@ -397,7 +397,7 @@ fn synth_record(n: usize, out: &std::path::Path, accounting: bool) {
                 max_gap_ns: Some(100 * MS),
                 cpu_ns: rounds * MS,
                 ..Default::default()
-            },
+            }),
         },
     ));
     let cpu: u64 = procs.iter().map(|p| cpu_of(p, p.end)).sum();

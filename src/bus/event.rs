@@ -86,7 +86,7 @@ pub enum Event {
         argv_doubtful: u64,
     },
     /// How the sampler ran, once it has stopped.
-    SamplerDone { info: SamplerInfo },
+    SamplerDone { info: Box<SamplerInfo> },
     /// The run is over. CPU of the reaped tree (`getrusage(RUSAGE_CHILDREN)`), ste's own cost,
     /// and, when ste stopped before every process had ended, why.
     End {

@@ -34,12 +34,6 @@ pub trait TreeWatcher: Send + Sync {
     fn exit_record(&self, tgid: i32, hwm_bytes: u64);
     /// `tgid` is stopped in its exit with its memory attached and `rss_bytes` resident, of
     /// which `shared_bytes` file-backed or shared (when the tracker read it): a chance to read
-    /// it one last time. What is returned is called once the tracker has let the process go
-    /// (the rest of the reading, off the stopped process's time).
-    fn at_exit<'a>(
-        &'a self,
-        tgid: i32,
-        rss_bytes: u64,
-        shared_bytes: Option<u64>,
-    ) -> Option<Box<dyn FnOnce() + 'a>>;
+    /// it one last time, before the tracker lets it go.
+    fn at_exit(&self, tgid: i32, rss_bytes: u64, shared_bytes: Option<u64>);
 }

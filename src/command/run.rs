@@ -281,7 +281,9 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     }
     rec.apply(&Stamped {
         t_ns: end_ns,
-        event: Event::SamplerDone { info },
+        event: Event::SamplerDone {
+            info: Box::new(info),
+        },
     });
     if let Some(source) = &started.syscalls {
         rec.apply(&Stamped {

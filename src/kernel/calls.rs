@@ -59,6 +59,25 @@ pub fn kill(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
 }
 
 /// A new close-on-exec eventfd, for waking a thread that polls it.
+/// Whether processes `a` and `b` share one memory map (a child made by `vfork` or
+/// `clone(CLONE_VM)` before it execs: its `smaps_rollup` is its parent's), by `kcmp(2)`;
+/// `None` when the kernel cannot tell (no kcmp, or no right to compare them).
+pub fn same_memory(a: libc::pid_t, b: libc::pid_t) -> Option<bool> {
+    const KCMP_VM: libc::c_long = 1;
+    // SAFETY: kcmp takes two pids, a type and two unused integers; it reads no memory of ours.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            a,
+            b,
+            KCMP_VM,
+            0 as libc::c_long,
+            0 as libc::c_long,
+        )
+    };
+    (r >= 0).then_some(r == 0)
+}
+
 pub fn eventfd() -> io::Result<OwnedFd> {
     // SAFETY: creating an eventfd with flags only.
     let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };

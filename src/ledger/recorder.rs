@@ -286,6 +286,11 @@ impl Recorder {
                     self.run.totals.max_pss_kind = Some(s.kind);
                     self.run.totals.max_pss_bound_bytes = s.bound_bytes;
                 }
+                // The headline's interval takes every sample's bounds: the largest lower bound
+                // and the largest upper bound, wherever they are.
+                let tot = &mut self.run.totals;
+                tot.max_pss_low_bytes = Some(tot.max_pss_low_bytes.unwrap_or(0).max(s.low()));
+                tot.max_pss_high_bytes = Some(tot.max_pss_high_bytes.unwrap_or(0).max(s.high()));
                 // Samples come from two threads (the sampler's, and a tracker's at an exit),
                 // and an exit's peak is stamped with the exit's time, which may precede the
                 // newest tick: keep them in time order, as the chart reads them.
@@ -311,7 +316,7 @@ impl Recorder {
                 lost.exits_missed = lost.exits_missed.saturating_add(*exits_missed);
                 lost.argv_doubtful = lost.argv_doubtful.saturating_add(*argv_doubtful);
             }
-            Event::SamplerDone { info } => self.run.sampler = info.clone(),
+            Event::SamplerDone { info } => self.run.sampler = (**info).clone(),
             Event::End {
                 user_ns,
                 sys_ns,

@@ -139,9 +139,17 @@ pub struct Totals {
     /// How that sample was read.
     #[serde(default)]
     pub max_pss_kind: Option<SampleKind>,
-    /// How far the truth may be from it (`null` for an exact round).
+    /// How far the truth may be from it (`null` for an exact round). Written by versions
+    /// before `max_pss_low_bytes` and `max_pss_high_bytes`.
     #[serde(default)]
     pub max_pss_bound_bytes: Option<u64>,
+    /// The largest lower bound of any sample: Max PSS was at least this (proven).
+    #[serde(default)]
+    pub max_pss_low_bytes: Option<u64>,
+    /// The largest upper bound of any sample: at the moments sampled, the tree's PSS was never
+    /// above this. Equal to `max_pss_low_bytes` (and to `max_pss_bytes`) when Max PSS is exact.
+    #[serde(default)]
+    pub max_pss_high_bytes: Option<u64>,
     /// Largest high-water RSS of a single process.
     pub peak_rss_bytes: Option<u64>,
     /// The process that had it.
@@ -238,9 +246,37 @@ pub struct Sample {
     #[serde(default)]
     pub kind: SampleKind,
     /// The most the true PSS sum can differ from `pss_bytes` (carried samples); `None` for an
-    /// exact read.
+    /// exact read. Written by versions before the interval below; read for their records.
     #[serde(default)]
     pub bound_bytes: Option<u64>,
+    /// The interval the true PSS sum is proven to lie in at this moment (`pss_bytes` is the
+    /// best estimate within it); both equal `pss_bytes` for an exact read. `None` in records of
+    /// versions before it, whose `bound_bytes` gives it ([`Sample::low`], [`Sample::high`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub low_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub high_bytes: Option<u64>,
+}
+
+impl Sample {
+    /// The least the true PSS sum can be at this sample.
+    pub fn low(&self) -> u64 {
+        match (self.low_bytes, self.kind, self.bound_bytes) {
+            (Some(l), _, _) => l,
+            (None, SampleKind::Exact, _) | (None, _, None) => self.pss_bytes,
+            (None, _, Some(b)) => self.pss_bytes.saturating_sub(b),
+        }
+    }
+
+    /// The most the true PSS sum can be at this sample.
+    pub fn high(&self) -> u64 {
+        match (self.high_bytes, self.kind, self.bound_bytes) {
+            (Some(h), _, _) => h,
+            // An exit peak of an older version was an upper bound: its figure.
+            (None, SampleKind::Exact | SampleKind::ExitPeak, _) | (None, _, None) => self.pss_bytes,
+            (None, SampleKind::Carried, Some(b)) => self.pss_bytes.saturating_add(b),
+        }
+    }
 }
 
 /// How a memory sample was taken (see `sample::carry`).
@@ -302,6 +338,17 @@ pub struct SamplerInfo {
     /// How far ticks may run the budget into debt before they wait for it (adaptive mode).
     #[serde(default)]
     pub tick_debt_ns: Option<u64>,
+    /// Rounds that read every process at one moment: the exact samples (`None` in runs of
+    /// versions before it).
+    #[serde(default)]
+    pub moments: Option<u64>,
+    /// Rounds taken beyond the budget because the maximum's interval was wider than its
+    /// target (what the counters could not tell, shared memory mostly), and their CPU,
+    /// counted in `cpu_ns` (adaptive mode).
+    #[serde(default)]
+    pub max_rounds: Option<u64>,
+    #[serde(default)]
+    pub max_rounds_cpu_ns: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]

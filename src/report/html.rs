@@ -373,6 +373,8 @@ fn scalars_of_sample(s: &Sample) -> Sample {
         per_process: _,
         kind,
         bound_bytes,
+        low_bytes,
+        high_bytes,
     } = s;
     Sample {
         t_ns: *t_ns,
@@ -383,6 +385,8 @@ fn scalars_of_sample(s: &Sample) -> Sample {
         per_process: None,
         kind: *kind,
         bound_bytes: *bound_bytes,
+        low_bytes: *low_bytes,
+        high_bytes: *high_bytes,
     }
 }
 

@@ -265,8 +265,8 @@ pub(crate) fn where_text(run: &Run, peak: &MemoryAtPeak) -> Option<String> {
     }
     let why = if peak.info.over_budget > 0 {
         "later highs were over the maps budget"
-    } else if run.totals.max_pss_kind == Some(SampleKind::Carried) {
-        "the Max PSS is a tick's estimate between exact rounds, and no round read as much"
+    } else if run.totals.max_pss_kind != Some(SampleKind::Exact) {
+        "the Max PSS is an estimate between exact rounds, and no round read as much"
     } else {
         "a later high was gone before it could be mapped"
     };
@@ -431,7 +431,7 @@ mod tests {
     }
 
     /// The snapshot against the run's Max PSS says which of three reasons left it below: the
-    /// maps' budget, a Max PSS that only a tick's estimate saw, or a high gone too soon.
+    /// maps' budget, a Max PSS that only an estimate between rounds saw, or a high gone too soon.
     #[test]
     fn a_snapshot_below_the_max_says_why() {
         let mut run = run_of(Vec::new());
@@ -449,7 +449,7 @@ mod tests {
         );
         assert!(why(&run, 0).ends_with(": a later high was gone before it could be mapped)"));
         run.totals.max_pss_kind = Some(SampleKind::Carried);
-        assert!(why(&run, 0).contains("a tick's estimate between exact rounds"));
+        assert!(why(&run, 0).contains("an estimate between exact rounds"));
         let none = MemoryAtPeak {
             snapshot: None,
             info: PeakMapsInfo::default(),

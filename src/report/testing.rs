@@ -268,12 +268,13 @@ pub fn events() -> Vec<Stamped> {
                 })
             })
             .collect();
+        let pss: u64 = per.iter().map(|p| p.pss_bytes).sum();
         ev.push((
             t * MS,
             Event::Sample {
                 sample: Sample {
                     t_ns: t * MS,
-                    pss_bytes: per.iter().map(|p| p.pss_bytes).sum(),
+                    pss_bytes: pss,
                     rss_bytes: per.iter().map(|p| p.pss_bytes * 3 / 2).sum(),
                     processes: per.len() as u32,
                     unreadable: 0,
@@ -284,7 +285,9 @@ pub fn events() -> Vec<Stamped> {
                     } else {
                         SampleKind::Carried
                     },
-                    bound_bytes: (k % 3 != 0).then_some(k * 4096),
+                    bound_bytes: None,
+                    low_bytes: (k % 3 != 0).then(|| pss - k * 4096),
+                    high_bytes: (k % 3 != 0).then(|| pss + k * 4096),
                 },
             },
         ));
@@ -312,7 +315,7 @@ pub fn events() -> Vec<Stamped> {
     ev.push((
         900 * MS,
         Event::SamplerDone {
-            info: SamplerInfo {
+            info: Box::new(SamplerInfo {
                 mode: "adaptive".into(),
                 budget: Some(0.01),
                 burst_ns: Some(MS),
@@ -329,7 +332,10 @@ pub fn events() -> Vec<Stamped> {
                 exec_settle_ns: Some(MS),
                 max_round_cpu_ns: Some(MS),
                 tick_debt_ns: Some(5 * MS),
-            },
+                moments: Some(6),
+                max_rounds: Some(0),
+                max_rounds_cpu_ns: Some(0),
+            }),
         },
     ));
     ev.push(end(901));

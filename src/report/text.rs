@@ -117,7 +117,7 @@ fn summary(run: &Run, w: &mut dyn Write, style: Style, verbose: bool) -> io::Res
     writeln!(w, "Num process = {}", group_thousands(t.processes))?;
     let peak = max_pss_sample(run);
     match (t.max_pss_bytes, peak) {
-        (Some(_), Some(p)) if beyond_reads(p) => writeln!(w, "Max PSS: n/a")?,
+        (Some(_), Some(p)) if beyond_reads(run, p) => writeln!(w, "Max PSS: n/a")?,
         (Some(b), _) => writeln!(w, "Max PSS: {} bytes", group_thousands(b))?,
         (None, _) => writeln!(w, "Max PSS: n/a")?,
     }
@@ -361,11 +361,25 @@ pub(crate) fn max_pss_sample(run: &Run) -> Option<&crate::model::Sample> {
     run.samples.iter().find(|s| s.t_ns == t && s.pss_bytes == b)
 }
 
-/// A peak that is all growth ste never read (a process ended before ste's first read of it): only
-/// the kernel's high-water mark bounds it, from above, so there is no figure to print. Any
-/// other exit peak has a lower bound (what ste read) and prints as an upper bound with it.
-pub(crate) fn beyond_reads(s: &crate::model::Sample) -> bool {
-    s.kind == SampleKind::ExitPeak && s.bound_bytes.unwrap_or(0) >= s.pss_bytes
+/// Max PSS's proven interval: the largest lower bound and the largest upper bound of any
+/// sample (a Run of a version before them: from its samples).
+pub(crate) fn max_pss_interval(run: &Run) -> Option<(u64, u64)> {
+    let t = &run.totals;
+    match (t.max_pss_low_bytes, t.max_pss_high_bytes) {
+        (Some(l), Some(h)) => Some((l, h)),
+        _ => {
+            let low = run.samples.iter().map(|s| s.low()).max()?;
+            let high = run.samples.iter().map(|s| s.high()).max()?;
+            Some((low, high))
+        }
+    }
+}
+
+/// A peak that is all growth ste never read (a process ended before ste's first read of it,
+/// and no read of the tree proves anything): only the kernel's high-water mark bounds it, from
+/// above, so there is no figure to print.
+pub(crate) fn beyond_reads(run: &Run, s: &crate::model::Sample) -> bool {
+    s.kind == SampleKind::ExitPeak && max_pss_interval(run).is_some_and(|(l, _)| l == 0)
 }
 
 /// The line under `Max PSS:` saying how exact it is, when it has a sample behind it.
@@ -373,8 +387,8 @@ pub(crate) fn max_pss_line(run: &Run) -> Option<String> {
     max_pss_sample(run).map(|p| max_pss_exactness(run, p))
 }
 
-/// How exact Max PSS is, in a few words: the kind of read it came from, its bound, and the
-/// exact reads and ticks behind it.
+/// How exact Max PSS is, in a few words: exact (the proven interval is one figure) and from
+/// which read, or the interval and where its two ends come from, with the reads behind it.
 fn max_pss_exactness(run: &Run, peak: &crate::model::Sample) -> String {
     let s = &run.sampler;
     let exact_reads = run
@@ -386,56 +400,67 @@ fn max_pss_exactness(run: &Run, peak: &crate::model::Sample) -> String {
         Some(i) => format!("statm counters every {}", duration_human(i)),
         None => "statm counters".to_string(),
     };
-    let between = if s.ticks > 0 {
-        format!(", {ticks} between them")
-    } else {
-        String::new()
-    };
-    let bound = peak.bound_bytes.unwrap_or(0);
-    let pct = if peak.pss_bytes > 0 {
-        bound as f64 / peak.pss_bytes as f64
-    } else {
-        0.0
-    };
-    match peak.kind {
-        SampleKind::Exact => format!(
-            "exact: smaps_rollup of every process at {} ({exact_reads} exact read{} in all{between})",
-            duration_human(peak.t_ns),
-            if exact_reads == 1 { "" } else { "s" }
-        ),
-        SampleKind::Carried => {
-            let anchor = run
-                .samples
-                .iter()
-                .rev()
-                .find(|x| x.kind == SampleKind::Exact && x.t_ns <= peak.t_ns)
-                .map_or_else(
-                    || "no exact read before it".to_string(),
-                    |a| {
-                        format!(
-                            "the exact read {} before it",
-                            duration_human(peak.t_ns - a.t_ns)
-                        )
-                    },
-                );
-            format!(
-                "within ±{} ({} bytes): carried by {ticks} from {anchor} ({exact_reads} exact read{} in all)",
-                percent(pct),
-                group_thousands(bound),
-                if exact_reads == 1 { "" } else { "s" }
-            )
+    let reads = format!(
+        "{exact_reads} exact read{} in all{}",
+        if exact_reads == 1 { "" } else { "s" },
+        if s.ticks > 0 {
+            format!(", {ticks} between them")
+        } else {
+            String::new()
         }
-        SampleKind::ExitPeak if beyond_reads(peak) => format!(
+    );
+    let (low, high) = max_pss_interval(run).unwrap_or((peak.pss_bytes, peak.pss_bytes));
+    if beyond_reads(run, peak) {
+        return format!(
             "a process ended before ste's first read of it (it reads a program {} after its exec): at most {} bytes, the kernel's high-water mark of its resident size",
             duration_human(s.exec_settle_ns.unwrap_or(0)),
-            group_thousands(peak.pss_bytes)
-        ),
-        SampleKind::ExitPeak => format!(
-            "an upper bound, at most {} ({} bytes) above the truth: the last {ticks} plus growth to the kernel's high-water mark at exit, counted as private",
-            percent(pct),
-            group_thousands(bound)
-        ),
+            group_thousands(high)
+        );
     }
+    // Where a figure came from: the first sample that reaches it.
+    let whence = |v: u64, low_end: bool| -> String {
+        let Some(x) = run
+            .samples
+            .iter()
+            .find(|x| if low_end { x.low() == v } else { x.high() == v })
+        else {
+            return "a sample".into();
+        };
+        let at = duration_human(x.t_ns);
+        match x.kind {
+            SampleKind::Exact => format!("the exact read of every process at {at}"),
+            SampleKind::Carried => format!("the counters at {at}"),
+            SampleKind::ExitPeak => format!("a process's high-water mark at its exit at {at}"),
+        }
+    };
+    if low == high {
+        return match peak.kind {
+            SampleKind::Exact => format!(
+                "exact: smaps_rollup of every process at {}, one moment ({reads})",
+                duration_human(peak.t_ns)
+            ),
+            _ => format!(
+                "exact: {}, which prove it (only memory of known size moved since the last exact read; {reads})",
+                whence(low, true)
+            ),
+        };
+    }
+    let pct = |v: u64| {
+        if peak.pss_bytes == 0 {
+            String::new()
+        } else {
+            percent(v as f64 / peak.pss_bytes as f64)
+        }
+    };
+    format!(
+        "between {} and {} bytes (-{}, +{}): at least {}, at most what {} allow ({reads})",
+        group_thousands(low),
+        group_thousands(high),
+        pct(peak.pss_bytes.saturating_sub(low)),
+        pct(high.saturating_sub(peak.pss_bytes)),
+        whence(low, true),
+        whence(high, false),
+    )
 }
 
 fn sampler_text(run: &Run) -> String {
@@ -450,6 +475,21 @@ fn sampler_text(run: &Run) -> String {
     }
     if let Some(g) = s.max_gap_ns {
         out += &format!(" (longest gap {})", duration_human(g));
+    }
+    if let Some(m) = s.moments {
+        out += &format!(
+            ", {} of them one moment (exact)",
+            group_thousands(m.min(s.rounds))
+        );
+    }
+    if let (Some(n), Some(cpu)) = (s.max_rounds, s.max_rounds_cpu_ns)
+        && n > 0
+    {
+        out += &format!(
+            ", {} beyond the budget because the counters could not tell the maximum to 2% (shared memory), {} of CPU",
+            group_thousands(n),
+            duration_human(cpu)
+        );
     }
     if s.ticks > 0 {
         out += &format!(
@@ -633,6 +673,8 @@ mod tests {
             max_pss_t_ns: Some(1_200_000_000),
             max_pss_kind: Some(SampleKind::Exact),
             max_pss_bound_bytes: None,
+            max_pss_low_bytes: Some(1_073_762_304),
+            max_pss_high_bytes: Some(1_073_762_304),
             peak_rss_bytes: Some(1_074_790_400),
             peak_rss_pid: Some(42),
             still_running: 0,
@@ -661,6 +703,9 @@ mod tests {
             exec_settle_ns: Some(1_000_000),
             max_round_cpu_ns: None,
             tick_debt_ns: None,
+            moments: Some(13),
+            max_rounds: Some(0),
+            max_rounds_cpu_ns: Some(0),
         };
         run.overhead = Overhead {
             cpu_ns: Some(15_000_000),
@@ -693,6 +738,99 @@ mod tests {
     #[test]
     fn the_seed_layout_then_stes_lines() {
         insta::assert_snapshot!(render_to_string(&fill_run()));
+    }
+
+    /// A run whose samples are `samples` (time, kind, estimate, low, high), through the
+    /// recorder, which makes the headline's interval.
+    fn run_of_samples(samples: &[(u64, SampleKind, u64, u64, u64)]) -> Run {
+        let events = samples
+            .iter()
+            .map(|&(t, kind, pss, low, high)| crate::bus::event::Stamped {
+                t_ns: t,
+                event: crate::bus::event::Event::Sample {
+                    sample: Sample {
+                        t_ns: t,
+                        pss_bytes: pss,
+                        processes: 1,
+                        kind,
+                        low_bytes: Some(low),
+                        high_bytes: Some(high),
+                        ..Default::default()
+                    },
+                },
+            })
+            .collect::<Vec<_>>();
+        crate::ledger::recorder::Recorder::replay(events)
+    }
+
+    /// Max PSS takes every sample's bounds: the largest lower bound and the largest upper
+    /// bound, wherever they are, and says "exact" only when they meet.
+    #[test]
+    fn the_headline_interval_takes_every_samples_bounds() {
+        const MS: u64 = 1_000_000;
+        let run = run_of_samples(&[
+            (10 * MS, SampleKind::Exact, 100, 100, 100),
+            (20 * MS, SampleKind::Carried, 120, 90, 150),
+            (30 * MS, SampleKind::ExitPeak, 130, 80, 160),
+            (40 * MS, SampleKind::Carried, 95, 95, 95),
+        ]);
+        let t = &run.totals;
+        assert_eq!(t.max_pss_bytes, Some(130), "the largest estimate");
+        assert_eq!(
+            (t.max_pss_low_bytes, t.max_pss_high_bytes),
+            (Some(100), Some(160))
+        );
+        let line = max_pss_line(&run).unwrap();
+        assert!(
+            line.starts_with("between 100 and 160 bytes (-23%, +23%): at least the exact read of every process at 10ms, at most what a process's high-water mark at its exit at 30ms allow"),
+            "{line}"
+        );
+        // An exact sample is the maximum, but a carried one may have been higher: not exact.
+        let run = run_of_samples(&[
+            (10 * MS, SampleKind::Exact, 100, 100, 100),
+            (20 * MS, SampleKind::Carried, 90, 60, 110),
+        ]);
+        assert_eq!(run.totals.max_pss_bytes, Some(100));
+        let line = max_pss_line(&run).unwrap();
+        assert!(line.starts_with("between 100 and 110 bytes"), "{line}");
+        // Every bound below the exact maximum: exact.
+        let run = run_of_samples(&[
+            (10 * MS, SampleKind::Exact, 100, 100, 100),
+            (20 * MS, SampleKind::Carried, 90, 60, 100),
+        ]);
+        assert!(
+            max_pss_line(&run)
+                .unwrap()
+                .starts_with("exact: smaps_rollup of every process at 10ms, one moment")
+        );
+        // Counters that prove a figure (private memory grown since an exact read).
+        let run = run_of_samples(&[
+            (10 * MS, SampleKind::Exact, 100, 100, 100),
+            (20 * MS, SampleKind::Carried, 300, 300, 300),
+        ]);
+        assert!(
+            max_pss_line(&run)
+                .unwrap()
+                .starts_with("exact: the counters at 20ms, which prove it")
+        );
+    }
+
+    /// A record of a version before the interval: its samples' symmetric bound gives it (an
+    /// exit peak's was an upper bound).
+    #[test]
+    fn an_older_records_bound_gives_the_interval() {
+        let old = |kind, pss, bound| Sample {
+            pss_bytes: pss,
+            kind,
+            bound_bytes: bound,
+            ..Default::default()
+        };
+        let s = old(SampleKind::Carried, 100, Some(10));
+        assert_eq!((s.low(), s.high()), (90, 110));
+        let s = old(SampleKind::ExitPeak, 100, Some(30));
+        assert_eq!((s.low(), s.high()), (70, 100));
+        let s = old(SampleKind::Exact, 100, None);
+        assert_eq!((s.low(), s.high()), (100, 100));
     }
 
     #[test]

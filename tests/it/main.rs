@@ -15,5 +15,6 @@ mod outputs;
 mod pss;
 mod release;
 mod reports;
+mod sharing;
 mod syscalls;
 mod trackers;

@@ -50,6 +50,24 @@ impl StatmFile {
     }
 }
 
+/// A process's `stat`, opened once and read with `pread` for its minor faults: copy-on-write
+/// moves no resident counter, only this one.
+pub struct StatFile(File);
+
+impl StatFile {
+    /// Minor faults of all its threads so far (field 10); `None` when the text has none.
+    pub fn minflt(&self) -> io::Result<Option<u64>> {
+        let mut buf = [0u8; 512];
+        let n = loop {
+            match self.0.read_at(&mut buf, 0) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => break r?,
+            }
+        };
+        Ok(parse_stat_minflt(&buf[..n]))
+    }
+}
+
 /// A /proc tree (the real one, or a fake one in tests) with a reusable read buffer.
 pub struct ProcFs {
     root: PathBuf,
@@ -231,6 +249,30 @@ impl ProcFs {
         self.path.push("statm");
         File::open(&self.path)
             .map(StatmFile)
+            .map_err(|e| named(e, &self.path))
+    }
+
+    /// Opens process `pid`'s `stat` for [`StatFile::minflt`].
+    pub fn open_stat(&mut self, pid: i32) -> io::Result<StatFile> {
+        self.path.clear();
+        self.path.push(&self.root);
+        self.path.push(itoa(pid));
+        self.path.push("stat");
+        File::open(&self.path)
+            .map(StatFile)
+            .map_err(|e| named(e, &self.path))
+    }
+
+    /// The file process `pid` runs (`exe`'s device and inode): which program an image is, in
+    /// one `stat`, whatever path it was started by.
+    pub fn exe_identity(&mut self, pid: i32) -> io::Result<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        self.path.clear();
+        self.path.push(&self.root);
+        self.path.push(itoa(pid));
+        self.path.push("exe");
+        std::fs::metadata(&self.path)
+            .map(|m| (m.dev(), m.ino()))
             .map_err(|e| named(e, &self.path))
     }
 

@@ -43,6 +43,8 @@ pub struct Stat {
     pub utime_ticks: u64,
     /// System CPU of all its threads, in clock ticks.
     pub stime_ticks: u64,
+    /// Minor faults of all its threads (live and reaped).
+    pub minflt: u64,
 }
 
 /// Parses `smaps_rollup` text. Returns `None` when the `Pss:` line is missing (a kernel thread
@@ -152,6 +154,7 @@ pub fn parse_stat(text: &[u8]) -> Option<Stat> {
         starttime: f.get(19)?.parse().ok()?,
         utime_ticks: f.get(11)?.parse().ok()?,
         stime_ticks: f.get(12)?.parse().ok()?,
+        minflt: f.get(7)?.parse().ok()?,
     })
 }
 
@@ -190,6 +193,15 @@ pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
 /// Resident pages from `statm` (second field).
 pub fn parse_statm_resident(text: &str) -> Option<u64> {
     text.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// Minor faults (field 10) from `/proc/PID/stat` text: the fields after the command name,
+/// which ends at the last `)` (a name may hold spaces and parentheses).
+pub fn parse_stat_minflt(text: &[u8]) -> Option<u64> {
+    let close = memchr::memrchr(b')', text)?;
+    let rest = std::str::from_utf8(&text[close + 1..]).ok()?;
+    // After the name: state (3), ppid, pgrp, session, tty_nr, tpgid, flags, minflt (10).
+    rest.split_ascii_whitespace().nth(7)?.parse().ok()
 }
 
 /// Resident and shared (file + shmem) pages from `/proc/PID/statm` (fields 2 and 3).
@@ -282,6 +294,13 @@ mod tests {
         assert_eq!(s.ppid, 19281);
         assert_eq!((s.utime_ticks, s.stime_ticks), (75, 0));
         assert_eq!(s.num_threads, 1);
+        assert_eq!(s.minflt, 93);
+        assert_eq!(parse_stat_minflt(text), Some(93));
+        assert_eq!(
+            parse_stat_minflt(b"1234 (a) b (c) S 1 1234 1234 0 -1 4194560 100 0 0 0 5 6"),
+            Some(100)
+        );
+        assert_eq!(parse_stat_minflt(b"1234 (sh"), None);
     }
 
     #[test]

@@ -215,8 +215,12 @@ fn memory(run: &Run, a: &Accounting) -> crate::model::MemoryReconciled {
     if let Some(b) = run.totals.max_pss_bytes {
         m.pss_max = Some(MemoryFigure {
             bytes: b,
-            // Exact when the peak is an exact round's; carried and exit peaks are bounded.
-            exact: run.totals.max_pss_kind == Some(crate::model::SampleKind::Exact),
+            // Exact when the largest lower bound and the largest upper bound of all samples
+            // meet (a run of an older version: when the peak is an exact round's).
+            exact: match (run.totals.max_pss_low_bytes, run.totals.max_pss_high_bytes) {
+                (Some(l), Some(h)) => l == h,
+                _ => run.totals.max_pss_kind == Some(crate::model::SampleKind::Exact),
+            },
             from: "PSS of /proc/PID/smaps_rollup summed over the live tree".into(),
             pid: None,
             processes: None,

@@ -548,11 +548,17 @@
 
   // Max PSS's badge from how its sample was read (the totals' kind): an exact round, a carried
   // tick (within its bound) or the high-water mark at an exit (an upper bound).
+  // Exact only where the largest lower bound and the largest upper bound of all samples meet
+  // (a run of an older version: from its kind).
   function maxPssBadge(run) {
-    const kind = run.totals.max_pss_kind;
+    const t = run.totals, kind = t.max_pss_kind;
     if (kind == null) return sourceBadge(run, 'max_pss_bytes');
     const src = run.sources && run.sources.max_pss_bytes;
     const title = src ? src.from : '';
+    if (t.max_pss_low_bytes != null && t.max_pss_high_bytes != null) {
+      if (t.max_pss_low_bytes === t.max_pss_high_bytes) return badge(true, title);
+      return `<span class="badge sampled" title="${esc(title)}">bounded</span>`;
+    }
     if (kind === 'exit_peak') return `<span class="badge sampled" title="${esc(title)}">upper bound</span>`;
     return badge(kind === 'exact', title);
   }

@@ -1,23 +1,35 @@
-//! The carry: a process's PSS between two exact reads, estimated from its cheap counters.
+//! The carry of file-backed and shared memory: a process's share of its file pages (files,
+//! tmpfs, memfd, shared anonymous memory: statm's `shared`) between two exact reads, and the
+//! tree-level terms that keep the sum of those shares proven when processes come, go and map
+//! pages that others map too.
 //!
-//! Owns the arithmetic only (pure functions on numbers, no /proc, no clock). The sampler
-//! (`sample/mod.rs`) reads the counters and decides when to anchor.
+//! Owns the arithmetic only (pure functions on numbers, no /proc, no clock); the anonymous part
+//! is `family.rs`'s, and the sampler (`tick.rs`, `round.rs`) reads the counters and puts the
+//! two together.
 //!
-//! An exact read (`smaps_rollup`) walks every resident page, so its cost grows with memory; the
-//! counters in `/proc/PID/statm` (resident and file-or-shmem pages) are the kernel's per-mm
-//! RSS counters, O(1) to read. Between two exact reads a process's PSS is carried as its last
-//! exact PSS (the anchor) plus what its counters moved since, priced as follows:
-//! - anonymous pages gained are whole pages of PSS: a page faulted in by the process is
-//!   private to it (sharing of anonymous memory only comes from fork, which moves no counter);
-//! - anonymous pages lost, and file or shmem pages gained or lost, are priced at the anchor's
-//!   mean PSS per page of that kind (a process that maps more of a library shares it as it
-//!   shared the rest); a kind the anchor had none of is priced at half a page.
+//! A page mapped by `m` processes adds `1/m` of a page to each one's PSS. The counters say how
+//! many file pages a process maps, never how many others map them, so between exact reads:
+//! - a process read exactly holds its share then; pages it gained since are priced at the
+//!   mean share of that read (a process that maps more of a library shares it as it shared the
+//!   rest), each anywhere in `[0, 1]` page; pages it lost at that mean, within what the read
+//!   allows;
+//! - a new image never read holds each of its pages anywhere in `[0, 1]` (priced as its
+//!   program's last exact read shared its pages, or at the tree's mean share per page);
+//! - a forked child never read maps its parent's pages: taken by the child, a page mapped by
+//!   `m ≥ 1` processes, `k ≥ 1` of them in the tree, adds `(m − k) / (m (m + 1)) ≤ 1/6` of a
+//!   page to the tree's sum (the child's share, minus what the others' shares lose), so the
+//!   child's inherited pages count `[0, 1/6]` each; pages it gained since, `[0, 1]`.
 //!
-//! Every estimate carries a bound: the most the true PSS can differ from it given what the
-//! counters cannot tell. Per page priced at a mean `m` (of a page of `P` bytes) the truth lies
-//! anywhere in `[0, P]`, so the bound grows by `max(m, P - m)` per such page; and anonymous
-//! pages the anchor shared (PSS below their size) may have been made private since by
-//! copy-on-write without any counter moving, up to their whole unshared part.
+//! And the shares of the others move with them, which no counter of theirs shows:
+//! - a process that maps a page another maps lowers the others' shares, by at most half a page
+//!   a page (the others keep `k/(m+1)` of what was `k/m`), and never below nothing: the lower
+//!   bound takes every page mapped since the last exact read of the whole tree at one moment
+//!   so ([`drop_bound`]);
+//! - a process that leaves (or unmaps) raises the others' shares by at most its own share: the
+//!   upper bound keeps it for as long as a process read while it was there is not read again
+//!   ([`Rises`]).
+
+use std::collections::BTreeMap;
 
 /// A process's counters, in pages, as `/proc/PID/statm` gives them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -35,123 +47,163 @@ impl Counters {
     }
 }
 
-/// An exact read and the counters read right after it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Anchor {
-    pub pss_bytes: u64,
-    /// The anonymous part of `pss_bytes` (`Pss_Anon`).
-    pub pss_anon_bytes: u64,
-    pub counters: Counters,
-    /// How far the anchor itself may be off: the counters moved while the exact read walked
-    /// the pages, so pages gained during the walk may or may not be in `pss_bytes`.
-    pub bound_bytes: u64,
+/// A figure and the interval it is proven to lie in, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Term {
+    pub central: f64,
+    pub lo: f64,
+    pub hi: f64,
 }
 
-impl Anchor {
-    /// A process first seen by its counters, with no exact read yet: a forked child, with its
-    /// parent's counters read at the same moment when it has a known parent. A fork moves no
-    /// PSS out of the tree (the pages the child shares were the parent's, and the parent's
-    /// anchor still counts them whole), so the anonymous pages the child may share count 0,
-    /// with the bound that copy-on-write may have made them its own. It can share no more
-    /// than the parent still holds: the rest are the child's own, whole pages (a child that
-    /// filled memory before its first read).
-    pub fn of_fork(child: Counters, parent: Option<Counters>, page: u64) -> Anchor {
-        let shareable = parent.map_or(child.anon(), |p| p.anon().min(child.anon()));
-        let own = (child.anon() - shareable) * page;
-        Anchor {
-            pss_bytes: own,
-            pss_anon_bytes: own,
-            counters: child,
-            bound_bytes: 0,
+impl Term {
+    pub fn exact(v: f64) -> Term {
+        Term {
+            central: v,
+            lo: v,
+            hi: v,
         }
     }
 }
 
-/// A carried PSS and the most the truth can differ from it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Estimate {
-    pub pss_bytes: u64,
-    pub bound_bytes: u64,
+impl std::ops::AddAssign for Term {
+    fn add_assign(&mut self, o: Term) {
+        self.central += o.central;
+        self.lo += o.lo;
+        self.hi += o.hi;
+    }
 }
 
-/// The PSS of a process whose counters are now `now`, carried from `a`.
-pub fn carry(a: &Anchor, now: Counters, page: u64) -> Estimate {
-    let page_f = page as f64;
-    let pss_anon = a.pss_anon_bytes.min(a.pss_bytes) as f64;
-    let pss_file = (a.pss_bytes as f64 - pss_anon).max(0.0);
-    let mean = |pss: f64, pages: u64| {
-        if pages == 0 {
-            page_f / 2.0
-        } else {
-            (pss / pages as f64).min(page_f)
+/// What is known of a process's file-backed and shared pages.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FileKnown {
+    /// Read exactly: its share then (`Pss_File` + `Pss_Shmem`), over `pages` resident pages.
+    Read { pss_bytes: u64, pages: u64 },
+    /// A new image never read.
+    NewImage,
+    /// A forked child never read, which mapped `inherited` of its parent's pages when first
+    /// seen.
+    Forked { inherited: u64 },
+}
+
+/// A process's file-backed and shared memory now, with `pages` of it resident: its share
+/// (central) and the interval of what it adds to the tree's sum. `prior`: the tree's mean
+/// share per page (bytes), for pages no read has priced.
+pub fn file_term(known: FileKnown, pages: u64, page: u64, prior: f64) -> Term {
+    let p = page as f64;
+    match known {
+        FileKnown::Read {
+            pss_bytes,
+            pages: read_pages,
+        } => {
+            let pss = pss_bytes as f64;
+            let mean = if read_pages > 0 {
+                (pss / read_pages as f64).min(p)
+            } else {
+                prior
+            };
+            let gained = pages.saturating_sub(read_pages) as f64;
+            let lost = read_pages.saturating_sub(pages);
+            // `lost` of the read's pages are gone: between all of the least shared and all of
+            // the most shared of them (a page is at most a whole page).
+            let k = lost as f64;
+            let n = read_pages as f64;
+            let lose_lo = (pss - (n - k) * p).max(0.0);
+            let lose_hi = (k * p).min(pss);
+            Term {
+                central: (pss + gained * mean - k * mean).max(0.0),
+                lo: pss - lose_hi,
+                hi: pss - lose_lo + gained * p,
+            }
         }
-    };
-    let anon_mean = mean(pss_anon, a.counters.anon());
-    let file_mean = mean(pss_file, a.counters.shared);
-    let spread = |m: f64| m.max(page_f - m);
-
-    // `lost` of the anchor's `pages` pages, which held `pss` bytes of PSS, are gone: priced
-    // at their mean, and bounded by where so many pages of that set can lie (all private
-    // pages lose exactly a page each).
-    let lose = |lost: u64, pages: u64, pss: f64| {
-        let (k, n) = (lost.min(pages) as f64, pages as f64);
-        let m = if pages == 0 { 0.0 } else { pss / n };
-        let lo = (pss - (n - k) * page_f).max(0.0);
-        let hi = (k * page_f).min(pss);
-        (k * m, (k * m - lo).max(hi - k * m))
-    };
-
-    let mut pss = a.pss_bytes as f64;
-    let mut bound = a.bound_bytes as f64;
-    let (anon0, anon1) = (a.counters.anon(), now.anon());
-    if anon1 >= anon0 {
-        pss += (anon1 - anon0) as f64 * page_f;
-    } else {
-        let (minus, b) = lose(anon0 - anon1, anon0, pss_anon);
-        pss -= minus;
-        bound += b;
-    }
-    let (file0, file1) = (a.counters.shared, now.shared);
-    if file1 >= file0 {
-        // New file pages: shared as the anchor's were, but each may be anywhere in [0, P].
-        let gained = (file1 - file0) as f64;
-        pss += gained * file_mean;
-        bound += gained * spread(file_mean);
-    } else {
-        let (minus, b) = lose(file0 - file1, file0, pss_file);
-        pss -= minus;
-        bound += b;
-    }
-    // Shared anonymous pages of the anchor that copy-on-write may have made private since.
-    let kept_anon = a.counters.anon().min(now.anon()) as f64;
-    bound += kept_anon * (page_f - anon_mean).max(0.0);
-    Estimate {
-        pss_bytes: pss.max(0.0).round() as u64,
-        bound_bytes: bound.round() as u64,
+        FileKnown::NewImage => Term {
+            central: pages as f64 * prior,
+            lo: 0.0,
+            hi: pages as f64 * p,
+        },
+        // Its estimate is its family's to make (see [`family_gains`]).
+        FileKnown::Forked { inherited } => {
+            let kept = pages.min(inherited) as f64;
+            let gained = pages.saturating_sub(inherited) as f64;
+            Term {
+                central: 0.0,
+                lo: 0.0,
+                hi: kept * p / 6.0 + gained * p,
+            }
+        }
     }
 }
 
-/// The PSS a process may have reached after its last read, given the high-water mark of its
-/// resident size the kernel kept (`hiwater_rss`, read at its exit): an upper bound, `None`
-/// when the mark is no higher than what the reads saw. What it grew beyond the largest
-/// resident size ste saw is counted as private memory (file pages are often shared), and the
-/// read it grew from at its upper end: the truth lies between that read's lower end (the peak
-/// was at least what was read) and this figure, so the bound is that whole span.
-pub fn beyond_last_read(
-    last: Estimate,
-    seen_resident_bytes: u64,
-    hwm_bytes: u64,
-) -> Option<Estimate> {
-    let unseen = hwm_bytes
-        .checked_sub(seen_resident_bytes)
-        .filter(|&u| u > 0)?;
-    Some(Estimate {
-        pss_bytes: last
-            .pss_bytes
-            .saturating_add(last.bound_bytes)
-            .saturating_add(unseen),
-        bound_bytes: last.bound_bytes.saturating_mul(2).saturating_add(unseen),
-    })
+/// The estimate of the file pages the unread forked children of one family gained since
+/// their forks, given the most any of them gained (`most_gained`) and the most any other member
+/// of the family maps (`known`): children of one family mostly map what their family maps (a
+/// shared memory segment, a file the parent opened: each page shared, adding nothing), so the
+/// estimate takes them as the same pages, overlapping the family's, and counts whole only what
+/// goes beyond (a child that maps a file of its own). The interval stays each page's `[0, 1]`.
+pub fn family_gains(most_gained: u64, known: u64, page: u64) -> f64 {
+    most_gained.saturating_sub(known) as f64 * page as f64
+}
+
+/// The most a process's own share of its file pages can be (what its leaving can hand to the
+/// others): for a forked child, its inherited pages are shared with its parent (at most half a
+/// page each).
+pub fn share_bound(known: FileKnown, pages: u64, page: u64, prior: f64) -> f64 {
+    match known {
+        FileKnown::Forked { inherited } => {
+            let p = page as f64;
+            pages.min(inherited) as f64 * p / 2.0 + pages.saturating_sub(inherited) as f64 * p
+        }
+        _ => file_term(known, pages, page, prior).hi,
+    }
+}
+
+/// How much the shares of the processes read exactly can have fallen since the last exact
+/// read of the whole tree at one moment: half a page for every page mapped since
+/// (`mapped_pages`, summed over the tree), never more than what those processes' shares hold
+/// (`read_lo`, the lower ends of their terms).
+pub fn drop_bound(mapped_pages: u64, page: u64, read_lo: f64) -> f64 {
+    (mapped_pages as f64 * page as f64 / 2.0).min(read_lo.max(0.0))
+}
+
+/// The shares that processes now gone (or pages now unmapped) may have handed to processes
+/// read while they were there: each is kept in the upper bound until every process read in
+/// its lifetime has been read again, or is gone.
+#[derive(Debug, Default)]
+pub struct Rises {
+    /// (when the process or the pages appeared, when they went, the share they may hand on).
+    entries: Vec<(u64, u64, f64)>,
+}
+
+impl Rises {
+    /// A share of `bytes` that existed from `start_ns` to `end_ns` is gone.
+    pub fn gone(&mut self, start_ns: u64, end_ns: u64, bytes: f64) {
+        if bytes > 0.0 {
+            self.entries.push((start_ns, end_ns, bytes));
+        }
+    }
+
+    /// What the upper bound must add, given when each live process was last read exactly
+    /// (`reads`: read time → how many live processes were read then). Entries no live read
+    /// falls within are forgotten: reads only move later.
+    pub fn total(&mut self, reads: &BTreeMap<u64, u32>) -> f64 {
+        self.entries
+            .retain(|&(start, end, _)| start < end && reads.range(start + 1..end).next().is_some());
+        self.entries.iter().map(|e| e.2).sum()
+    }
+
+    /// Every live process has just been read exactly at one moment: nothing is stale.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+}
+
+/// The PSS a process may have reached after its last tick, given the high-water mark of its
+/// resident size the kernel kept (`hiwater_rss`, read at its exit): what it grew beyond the
+/// resident size of its last tick (`last_resident_bytes`) counts as private memory. `None`
+/// when the mark is no higher.
+pub fn beyond_last_tick(last_resident_bytes: u64, hwm_bytes: u64) -> Option<u64> {
+    hwm_bytes
+        .checked_sub(last_resident_bytes)
+        .filter(|&u| u > 0)
 }
 
 #[cfg(test)]
@@ -159,228 +211,134 @@ mod tests {
     use super::*;
 
     const P: u64 = 4096;
-
-    fn anchor(pss: u64, pss_anon: u64, resident: u64, shared: u64) -> Anchor {
-        Anchor {
-            pss_bytes: pss,
-            pss_anon_bytes: pss_anon,
-            counters: Counters { resident, shared },
-            bound_bytes: 0,
-        }
-    }
+    const PF: f64 = P as f64;
 
     #[test]
-    fn unchanged_counters_carry_the_anchor_exactly() {
-        let a = anchor(100 * P, 60 * P, 150, 90);
-        // 60 private anon pages, 90 file pages with 40 pages of PSS among them.
-        let e = carry(
-            &a,
-            Counters {
-                resident: 150,
-                shared: 90,
+    fn unchanged_pages_carry_the_read_exactly() {
+        let t = file_term(
+            FileKnown::Read {
+                pss_bytes: 40 * P,
+                pages: 90,
             },
+            90,
             P,
+            PF / 2.0,
         );
-        assert_eq!(
-            e,
-            Estimate {
-                pss_bytes: 100 * P,
-                bound_bytes: 0
-            }
-        );
+        assert_eq!(t, Term::exact(40.0 * PF));
     }
 
     #[test]
-    fn anonymous_growth_is_private_and_exact() {
-        // fill: 1 GiB of new anonymous pages after an anchor of 1 MiB.
-        let a = anchor(256 * P, 100 * P, 300, 200);
-        let gib_pages = (1u64 << 30) / P;
-        let e = carry(
-            &a,
-            Counters {
-                resident: 300 + gib_pages,
-                shared: 200,
-            },
-            P,
-        );
-        assert_eq!(e.pss_bytes, 256 * P + (1 << 30));
-        assert_eq!(e.bound_bytes, 0);
-    }
-
-    #[test]
-    fn anonymous_loss_is_priced_at_the_anchors_mean_with_its_bound() {
-        // 100 anon pages holding 50 pages of PSS (shared with a fork), 0 file pages.
-        let a = anchor(50 * P, 50 * P, 100, 0);
-        let e = carry(
-            &a,
-            Counters {
-                resident: 60,
-                shared: 0,
-            },
-            P,
-        );
-        // 40 pages lost at half a page each.
-        assert_eq!(e.pss_bytes, 30 * P);
-        // Each lost page could have been anywhere in [0, P]: P/2 each; and the 60 that are
-        // left may have been unshared by copy-on-write: at most their 30 unshared pages.
-        assert_eq!(e.bound_bytes, 40 * P / 2 + 30 * P);
-    }
-
-    #[test]
-    fn private_pages_lost_are_exact() {
-        // fill then free: 1,000 private anonymous pages, 900 of them given back.
-        let a = anchor(1000 * P, 1000 * P, 1000, 0);
-        let e = carry(
-            &a,
-            Counters {
-                resident: 100,
-                shared: 0,
-            },
-            P,
-        );
-        assert_eq!(
-            e,
-            Estimate {
-                pss_bytes: 100 * P,
-                bound_bytes: 0
-            }
-        );
-    }
-
-    #[test]
-    fn file_pages_lost_are_bounded_by_the_set_they_came_from() {
-        // 100 file pages holding 10 pages of PSS; 95 unmapped: at most the 10 pages went.
-        let a = anchor(10 * P, 0, 100, 100);
-        let e = carry(
-            &a,
-            Counters {
-                resident: 5,
-                shared: 5,
-            },
-            P,
-        );
-        assert_eq!(
-            e.pss_bytes,
-            (10.0 * P as f64 - 95.0 * 0.1 * P as f64).round() as u64
-        );
-        // Between 5 pages (5 full pages could remain) and 10 pages gone; estimate 9.5.
-        assert_eq!(e.bound_bytes, (4.5 * P as f64).round() as u64);
-    }
-
-    #[test]
-    fn file_pages_are_priced_at_the_anchors_sharing() {
+    fn pages_gained_are_priced_at_the_reads_mean_each_within_a_page() {
         // 100 file pages with 10 pages of PSS: a widely shared library.
-        let a = anchor(10 * P, 0, 100, 100);
-        let e = carry(
-            &a,
-            Counters {
-                resident: 150,
-                shared: 150,
+        let t = file_term(
+            FileKnown::Read {
+                pss_bytes: 10 * P,
+                pages: 100,
             },
+            150,
             P,
+            0.0,
         );
-        assert_eq!(e.pss_bytes, 15 * P);
-        // 50 pages each within 0.9 of a page of the truth.
-        assert_eq!(e.bound_bytes, (50.0 * 0.9 * P as f64).round() as u64);
+        assert_eq!(t.central, 15.0 * PF);
+        assert_eq!(t.lo, 10.0 * PF);
+        assert_eq!(t.hi, 60.0 * PF);
     }
 
     #[test]
-    fn a_kind_the_anchor_lacked_is_half_a_page_either_way() {
-        let a = anchor(10 * P, 10 * P, 10, 0);
-        let e = carry(
-            &a,
-            Counters {
-                resident: 14,
-                shared: 4,
+    fn pages_lost_are_bounded_by_the_set_they_came_from() {
+        // 100 file pages holding 10 pages of PSS; 95 unmapped: between 5 and 10 pages went.
+        let t = file_term(
+            FileKnown::Read {
+                pss_bytes: 10 * P,
+                pages: 100,
             },
+            5,
             P,
+            0.0,
         );
-        assert_eq!(e.pss_bytes, 10 * P + 2 * P);
-        assert_eq!(e.bound_bytes, 2 * P);
+        assert_eq!(t.central, 10.0 * PF - 95.0 * 0.1 * PF);
+        assert_eq!(t.lo, 0.0);
+        assert_eq!(t.hi, 5.0 * PF);
     }
 
     #[test]
-    fn a_forked_child_starts_at_zero_and_counts_what_it_gains() {
-        let a = Anchor::of_fork(
-            Counters {
-                resident: 500,
-                shared: 300,
-            },
-            None,
-            P,
-        );
-        let e = carry(
-            &a,
-            Counters {
-                resident: 1500,
-                shared: 300,
-            },
-            P,
-        );
-        assert_eq!(e.pss_bytes, 1000 * P);
-        // Its 200 inherited anonymous pages may be unshared by copy-on-write at any time.
-        assert_eq!(e.bound_bytes, 200 * P);
+    fn a_new_image_holds_each_page_whole_at_most() {
+        let t = file_term(FileKnown::NewImage, 100, P, 0.25 * PF);
+        assert_eq!(t.central, 25.0 * PF);
+        assert_eq!((t.lo, t.hi), (0.0, 100.0 * PF));
+        assert_eq!(share_bound(FileKnown::NewImage, 100, P, 0.0), 100.0 * PF);
     }
 
     #[test]
-    fn a_forked_child_cannot_share_more_than_its_parent_holds() {
-        // fillfill: the parent freed its memory before the fork; the child's first read finds
-        // 1,000 anonymous pages, the parent holds 50: at least 950 are the child's own.
-        let child = Counters {
-            resident: 1300,
-            shared: 300,
-        };
-        let parent = Counters {
-            resident: 350,
-            shared: 300,
-        };
-        let a = Anchor::of_fork(child, Some(parent), P);
-        let e = carry(&a, child, P);
-        assert_eq!(e.pss_bytes, 950 * P);
-        // The 50 it may share may be unshared by copy-on-write.
-        assert_eq!(e.bound_bytes, 50 * P);
-        // A parent holding more than the child: all of the child's may be shared.
-        let big = Counters {
-            resident: 5300,
-            shared: 300,
-        };
+    fn a_forked_childs_inherited_pages_add_at_most_a_sixth() {
+        let k = FileKnown::Forked { inherited: 600 };
+        let t = file_term(k, 600, P, 0.0);
         assert_eq!(
-            carry(&Anchor::of_fork(child, Some(big), P), child, P).pss_bytes,
-            0
+            t,
+            Term {
+                central: 0.0,
+                lo: 0.0,
+                hi: 100.0 * PF
+            }
         );
+        // It maps 300 more: each anywhere in a page (its family makes the estimate).
+        let t = file_term(k, 900, P, 0.0);
+        assert_eq!(t.hi, 400.0 * PF);
+        // Its own share of what it inherited is at most half of each page.
+        assert_eq!(share_bound(k, 600, P, 0.0), 300.0 * PF);
+    }
+
+    /// The 1/6: over every number of mappers, the tree's sum gains at most a sixth of a page
+    /// when a process of the tree that maps it forks.
+    #[test]
+    fn the_sixth_is_the_most_a_fork_adds() {
+        let mut most: f64 = 0.0;
+        for m in 1..200u32 {
+            for k in 1..=m {
+                let (m, k) = (m as f64, k as f64);
+                let before = k / m;
+                let after = (k + 1.0) / (m + 1.0);
+                most = most.max(after - before);
+            }
+        }
+        assert!((most - 1.0 / 6.0).abs() < 1e-12, "{most}");
     }
 
     #[test]
-    fn the_estimate_never_goes_negative() {
-        let a = anchor(P, P, 1, 0);
-        let e = carry(
-            &a,
-            Counters {
-                resident: 0,
-                shared: 0,
-            },
-            P,
-        );
-        assert_eq!(e.pss_bytes, 0);
+    fn a_familys_children_map_what_it_maps() {
+        // A memfd of 1,000 pages the parent maps, mapped by its children: nothing new.
+        assert_eq!(family_gains(1000, 1100, P), 0.0);
+        // A file of their own, beyond the 100 pages the family maps: counted whole, once.
+        assert_eq!(family_gains(1000, 100, P), 900.0 * PF);
     }
 
     #[test]
-    fn growth_after_the_last_read_counts_as_private() {
-        let last = Estimate {
-            pss_bytes: 100 * P,
-            bound_bytes: 3,
-        };
-        let e = beyond_last_read(last, 120 * P, 200 * P);
-        // At the read's upper end plus the unseen growth; down to the read's lower end.
-        assert_eq!(
-            e,
-            Some(Estimate {
-                pss_bytes: 180 * P + 3,
-                bound_bytes: 80 * P + 6
-            })
-        );
-        // A high-water mark the reads already saw adds nothing.
-        assert_eq!(beyond_last_read(last, 120 * P, 110 * P), None);
-        assert_eq!(beyond_last_read(last, 120 * P, 120 * P), None);
+    fn the_drop_is_half_a_page_a_page_and_no_more_than_the_reads_hold() {
+        assert_eq!(drop_bound(10, P, 1e9), 5.0 * PF);
+        assert_eq!(drop_bound(10_000, P, 3.0 * PF), 3.0 * PF);
+    }
+
+    #[test]
+    fn a_rise_lasts_while_a_process_read_in_its_life_is_not_read_again() {
+        let mut r = Rises::default();
+        let mut reads = BTreeMap::new();
+        reads.insert(50, 1);
+        // Gone between 10 and 100: the process read at 50 saw it.
+        r.gone(10, 100, 7.0);
+        // Gone between 60 and 70: nobody was read meanwhile.
+        r.gone(60, 70, 3.0);
+        assert_eq!(r.total(&reads), 7.0);
+        // The process read at 50 is read again at 120.
+        reads.clear();
+        reads.insert(120, 1);
+        assert_eq!(r.total(&reads), 0.0);
+        assert!(r.entries.is_empty(), "forgotten");
+    }
+
+    #[test]
+    fn growth_after_the_last_tick_counts_as_private() {
+        assert_eq!(beyond_last_tick(120 * P, 200 * P), Some(80 * P));
+        assert_eq!(beyond_last_tick(120 * P, 110 * P), None);
+        assert_eq!(beyond_last_tick(120 * P, 120 * P), None);
     }
 }

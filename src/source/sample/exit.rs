@@ -1,16 +1,18 @@
 //! A process's exit, as the sampler sees it: the kernel's high-water mark at exit, read by the
 //! tracker (`exit_peak`) or come later in a taskstats exit record (`exit_record`, with the
-//! processes gone kept a while for it), and the round or tick at a ptrace exit stop, the last
-//! chance to read the memory (`at_exit`). Each makes a sample of the tree when it is a new
-//! maximum.
+//! processes gone kept a while for it), and the read or tick at a ptrace exit stop, the last
+//! chance to read the memory (`at_exit`). Each makes a sample of the tree when it raises the
+//! maximum (its estimate or its upper bound).
 //!
 //! Part of the sampler (`sample/mod.rs`), on its state: must not pace rounds or ticks, which
 //! are the sampling thread's.
 
-use super::carried::Carried;
-use super::carry::{self, Counters, Estimate};
-use super::{Cached, Pace, Reader, Round, SMALL_EXIT_ROUND_BYTES, Sampler, State};
+use super::carried::ExactRead;
+use super::carry::{self, Counters, Term};
+use super::tick::sample_of;
+use super::{Cached, Pace, SMALL_EXIT_ROUND_BYTES, Sampler, State};
 use crate::bus::event::Event;
+use crate::bus::sink::thread_cpu_ns;
 use crate::model::{Sample, SampleKind};
 
 /// How long a process gone is remembered for a high-water mark at its exit that comes after
@@ -22,26 +24,33 @@ const ENDED_KEEP_NS: u64 = 1_000_000_000;
 #[derive(Clone, Copy)]
 pub(super) struct Ended {
     t_ns: u64,
-    image: u32,
-    /// The PSS and resident size of the rest of the tree at its end (as of the last tick).
-    others_pss: u64,
+    /// The tree's sum at the last tick before its end, with it, and its resident size then.
+    term: Term,
+    rss_bytes: u64,
+    max_rss_bytes: u64,
     tick_rss_bytes: u64,
     /// The highest mark received (0: none yet), and the highest already turned into a sample.
     hwm: u64,
     applied: u64,
 }
 
-/// The tree's sample at a process's exit: the rest of the tree's PSS with the exiting
-/// process at its high-water mark (`beyond`, its bound the growth no read saw), and the
-/// resident size so (the others' as of the last tick).
-fn exit_sample(t_ns: u64, others_pss: u64, beyond: Estimate, rss_bytes: u64) -> Sample {
+/// The tree's sample at a process's exit: the tree as of its last tick (`term`, with the
+/// process in it) plus what the process may have grown beyond its size then (`beyond`,
+/// counted as private memory): the upper bound takes it, the lower bound stays the tick's (a
+/// moment the tree did reach), and the estimate takes only what the mark shows beyond the
+/// most any tick saw of the process (`unseen`): a mark that an earlier tick already reached
+/// (a parent that filled and freed long ago) is most likely that moment's, which the samples
+/// hold, not one beside the others as they are now.
+fn exit_sample(t_ns: u64, term: Term, beyond: u64, unseen: u64, rss_bytes: u64) -> Sample {
     Sample {
         t_ns,
-        pss_bytes: others_pss + beyond.pss_bytes,
         rss_bytes,
         kind: SampleKind::ExitPeak,
-        bound_bytes: Some(beyond.bound_bytes),
-        ..Default::default()
+        ..sample_of(&Term {
+            central: term.central + unseen as f64,
+            lo: term.lo,
+            hi: term.hi + beyond as f64,
+        })
     }
 }
 
@@ -64,14 +73,14 @@ impl Sampler {
             }
         }
         st.ended_order.push_back((now, tgid));
-        let others_pss = st.others_pss(tgid);
-        let tick_rss_bytes = st.tick_rss_bytes;
+        let (term, tick_rss_bytes) = (st.tick_term, st.tick_rss_bytes);
         st.ended.insert(
             tgid,
             Ended {
                 t_ns: now,
-                image: c.image,
-                others_pss,
+                term,
+                rss_bytes: c.rss,
+                max_rss_bytes: c.max_rss,
                 tick_rss_bytes,
                 hwm: c.exit_hwm,
                 applied: 0,
@@ -106,38 +115,32 @@ impl Sampler {
             return;
         }
         e.hwm = hwm_bytes;
-        // The accounts thread may wait for the reader: no round waits on it.
         drop(st);
         self.apply_ended();
     }
 
     /// Turns the exit records of processes gone into exit peaks (see
-    /// [`Sampler::exit_record`]): each one's growth beyond the largest size ste read, on top
-    /// of the rest of the tree at its end.
+    /// [`Sampler::exit_record`]): each one's growth beyond its size at its last tick, on top
+    /// of the tree then.
     pub(super) fn apply_ended(&self) {
-        let reader = self.reader.lock().expect("reader lock");
         let mut st = self.state.lock().expect("sampler lock");
         st.ended_due = false;
-        let due: Vec<(i32, Ended)> = st
+        let due: Vec<Ended> = st
             .ended
-            .iter_mut()
-            .filter(|(_, e)| e.hwm > e.applied)
-            .map(|(p, e)| {
+            .values_mut()
+            .filter(|e| e.hwm > e.applied)
+            .map(|e| {
                 e.applied = e.hwm;
-                (*p, *e)
+                *e
             })
             .collect();
-        for (tgid, e) in due {
-            let (est, seen, last_resident) = reader.seen(tgid, e.image);
-            let Some(beyond) = carry::beyond_last_read(est, seen, e.hwm) else {
+        for e in due {
+            let Some(beyond) = carry::beyond_last_tick(e.rss_bytes, e.hwm) else {
                 continue;
             };
-            let sample = exit_sample(
-                e.t_ns,
-                e.others_pss,
-                beyond,
-                (e.tick_rss_bytes + e.hwm).saturating_sub(last_resident),
-            );
+            let rss = (e.tick_rss_bytes + e.hwm).saturating_sub(e.rss_bytes);
+            let unseen = e.hwm.saturating_sub(e.rss_bytes.max(e.max_rss_bytes));
+            let sample = exit_sample(e.t_ns, e.term, beyond, unseen, rss);
             self.emit_exit_high(st, sample);
             st = self.state.lock().expect("sampler lock");
         }
@@ -145,46 +148,38 @@ impl Sampler {
 
     /// Called by a tracker that read process `tgid`'s high-water resident size in its exit
     /// (the ebpf tracker, in the kernel), before [`Sampler::process_ended`]: what it grew
-    /// beyond the largest size ste read, since the last tick, may have made the tree's peak.
-    /// Emits a sample at `t_ns` (the exit) when the sum with it is a new maximum; its bound
-    /// says how much of it is that unseen growth.
+    /// beyond its size at the last tick may have made the tree's peak. Emits a sample at
+    /// `t_ns` (the exit) when it raises the maximum.
     pub fn exit_peak(&self, tgid: i32, t_ns: u64, hwm_bytes: u64) {
-        let (est, seen, last_resident) = {
-            let reader = self.reader.lock().expect("reader lock");
-            let st = self.state.lock().expect("sampler lock");
-            let Some(live) = st.live.get(&tgid) else {
-                return;
-            };
-            if !live.counted() {
-                return;
-            }
-            reader.seen(tgid, live.image)
-        };
-        let Some(beyond) = carry::beyond_last_read(est, seen, hwm_bytes) else {
+        let st = self.state.lock().expect("sampler lock");
+        let Some(live) = st.live.get(&tgid) else {
             return;
         };
-        let st = self.state.lock().expect("sampler lock");
-        let others = st.others_pss(tgid);
-        let sample = exit_sample(
-            t_ns,
-            others,
-            beyond,
-            (st.tick_rss_bytes + hwm_bytes).saturating_sub(last_resident),
-        );
+        if !live.counted() {
+            return;
+        }
+        let Some(beyond) = carry::beyond_last_tick(live.rss, hwm_bytes) else {
+            return;
+        };
+        let rss = (st.tick_rss_bytes + hwm_bytes).saturating_sub(live.rss);
+        let unseen = hwm_bytes.saturating_sub(live.rss.max(live.max_rss));
+        let sample = exit_sample(t_ns, st.tick_term, beyond, unseen, rss);
         self.emit_exit_high(st, sample);
     }
 
-    /// Emits `sample`, taken at a process's exit, when it is a new maximum: after the tick
-    /// held back for its window, with the live tree's counts of processes. `st` is the
-    /// sampler's state, locked by the caller since the maximum was compared.
+    /// Emits `sample`, taken at a process's exit, when it raises the maximum (its estimate or
+    /// its upper bound): after the ticks held back for their window, with the live tree's
+    /// counts of processes. `st` is the sampler's state, locked by the caller since the
+    /// maximum was compared.
     fn emit_exit_high(&self, mut st: std::sync::MutexGuard<'_, State>, mut sample: Sample) {
-        if sample.pss_bytes <= st.max_pss {
+        if sample.pss_bytes <= st.max_pss && sample.high() <= st.max_hi {
             return;
         }
-        st.max_pss = sample.pss_bytes;
+        st.max_pss = st.max_pss.max(sample.pss_bytes);
+        st.max_hi = st.max_hi.max(sample.high());
         sample.processes = st.live.values().filter(|c| c.counted()).count() as u32;
         sample.unreadable = st.live.values().filter(|c| c.unreadable).count() as u32;
-        let held: Vec<Sample> = st.take_held().collect();
+        let held: Vec<Sample> = st.take_held(None).collect();
         drop(st);
         for p in held {
             self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
@@ -194,142 +189,110 @@ impl Sampler {
 
     /// Called by a tracker while process `tgid` is stopped in its exit with its memory still
     /// attached, with the resident size it read there (`VmRSS`) and its file-backed and shared
-    /// part (`RssFile` + `RssShmem`, statm's `shared`), when read. Takes a round when that
-    /// memory could raise the peak and the budget is not overdrawn by more than a round;
-    /// otherwise costs nothing. The round reads `tgid` at once; the tracker lets the process
-    /// go and then calls [`ExitRound::finish`], which reads the other processes. With
-    /// observers (`--maps-at-peak`, `--malloc`), which look at the exiting memory when the
-    /// round is done, the whole round is taken before it returns.
-    pub fn at_exit(
-        &self,
-        tgid: i32,
-        rss_bytes: u64,
-        shared_bytes: Option<u64>,
-    ) -> Option<ExitRound<'_>> {
-        {
+    /// part (`RssFile` + `RssShmem`, statm's `shared`), when read: the last chance to read that
+    /// memory. With observers (`--maps-at-peak`, `--malloc`), which look at the exiting memory
+    /// in rounds, a whole round is taken before it returns. Otherwise, when that memory could
+    /// raise the peak, the process is read exactly if it is small and the budget holds (a
+    /// short program's one exact read), else ticked from the counters the tracker read (a few
+    /// µs, where a read walks every page), and the tree carried with it.
+    pub fn at_exit(&self, tgid: i32, rss_bytes: u64, shared_bytes: Option<u64>) {
+        let read = {
             let mut st = self.state.lock().expect("sampler lock");
-            let others: u64 = st
-                .live
-                .iter()
-                .filter(|(p, _)| **p != tgid)
-                .map(|(_, c)| c.pss)
-                .sum();
             let now = self.sink.now_ns();
             self.refill(&mut st, now);
-            let fixed = matches!(self.pace, Pace::Fixed(_));
-            // The exit stop is the last chance to see this memory. With observers (the map at
-            // the peak, malloc's snapshots), the round may go up to one round into debt; the
-            // debt delays the next periodic round.
-            // Against the highest exact round, not the ticks' maximum: the exit round is what
-            // makes a peak exact (and what observers look at).
-            // Without observers an exit takes a round only when the budget holds and the memory
-            // is small (a short program: its one exact read); else a tick of the exiting
-            // process, whose counters carry its growth to the exit at a few µs, where a round
-            // would walk every page (tens of ms for a GiB, which a short run's budget cannot
-            // pay).
             let observed = !self.observers.read().expect("observers lock").is_empty();
-            let affordable = if observed {
-                st.budget.tokens_ns >= -st.budget.expected_round_ns(st.tick_rss_bytes)
-            } else {
-                st.budget.tokens_ns >= 0.0 && others + rss_bytes <= SMALL_EXIT_ROUND_BYTES
-            };
-            if others + rss_bytes <= st.max_round_pss || (!fixed && !affordable) {
-                let could_raise = others + rss_bytes > st.max_pss;
-                drop(st);
-                if could_raise {
-                    self.exit_tick(tgid, rss_bytes, shared_bytes);
+            if observed {
+                let affordable =
+                    st.budget.tokens_ns >= -st.budget.expected_round_ns(st.tick_rss_bytes);
+                let fixed = matches!(self.pace, Pace::Fixed(_));
+                let others = st.others_pss(tgid);
+                if others + rss_bytes > st.max_round_pss && (fixed || affordable) {
+                    drop(st);
+                    let round = self.begin_round(Some(tgid), false);
+                    self.end_round(round);
                 }
-                return None;
+                return;
             }
-        }
-        let round = self.begin_round(Some(tgid), false);
-        if round.observers.is_empty() {
-            return Some(ExitRound(round));
-        }
-        self.end_round(round);
-        None
+            let last = st.live.get(&tgid).map_or(0, |c| c.rss);
+            let could_raise =
+                st.tick_term.hi + rss_bytes.saturating_sub(last) as f64 > st.max_lo as f64;
+            if !could_raise {
+                return;
+            }
+            st.budget.tokens_ns >= 0.0 && rss_bytes <= SMALL_EXIT_ROUND_BYTES
+        };
+        self.exit_carry(tgid, rss_bytes, shared_bytes, read);
     }
 
-    /// A tick of one process stopped in its exit, its memory still attached: its counters,
-    /// carried from its anchor (a few µs, where an exact round would walk every page). Emits
-    /// a carried sample when the sum with it is a new maximum. The counters are those the
-    /// tracker read in the same stop when it gives the shared part; else `statm`'s, opened
-    /// for it: an open at every exit stop of a fork loop.
-    fn exit_tick(&self, tgid: i32, rss_bytes: u64, shared_bytes: Option<u64>) {
+    /// The tree at `tgid`'s exit stop: the process read exactly (`read`) or ticked from the
+    /// counters the tracker read (statm's when it gave none), the others as of their last tick.
+    /// Emits a carried sample when it raises the maximum.
+    fn exit_carry(&self, tgid: i32, rss_bytes: u64, shared_bytes: Option<u64>, read: bool) {
+        let cpu0 = thread_cpu_ns();
         let mut reader = self.reader.lock().expect("reader lock");
         let page = reader.page;
-        let read = shared_bytes.map(|shared| Counters {
+        let (cached, pids) = {
+            let st = self.state.lock().expect("sampler lock");
+            let now = self.sink.now_ns();
+            let Some(c) = st.live.get(&tgid).filter(|c| c.counted()).copied() else {
+                return;
+            };
+            reader.sync(&st.live, now);
+            let pids: Vec<i32> = st
+                .live
+                .iter()
+                .filter(|(p, c)| c.readable(now) || **p == tgid)
+                .map(|(p, _)| *p)
+                .collect();
+            (c, pids)
+        };
+        let t = self.sink.now_ns();
+        let c = reader.entry(tgid, cached.image, t);
+        let told = shared_bytes.map(|shared| Counters {
             resident: rss_bytes / page,
             shared: shared / page,
         });
-        let cached = {
-            let st = self.state.lock().expect("sampler lock");
-            match st.live.get(&tgid) {
-                Some(c) if c.counted() => *c,
-                _ => return,
-            }
-        };
-        let Reader {
-            procfs, carried, ..
-        } = &mut *reader;
-        let parent = Carried::parent_of_fork(carried, tgid, &cached);
-        let c = match read {
-            Some(_) => Carried::entry(carried, tgid, cached.image),
-            None => Carried::of(carried, procfs, tgid, cached.image),
-        };
-        let Some(now) = read.or_else(|| c.counters()) else {
+        let Some(now) = told.or_else(|| c.counters()) else {
             return;
         };
-        let last_resident = c.last_resident_bytes(page);
-        let (e, _) = c.tick(now, cached.exec_seen, parent, page);
+        reader.seen(tgid, &cached, now);
+        if read
+            && let Ok(Some(r)) = reader.procfs.smaps_rollup(tgid)
+            && reader.carried.get(&tgid).and_then(|c| c.counters()) == Some(now)
+        {
+            let shares_unknown = !reader.families.may_share(tgid)
+                && r.anon_bytes.saturating_sub(r.pss_anon_bytes) >= page;
+            let read = ExactRead {
+                pid: tgid,
+                t_ns: t,
+                pss_bytes: r.pss_bytes,
+                pss_anon_bytes: r.pss_anon_bytes,
+                counters: now,
+                faults: None,
+            };
+            reader.read_one(&read, shares_unknown);
+        }
+        let sum = reader.carry_tree(&pids);
         drop(reader);
-        let t = self.sink.now_ns();
+        let cost = thread_cpu_ns().saturating_sub(cpu0);
         let mut st = self.state.lock().expect("sampler lock");
+        if read {
+            st.budget.round_spent(cost, rss_bytes);
+        } else {
+            st.budget.tick_spent(cost);
+        }
+        st.cpu_ns += cost;
         if let Some(l) = st.live.get_mut(&tgid) {
-            l.pss = e.pss_bytes;
+            l.rss = now.resident * page;
+            l.max_rss = l.max_rss.max(l.rss);
         }
         let sample = Sample {
             t_ns: t,
-            pss_bytes: st
-                .live
-                .values()
-                .filter(|c| c.counted())
-                .map(|c| c.pss)
-                .sum(),
-            // The others' as of the last tick, with this process's size now.
-            rss_bytes: (st.tick_rss_bytes + now.resident * page).saturating_sub(last_resident),
+            rss_bytes: sum.rss_bytes,
             kind: SampleKind::Carried,
-            // The others' as of the last tick (this process's counted twice: a bound).
-            bound_bytes: Some(
-                e.bound_bytes
-                    .saturating_add(st.tick_bound_bytes.unwrap_or(0)),
-            ),
-            ..Default::default()
+            ..sample_of(&sum.term)
         };
+        st.max_lo = st.max_lo.max(sample.low());
         self.emit_exit_high(st, sample);
-    }
-}
-
-impl Reader {
-    /// What ste last saw of `tgid` at its image `image`: the estimate at the largest size
-    /// read, that size, and its resident bytes at the last tick. A process never read since
-    /// its exec: all of its memory is unseen (nothing, 0, 0).
-    fn seen(&self, tgid: i32, image: u32) -> (Estimate, u64, u64) {
-        match self.carried.get(&tgid) {
-            Some(c) if c.image == image => (
-                c.at_seen,
-                c.seen_resident_bytes,
-                c.last_resident_bytes(self.page),
-            ),
-            _ => (Estimate::default(), 0, 0),
-        }
-    }
-}
-
-pub struct ExitRound<'a>(Round<'a>);
-
-impl ExitRound<'_> {
-    pub fn finish(self, sampler: &Sampler) {
-        sampler.end_round(self.0);
     }
 }

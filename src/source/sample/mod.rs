@@ -39,8 +39,9 @@
 
 mod budget;
 mod carried;
-pub mod carry;
+mod carry;
 mod exit;
+mod family;
 mod round;
 mod thread;
 mod tick;
@@ -48,14 +49,13 @@ mod tree;
 
 pub use budget::Pace;
 use budget::{Budget, TICK_MIN_NS};
-use carried::Carried;
+use carried::Reader;
+use carry::Term;
 use exit::Ended;
-pub use exit::ExitRound;
-use round::Round;
 
 use crate::bus::event::Event;
 use crate::bus::sink::Sink;
-use crate::kernel::proc::{ProcFs, Rollup, page_size};
+use crate::kernel::proc::{Rollup, page_size};
 use crate::model::{Sample, SamplerInfo, Source};
 use foldhash::{HashMap, HashMapExt};
 use std::collections::BTreeMap;
@@ -123,6 +123,12 @@ const TICK_IDLE_MAX_NS: u64 = 10_000_000;
 struct Cached {
     /// Its PSS as of the latest read: exact after a round, carried after a tick.
     pss: u64,
+    /// Its resident bytes at the latest tick or read (what an exit's high-water mark is
+    /// growth beyond).
+    rss: u64,
+    /// The most resident bytes any tick or read saw of its image: a high-water mark at exit
+    /// no higher was reached at a moment the samples may already hold.
+    max_rss: u64,
     /// Last `VmHWM` reported for it (when reading peaks).
     hwm: u64,
     /// Its smaps_rollup was refused (a setuid or non-dumpable program). Only an exec can
@@ -149,14 +155,100 @@ struct Cached {
     exit_hwm: u64,
 }
 
+/// The window's held samples: the highest estimate, the highest lower bound and the highest
+/// upper bound of its ticks (often one sample, up to three), so that none of the figures Max
+/// PSS is made of is dropped, and the end of a plateau.
+#[derive(Default)]
+struct Held([Option<Sample>; 4]);
+
+impl Held {
+    fn hold(&mut self, s: Sample) {
+        let better = [
+            |a: &Sample, b: &Sample| a.pss_bytes > b.pss_bytes,
+            |a: &Sample, b: &Sample| a.low() > b.low(),
+            |a: &Sample, b: &Sample| a.high() > b.high(),
+        ];
+        for (slot, better) in self.0.iter_mut().zip(better) {
+            if slot.as_ref().is_none_or(|h| better(&s, h)) {
+                *slot = Some(s.clone());
+            }
+        }
+    }
+
+    /// The last point of a plateau: kept whatever its figures.
+    fn hold_end(&mut self, s: Sample) {
+        self.0[3] = Some(s);
+    }
+
+    /// The distinct samples held, in time order, the window emptied.
+    fn take(&mut self) -> Vec<Sample> {
+        let mut v: Vec<Sample> = self.0.iter_mut().filter_map(Option::take).collect();
+        v.sort_by_key(|s| s.t_ns);
+        v.dedup_by_key(|s| s.t_ns);
+        v
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(Option::is_none)
+    }
+}
+
 impl State {
-    /// The ticks' samples held back (a plateau's last point, the window's highest), in time
-    /// order, to go out before another sample; the next tick starts a plateau afresh.
-    fn take_held(&mut self) -> impl Iterator<Item = Sample> + use<> {
-        self.tick_emitted = None;
-        [self.plateau_end.take(), self.pending.take()]
-            .into_iter()
-            .flatten()
+    /// The current state's provisional sample, made final: its first point and, when ticks
+    /// found it unchanged later, its last (so a chart draws the plateau flat).
+    fn finalize_provisional(&mut self) {
+        if let Some((first, last_t)) = self.provisional.take() {
+            if last_t > first.t_ns {
+                let end = Sample {
+                    t_ns: last_t,
+                    ..first.clone()
+                };
+                self.pending.hold(first);
+                self.pending.hold_end(end);
+            } else {
+                self.pending.hold(first);
+            }
+        }
+    }
+
+    /// The ticks' samples held back (the current state's, the window's extremes, and the
+    /// windows' since), in time order, to go out before another sample. `ceiling`: an exact
+    /// read of the tree at one moment, and how much its PSS can have fallen by then (the
+    /// carry's `fallen`): no sample can have been above that read plus what fell after it.
+    fn take_held(&mut self, ceiling: Option<(u64, f64)>) -> impl Iterator<Item = Sample> + use<> {
+        self.finalize_provisional();
+        let mut v = std::mem::take(&mut self.since_decrease);
+        v.extend(self.pending.take());
+        if let Some((x, fallen_now)) = ceiling {
+            for s in &mut v {
+                // What had fallen by the sample's time: the last mark at or before it.
+                let i = self.fallen_marks.partition_point(|m| m.0 <= s.t_ns);
+                let then = if i == 0 {
+                    0.0
+                } else {
+                    self.fallen_marks[i - 1].1
+                };
+                let bound = x as f64 + (fallen_now - then).max(0.0);
+                let high = s.high().min(bound.ceil() as u64);
+                s.high_bytes = Some(high);
+                s.low_bytes = Some(s.low().min(high));
+                s.pss_bytes = s.pss_bytes.min(high);
+            }
+        }
+        // Marks older than anything still to come are no longer needed.
+        if let Some(&last) = self.fallen_marks.last() {
+            self.fallen_marks.clear();
+            self.fallen_marks.push(last);
+        }
+        v.sort_by_key(|s| s.t_ns);
+        v.into_iter()
+    }
+
+    /// The carry's cumulative `fallen` at `t`, marked when it moved.
+    fn mark_fallen(&mut self, t: u64, fallen: f64) {
+        if self.fallen_marks.last().is_none_or(|m| m.1 != fallen) {
+            self.fallen_marks.push((t, fallen));
+        }
     }
 
     /// The PSS of the tree but `tgid`, as of each process's latest read.
@@ -182,13 +274,6 @@ impl Cached {
                 .exec_ns
                 .is_none_or(|t| now.saturating_sub(t) >= EXEC_SETTLE_NS)
     }
-}
-
-/// What rounds and ticks read with (one at a time: behind [`Sampler::reader`]).
-struct Reader {
-    procfs: ProcFs,
-    carried: HashMap<i32, Carried>,
-    page: u64,
 }
 
 struct State {
@@ -217,8 +302,19 @@ struct State {
     /// CPU of the costliest tick (with what was charged to it).
     max_tick_cpu_ns: u64,
     last_round_ns: Option<u64>,
-    /// The last round that read every process (the age rule's anchor).
+    /// The last round that read every process at one moment (the age rule's anchor), and the
+    /// last that read every process at all.
     last_full_round_ns: Option<u64>,
+    last_round_all_ns: Option<u64>,
+    /// Rounds that were one moment (exact samples).
+    moments: u64,
+    /// Changes of the tree the trackers told of (a round that spans one is not one moment), and
+    /// their count at the last tick.
+    generation: u64,
+    tick_generation: u64,
+    /// Rounds taken beyond the budget because the maximum's interval was loose, and their CPU.
+    max_rounds: u64,
+    max_rounds_cpu_ns: u64,
     first_round_ns: Option<u64>,
     max_gap_ns: u64,
     rounds: u64,
@@ -241,20 +337,31 @@ struct State {
     first_tick_ns: Option<u64>,
     last_tick_ns: Option<u64>,
     tick_cpu_ns: u64,
-    /// The last tick's sum and bound.
-    tick_pss_bytes: u64,
-    tick_bound_bytes: Option<u64>,
+    /// The last tick's sum: the estimate and its proven interval, and how much of its width
+    /// the anonymous families make.
+    tick_term: Term,
+    tick_anon_width: f64,
+    /// The largest lower bound and upper bound of any sample so far: what Max PSS is proven to
+    /// be at least, and what the samples allow at most.
+    max_lo: u64,
+    max_hi: u64,
     /// A tick saw a counter move since the last exact round (see [`Sampler::run`]).
     changed_since_round: bool,
-    /// How far ticks have backed off while nothing moves.
+    /// How far ticks have backed off while nothing moves, and since when they find nothing
+    /// moving.
     tick_backoff_ns: u64,
-    /// The highest tick of the current emission window, not emitted yet.
-    pending: Option<Sample>,
-    /// The last tick's sample emitted, and the latest since that repeated its figures: a
-    /// plateau (a process asleep on its memory) goes out as its first and last points only
-    /// (see [`Sampler::tick`]).
-    tick_emitted: Option<Sample>,
-    plateau_end: Option<Sample>,
+    still_since_ns: Option<u64>,
+    /// The current emission window's extremes, not emitted yet.
+    pending: Held,
+    /// The sample of the tree's current state, held until something moves: the first tick of
+    /// that state, and when the last tick still found it so. A plateau (a process asleep on
+    /// its memory) goes out as its first and last points only; an exact round of the same
+    /// state replaces it (see [`Sampler::tick`]).
+    provisional: Option<(Sample, u64)>,
+    /// The windows' samples not sent yet, held for an exact round that may bound them from
+    /// above, and when the carry's `fallen` moved (time, value).
+    since_decrease: Vec<Sample>,
+    fallen_marks: Vec<(u64, f64)>,
     /// When a sample was last emitted.
     last_emit_ns: u64,
 }
@@ -298,6 +405,12 @@ impl Sampler {
                 max_tick_cpu_ns: 0,
                 last_round_ns: None,
                 last_full_round_ns: None,
+                last_round_all_ns: None,
+                moments: 0,
+                generation: 0,
+                tick_generation: 0,
+                max_rounds: 0,
+                max_rounds_cpu_ns: 0,
                 first_round_ns: None,
                 max_gap_ns: 0,
                 rounds: 0,
@@ -314,21 +427,21 @@ impl Sampler {
                 last_tick_ns: None,
                 tick_cpu_ns: 0,
                 changed_since_round: true,
-                tick_pss_bytes: 0,
-                tick_bound_bytes: None,
+                tick_term: Term::default(),
+                tick_anon_width: 0.0,
+                max_lo: 0,
+                max_hi: 0,
                 tick_backoff_ns: 0,
-                pending: None,
-                tick_emitted: None,
-                plateau_end: None,
+                still_since_ns: None,
+                pending: Held::default(),
+                provisional: None,
+                since_decrease: Vec::new(),
+                fallen_marks: Vec::new(),
                 last_emit_ns: 0,
             }),
             wake: Condvar::new(),
             idle: Condvar::new(),
-            reader: Mutex::new(Reader {
-                procfs: ProcFs::default(),
-                carried: HashMap::new(),
-                page: page_size(),
-            }),
+            reader: Mutex::new(Reader::new(page_size())),
             read_peaks: std::sync::atomic::AtomicBool::new(false),
             thread: Mutex::new(None),
             observers: RwLock::new(Vec::new()),
@@ -424,7 +537,7 @@ impl Sampler {
                 .expect("sampler lock")
                 .0;
         }
-        for p in st.take_held() {
+        for p in st.take_held(None) {
             self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
         }
         // Exit records that came since the thread's last turn (later ones are turned into
@@ -464,6 +577,9 @@ impl Sampler {
             max_round_cpu_ns: (st.rounds > 0).then_some(st.max_round_cpu_ns),
             max_tick_cpu_ns: (st.ticks > 0).then_some(st.max_tick_cpu_ns),
             tick_debt_ns: st.budget.allowances_ns().1,
+            moments: Some(st.moments),
+            max_rounds: matches!(self.pace, Pace::Budget(_)).then_some(st.max_rounds),
+            max_rounds_cpu_ns: matches!(self.pace, Pace::Budget(_)).then_some(st.max_rounds_cpu_ns),
         }
     }
 
@@ -499,12 +615,13 @@ mod tests {
             .collect()
     }
 
-    /// The exit-stop round reads the exiting process before `at_exit` returns (the tracker
-    /// then lets it go: here it is killed and reaped), and the others at `finish`.
+    /// At an exit stop, a small exiting process is read exactly before `at_exit` returns (the
+    /// tracker then lets it go), and the tree's sample carries the others from their ticks: its
+    /// interval holds the exiting process's exact share.
     #[test]
-    fn an_exit_round_reads_the_exiting_process_before_it_is_let_go() {
+    fn an_exit_stop_reads_the_exiting_process_before_it_is_let_go() {
         let (sink, mut rx) = crate::bus::sink::Sink::new(Clock::start());
-        let sampler = Sampler::new(Pace::Fixed(Duration::from_secs(3600)), sink);
+        let sampler = Sampler::new(Pace::Budget(0.01), sink);
         let mut exiting = std::process::Command::new("sleep")
             .arg("60")
             .spawn()
@@ -514,36 +631,35 @@ mod tests {
             .spawn()
             .unwrap();
         let (e, o) = (exiting.id() as i32, other.id() as i32);
-        sampler.process_started(e, 0);
-        sampler.process_started(o, 0);
-        // Its resident size is far above any peak so far: a round is due.
-        let round = sampler
-            .at_exit(e, 1 << 40, None)
-            .expect("a round at the exit stop");
+        for p in [e, o] {
+            sampler.process_started(p, 0);
+            sampler.process_exec(p);
+        }
+        std::thread::sleep(Duration::from_nanos(2 * EXEC_SETTLE_NS));
+        sampler.tick();
+        samples(&mut rx);
+        // Never read: its file pages may be anywhere from none to all of them.
         assert!(
-            samples(&mut rx).is_empty(),
-            "nothing emitted before the round is finished"
+            sampler
+                .reader
+                .lock()
+                .unwrap()
+                .carried
+                .get(&e)
+                .is_some_and(|c| c.file == Some(carry::FileKnown::NewImage))
         );
-        exiting.kill().unwrap();
-        exiting.wait().unwrap();
-        round.finish(&sampler);
-        let s = samples(&mut rx);
-        assert_eq!(s.len(), 1);
-        let pids: Vec<i32> = s[0]
-            .per_process
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|p| p.pid)
-            .collect();
-        let mut want = vec![e, o];
-        want.sort();
-        assert_eq!(pids, want, "both read, in pid order");
-        assert!(s[0].pss_bytes > 0);
-        // Below the peak now recorded: no round, nothing to finish.
-        assert!(sampler.at_exit(o, 0, None).is_none());
-        other.kill().unwrap();
-        other.wait().unwrap();
+        sampler.state.lock().unwrap().max_lo = 0;
+        sampler.at_exit(e, 1 << 20, None);
+        let read = &sampler.reader.lock().unwrap().carried;
+        assert!(
+            matches!(read[&e].file, Some(carry::FileKnown::Read { .. })),
+            "read exactly in its exit stop"
+        );
+        assert!(matches!(read[&o].file, Some(carry::FileKnown::NewImage)));
+        for c in [&mut exiting, &mut other] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
     }
 
     fn exit_peaks(rx: &mut crate::bus::mailbox::Receiver<Msg>) -> Vec<Sample> {
@@ -580,7 +696,8 @@ mod tests {
         let s = exit_peaks(&mut rx);
         assert_eq!(s.len(), 1);
         assert_eq!(s[0].pss_bytes, 8 * MIB);
-        assert_eq!(s[0].bound_bytes, Some(8 * MIB));
+        // Nothing read: at most the mark, and no lower bound beyond the (empty) tree's.
+        assert_eq!((s[0].low(), s[0].high()), (0, 8 * MIB));
         // A smaller mark (an earlier thread's) changes nothing.
         sampler.exit_record(101, 4 * MIB);
         assert!(exit_peaks(&mut rx).is_empty());
@@ -618,15 +735,18 @@ mod tests {
         std::thread::sleep(Duration::from_nanos(2 * EXEC_SETTLE_NS));
         samples(&mut rx);
         sampler.state.lock().unwrap().changed_since_round = true;
-        sampler.round(true, Vec::new());
+        sampler.round(true, round::Payer::Budget);
         let s = samples(&mut rx);
         let round = s.last().expect("the round's sample");
         assert_eq!(round.kind, SampleKind::Carried);
-        assert!(round.bound_bytes.is_some());
+        assert!(round.low() < round.high(), "an interval, not one figure");
         let pids: Vec<i32> = round.per_process.iter().flatten().map(|p| p.pid).collect();
         assert_eq!(pids, if a < b { [a, b] } else { [b, a] });
         let read = &sampler.reader.lock().unwrap().carried;
-        assert!(read[&b].anchor.is_some(), "the new image was read");
+        assert!(
+            matches!(read[&b].file, Some(carry::FileKnown::Read { .. })),
+            "the new image was read"
+        );
         let st = sampler.state.lock().unwrap();
         assert!(!st.live[&b].round_asked, "its ask is answered");
         assert!(st.changed_since_round && st.last_full_round_ns.is_none());

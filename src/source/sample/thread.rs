@@ -6,9 +6,22 @@
 //! `budget.rs`'s.
 
 use super::budget::Pace;
+use super::round::Payer;
 use super::{
     ANCHOR_MAX_AGE_NS, ANCHOR_WHEN_BOUND, EXEC_SETTLE_NS, Sampler, State, TICK_IDLE_MAX_NS,
 };
+
+/// The maximum's rounds are taken while the interval of the ticks' sum is wider than this
+/// share of it and its upper end is this far above the largest proven lower bound: Max PSS
+/// is then known to within it.
+const MAX_TARGET: f64 = 0.02;
+/// Nor closer than this to the last round, and while the tree moves, than the second.
+const MAX_ROUND_GAP_NS: u64 = 20_000_000;
+const MAX_ROUND_MOVING_GAP_NS: u64 = 1_000_000_000;
+/// How long the ticks must have found nothing moving before such a round: a tree that pauses
+/// between two of its forks or two bursts of writes is no moment to read, and a round that
+/// spans one is lost.
+const MAX_ROUND_STILL_NS: u64 = 20_000_000;
 use crate::bus::sink::thread_cpu_ns;
 use std::time::Duration;
 
@@ -58,9 +71,8 @@ impl Sampler {
             // exactly (new anonymous pages). Nor does it anchor memory that has stopped moving
             // with a tight figure: that round (~40 ms for 4 GiB) was most of what ste spent
             // watching a process asleep on its memory, for a bound already within 0.5 %.
-            let tight = st
-                .tick_bound_bytes
-                .is_some_and(|b| b as f64 <= ANCHOR_WHEN_BOUND * st.tick_pss_bytes as f64)
+            let width = st.tick_term.hi - st.tick_term.lo;
+            let tight = width <= ANCHOR_WHEN_BOUND * st.tick_term.central
                 && (since_round < ANCHOR_MAX_AGE_NS || st.tick_growing || !st.tick_moved);
             // Observers (`--maps-at-peak`, `--malloc`) look at memory in rounds only: with them
             // rounds keep their budget's pace.
@@ -71,18 +83,48 @@ impl Sampler {
             // next fork, and a build's make and shells were read again at every compiler's
             // exec for nothing.
             let asked = st.live.values().any(|c| c.round_asked && c.readable(now));
-            let budgeted = matches!(self.pace, Pace::Budget(_))
-                && self.observers.read().expect("observers lock").is_empty();
+            let adaptive = matches!(self.pace, Pace::Budget(_));
+            let budgeted = adaptive && self.observers.read().expect("observers lock").is_empty();
             let not_due = !st.changed_since_round || tight;
             if budgeted && !asked && not_due {
                 round_wait = round_wait.max(st.next_tick_ns.saturating_sub(now) + 1);
+            }
+            // The maximum's rounds: the ticks' interval could hold a new maximum the counters
+            // cannot pin to within MAX_TARGET (shared memory moved), and something moved since
+            // the last round; paid from the maximum's bucket when the budget's cannot.
+            // A round is one moment only if nothing moves while it reads, and a process read
+            // while it grows is a smear: while the tree keeps moving (its last tick saw a
+            // counter move), they wait for it to stand still, but for new images to read (a
+            // round of them alone) and, where the file pages make most of the width (each
+            // process's read narrows it, one moment or not), at most every
+            // MAX_ROUND_MOVING_GAP_NS (a tree that never stands still: many short processes).
+            // Only a round at one moment narrows the anonymous families.
+            let since_any = st.last_round_ns.map_or(u64::MAX, |t| now.saturating_sub(t));
+            let file_width = width - st.tick_anon_width;
+            let moving_ok =
+                asked || (file_width > st.tick_anon_width && since_any >= MAX_ROUND_MOVING_GAP_NS);
+            let still = st
+                .still_since_ns
+                .is_some_and(|t| now.saturating_sub(t) >= MAX_ROUND_STILL_NS);
+            let for_max = adaptive
+                && round_wait > 0
+                && st.changed_since_round
+                && (still || moving_ok)
+                && width > MAX_TARGET * st.tick_term.central
+                && st.tick_term.hi > st.max_lo as f64 * (1.0 + MAX_TARGET)
+                && st.budget.max_round_affordable()
+                && st
+                    .last_round_ns
+                    .is_none_or(|t| now.saturating_sub(t) >= MAX_ROUND_GAP_NS);
+            if for_max {
+                round_wait = 0;
             }
             // A round an observer pays for is due at once: it asked for it at a new high.
             let payers = std::mem::take(&mut st.payers);
             if !payers.is_empty() {
                 round_wait = 0;
             }
-            let only_asked = budgeted && asked && not_due && payers.is_empty();
+            let only_asked = budgeted && asked && (not_due || for_max) && payers.is_empty();
             let tick_wait = st.next_tick_ns.saturating_sub(now);
             if readable && (round_wait == 0 || tick_wait == 0) {
                 let exact = round_wait == 0;
@@ -93,7 +135,12 @@ impl Sampler {
                 drop(st);
                 let between = thread_cpu_ns().saturating_sub(mark);
                 let (moved, new_high) = if exact {
-                    self.round(only_asked, payers);
+                    let paid_by = match (payers.is_empty(), for_max) {
+                        (false, _) => Payer::Observers(payers),
+                        (true, true) => Payer::Maximum,
+                        (true, false) => Payer::Budget,
+                    };
+                    self.round(only_asked, paid_by);
                     (true, None)
                 } else {
                     self.tick()

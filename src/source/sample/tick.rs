@@ -5,8 +5,8 @@
 //! that cannot, the tick's sample, whether memory moved or rose to a new high). When a tick is
 //! due is `thread.rs`'s; the carry's arithmetic is `carry.rs`'s.
 
-use super::carried::Carried;
-use super::{Cached, GROWING_BYTES, Reader, Sampler};
+use super::carry::Term;
+use super::{Cached, GROWING_BYTES, Sampler};
 use crate::bus::event::Event;
 use crate::bus::sink::thread_cpu_ns;
 use crate::model::{ProcessSample, Sample, SampleKind};
@@ -17,96 +17,91 @@ use crate::model::{ProcessSample, Sample, SampleKind};
 /// HTML's ~1,000: a run of an hour keeps ~1,000 × (1 + ln(hour / 5 s)) ≈ 7,600 of them.
 const EMIT_MIN_NS: u64 = 5_000_000;
 const EMIT_SCALE: u64 = 1_000;
+/// Samples held for an exact round that may bound them (see `State::take_held`): beyond this
+/// many, they go out. ~4 a window: seconds at the least, and a run's whole chart at most.
+const HELD_SAMPLES: usize = 4_000;
 
 impl Sampler {
-    /// One tick: read the counters of every live process and carry their PSS. Returns whether
-    /// any counter moved, or the set of processes changed, since the last tick, and the sum
-    /// when it is a new maximum.
+    /// One tick: read the counters of every live process and carry the tree's PSS. Returns
+    /// whether any counter moved, or the set of processes changed, since the last tick, and the
+    /// sum when it is a new maximum.
     pub(super) fn tick(&self) -> (bool, Option<u64>) {
         let mut reader = self.reader.lock().expect("reader lock");
         let cpu0 = thread_cpu_ns();
-        let (procs, unreadable): (Vec<(i32, Cached)>, u32) = {
+        let (procs, unreadable, live_now, generation) = {
             let st = self.state.lock().expect("sampler lock");
             let now = self.sink.now_ns();
+            let gone = reader.sync(&st.live, now);
             (
-                st.live
-                    .iter()
-                    .filter(|(_, c)| c.readable(now))
-                    .map(|(p, c)| (*p, *c))
-                    .collect(),
+                parents_first(
+                    st.live
+                        .iter()
+                        .filter(|(_, c)| c.readable(now))
+                        .map(|(p, c)| (*p, *c))
+                        .collect(),
+                ),
                 st.live.values().filter(|c| c.unreadable).count() as u32,
+                gone,
+                st.generation,
             )
         };
         let t = self.sink.now_ns();
-        let Reader {
-            procfs,
-            carried,
-            page,
-        } = &mut *reader;
-        let page = *page;
-        {
-            let st = self.state.lock().expect("sampler lock");
-            // A process gone keeps its carry while an exit record may still come for it (its
-            // `statm` is closed: a fork loop would keep a descriptor per process otherwise).
-            carried.retain(|p, c| {
-                if st.live.contains_key(p) {
-                    true
-                } else if st.ended.contains_key(p) {
-                    c.statm = None;
-                    true
-                } else {
-                    false
-                }
-            });
-        }
-        let mut sample = Sample {
-            t_ns: t,
-            unreadable,
-            kind: SampleKind::Carried,
-            bound_bytes: Some(0),
-            ..Default::default()
-        };
-        let mut per_process = Vec::with_capacity(procs.len());
-        let mut estimates = Vec::with_capacity(procs.len());
-        let mut changed = procs.len() != carried.len();
+        let page = reader.page;
+        let mut changed = live_now || procs.len() != reader.carried.len();
         let read_peaks = self.read_peaks.load(std::sync::atomic::Ordering::Relaxed);
         let mut peaks = Vec::new();
+        let mut pids = Vec::with_capacity(procs.len());
         for &(pid, cached) in &procs {
-            let parent = Carried::parent_of_fork(carried, pid, &cached);
-            let c = Carried::of(carried, procfs, pid, cached.image);
+            let c = reader.entry(pid, cached.image, t);
             let Some(now) = c.counters() else {
                 continue;
             };
-            let resident = now.resident;
-            let (e, moved) = c.tick(now, cached.exec_seen, parent, page);
-            changed |= moved;
+            if reader.borrows_parent(pid, &cached) {
+                continue;
+            }
+            changed |= reader.seen(pid, &cached, now);
+            pids.push(pid);
             // A tracker that cannot read the high-water mark at exit (netlink) has it read
             // whenever a tick sees the process above the last one reported.
             if read_peaks
-                && resident * page > cached.hwm
-                && let Ok(Some(hwm)) = procfs.status(pid).map(|s| s.vm_hwm_bytes)
+                && now.resident * page > cached.hwm
+                && let Ok(Some(hwm)) = reader.procfs.status(pid).map(|s| s.vm_hwm_bytes)
                 && hwm > cached.hwm
             {
                 peaks.push((pid, hwm));
             }
-            sample.pss_bytes += e.pss_bytes;
-            sample.rss_bytes += resident * page;
-            sample.processes += 1;
-            sample.bound_bytes = sample.bound_bytes.map(|b| b + e.bound_bytes);
-            estimates.push((pid, e.pss_bytes));
-            per_process.push(ProcessSample {
-                pid,
-                pss_bytes: e.pss_bytes,
-                cpu_ns: None,
-            });
         }
+        let sum = reader.carry_tree(&pids);
+        let fallen = reader.fallen;
         drop(reader);
         let cost = thread_cpu_ns().saturating_sub(cpu0);
-        sample.per_process = Some(per_process);
+        let sample = Sample {
+            t_ns: t,
+            unreadable,
+            kind: SampleKind::Carried,
+            processes: sum.per_process.len() as u32,
+            rss_bytes: sum.rss_bytes,
+            ..sample_of(&sum.term)
+        };
+        let sample = Sample {
+            per_process: Some(
+                sum.per_process
+                    .iter()
+                    .map(|&(pid, pss_bytes, _)| ProcessSample {
+                        pid,
+                        pss_bytes,
+                        cpu_ns: None,
+                    })
+                    .collect(),
+            ),
+            ..sample
+        };
         let mut st = self.state.lock().expect("sampler lock");
-        for (pid, pss) in estimates {
+        for &(pid, pss, rss) in &sum.per_process {
             if let Some(c) = st.live.get_mut(&pid) {
                 c.pss = pss;
+                c.rss = rss;
+                c.max_rss = c.max_rss.max(rss);
             }
         }
         for &(pid, hwm) in &peaks {
@@ -124,56 +119,95 @@ impl Sampler {
         st.first_tick_ns.get_or_insert(t);
         st.last_tick_ns = Some(t);
         st.changed_since_round |= changed;
-        st.tick_pss_bytes = sample.pss_bytes;
-        st.tick_bound_bytes = sample.bound_bytes;
+        st.still_since_ns = if changed {
+            None
+        } else {
+            st.still_since_ns.or(st.last_tick_ns)
+        };
+        st.tick_term = sum.term;
+        st.tick_anon_width = sum.anon_width;
+        st.tick_generation = generation;
         if sample.processes == 0 {
             return (changed, None);
         }
+        st.max_lo = st.max_lo.max(sample.low());
+        st.max_hi = st.max_hi.max(sample.high());
         let new_high = (sample.pss_bytes > st.max_pss).then_some(sample.pss_bytes);
         st.max_pss = st.max_pss.max(sample.pss_bytes);
-        if st
-            .pending
-            .as_ref()
-            .is_none_or(|p| sample.pss_bytes > p.pss_bytes)
-        {
-            st.pending = Some(sample);
+        // The sample of a state waits until something moves: an exact round of the same
+        // state may still replace it (see `round.rs`), and while memory stands still each
+        // emission would wake the session thread for nothing (a process asleep on its memory
+        // cost ste ~0.3 % of a core so).
+        st.mark_fallen(t, fallen);
+        // Held long after much could have fallen, a sample gains nothing from a later read:
+        // out they go once the windows kept pass HELD_WINDOWS.
+        let out: Vec<Sample> = if st.since_decrease.len() > HELD_SAMPLES {
+            st.take_held(None).collect()
+        } else {
+            Vec::new()
+        };
+        match &mut st.provisional {
+            Some((_, last_t)) if !changed => *last_t = t,
+            _ => {
+                st.finalize_provisional();
+                st.provisional = Some((sample, t));
+            }
         }
         let window = EMIT_MIN_NS.max(t / EMIT_SCALE);
-        if t.saturating_sub(st.last_emit_ns) >= window
-            && let Some(p) = st.pending.take()
-        {
+        if t.saturating_sub(st.last_emit_ns) >= window && !st.pending.is_empty() {
             st.last_emit_ns = t;
-            // A window that repeats the last emitted figures is held back: while memory
-            // stands still, each emission woke the session thread for nothing (a process
-            // asleep on its memory cost ste ~0.3 % of a core so). The plateau's last point
-            // goes out before the next change, so both a sample-and-hold chart and one
-            // that joins its points draw it flat.
-            if st
-                .tick_emitted
-                .as_ref()
-                .is_some_and(|e| same_figures(e, &p))
-            {
-                st.plateau_end = Some(p);
-            } else {
-                let end = st.plateau_end.take();
-                st.tick_emitted = Some(p.clone());
-                drop(st);
-                for p in end.into_iter().chain([p]) {
-                    self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
-                }
-            }
+            let held = st.pending.take();
+            st.since_decrease.extend(held);
+        }
+        drop(st);
+        for p in out {
+            self.sink.emit_at(p.t_ns, Event::Sample { sample: p });
         }
         (changed, new_high)
     }
 }
 
-/// Whether two samples read the same figures (all but their time).
-fn same_figures(a: &Sample, b: &Sample) -> bool {
-    a.pss_bytes == b.pss_bytes
-        && a.rss_bytes == b.rss_bytes
-        && a.processes == b.processes
-        && a.unreadable == b.unreadable
-        && a.kind == b.kind
-        && a.bound_bytes == b.bound_bytes
-        && a.per_process == b.per_process
+/// A carried sample's figures from the tree's sum: the estimate within its proven interval.
+pub(super) fn sample_of(term: &Term) -> Sample {
+    let lo = term.lo.max(0.0).floor() as u64;
+    let hi = term.hi.max(term.lo).ceil() as u64;
+    let central = (term.central.round() as u64).clamp(lo, hi);
+    Sample {
+        pss_bytes: central,
+        low_bytes: Some(lo),
+        high_bytes: Some(hi),
+        ..Default::default()
+    }
+}
+
+/// The processes in an order where a forked child comes after its parent, so that the child
+/// joins the family its parent founded at the same tick.
+pub(super) fn parents_first(mut procs: Vec<(i32, Cached)>) -> Vec<(i32, Cached)> {
+    let listed: foldhash::HashSet<i32> = procs.iter().map(|(p, _)| *p).collect();
+    if procs
+        .iter()
+        .all(|(p, c)| c.exec_seen || c.parent.is_none_or(|q| !listed.contains(&q) || q < *p))
+    {
+        return procs;
+    }
+    let mut out = Vec::with_capacity(procs.len());
+    let mut done: foldhash::HashSet<i32> = foldhash::HashSet::default();
+    while !procs.is_empty() {
+        let before = procs.len();
+        procs.retain(|&(p, c)| {
+            let ready = c.exec_seen
+                || c.parent
+                    .is_none_or(|q| !listed.contains(&q) || done.contains(&q));
+            if ready {
+                out.push((p, c));
+                done.insert(p);
+            }
+            !ready
+        });
+        if procs.len() == before {
+            // A cycle cannot be (pids are unique), but never loop on one.
+            out.append(&mut procs);
+        }
+    }
+    out
 }

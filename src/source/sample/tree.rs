@@ -11,11 +11,13 @@ impl State {
     /// `tgid` exec'd at `now`: readable again, its carry to start again from its new memory,
     /// and its image to be read once it has settled.
     fn exec_marked(&mut self, tgid: i32, now: u64) {
+        self.generation += 1;
         if let Some(c) = self.live.get_mut(&tgid) {
             c.unreadable = false;
             c.before_exec = false;
             c.image = c.image.wrapping_add(1);
             c.exit_hwm = 0;
+            c.max_rss = 0;
             c.exec_seen = true;
             c.exec_ns = Some(now);
             c.pss = 0;
@@ -29,6 +31,7 @@ impl Sampler {
     pub fn process_started(&self, tgid: i32, parent: i32) {
         let mut st = self.state.lock().expect("sampler lock");
         let parent = st.live.contains_key(&parent).then_some(parent);
+        st.generation += 1;
         st.live.insert(
             tgid,
             Cached {
@@ -102,6 +105,7 @@ impl Sampler {
             o.ended(tgid);
         }
         let mut st = self.state.lock().expect("sampler lock");
+        st.generation += 1;
         if let Some(c) = st.live.remove(&tgid) {
             self.remember_ended(&mut st, tgid, &c);
         }
@@ -178,14 +182,8 @@ impl crate::bus::tree::TreeWatcher for Sampler {
     fn exit_record(&self, tgid: i32, hwm_bytes: u64) {
         Sampler::exit_record(self, tgid, hwm_bytes)
     }
-    fn at_exit<'a>(
-        &'a self,
-        tgid: i32,
-        rss_bytes: u64,
-        shared_bytes: Option<u64>,
-    ) -> Option<Box<dyn FnOnce() + 'a>> {
-        let round = Sampler::at_exit(self, tgid, rss_bytes, shared_bytes)?;
-        Some(Box::new(move || round.finish(self)))
+    fn at_exit(&self, tgid: i32, rss_bytes: u64, shared_bytes: Option<u64>) {
+        Sampler::at_exit(self, tgid, rss_bytes, shared_bytes)
     }
 }
 

@@ -489,14 +489,10 @@ impl Tracer {
         {
             sampler.exit_peak(tgid, self.sink.sink().now_ns(), hwm);
         }
-        let round = match group {
-            Some((_, _, Some(rss), shared)) => sampler.at_exit(tgid, rss, shared),
-            _ => None,
-        };
-        self.resume(tid, 0);
-        if let Some(finish) = round {
-            finish();
+        if let Some((_, _, Some(rss), shared)) = group {
+            sampler.at_exit(tgid, rss, shared);
         }
+        self.resume(tid, 0);
         self.syscalls_of(tgid, |s| s.thread_exit(tid));
         let mut figures = Figures {
             cpu_ns: sched.map(|s| s.0),
