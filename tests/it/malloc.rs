@@ -477,6 +477,59 @@ fn sdt_probes_are_counted_with_uprobes() {
     }
 }
 
+/// Issue 44, item 1: the uprobes go to the file whose notes were parsed, even when the path
+/// names another file by the time they are attached. A racer who can write the program's
+/// directory renames a symlink over it in between (the debug build's `STE_TEST_SDT_SWAP` hook
+/// does so at that moment); attached by the path, the uprobes went to the other file, at the
+/// offsets parsed from the first. Here the other file is a script that execs the fixture:
+/// through the descriptor, the fixture's sites are attached and its hits counted; by the
+/// path, the script got them (refused: the offsets lie beyond its end) and nothing counted.
+#[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: uprobes need BPF")]
+fn sdt_uprobes_go_to_the_file_parsed_not_the_path() {
+    assert!(
+        is_root(),
+        "this test runs as root (CI does): uprobes need BPF"
+    );
+    let fx = sdt_fixture("-O1");
+    let dir = scratch("sdt-swap");
+    std::fs::create_dir(&dir).unwrap();
+    let prog = dir.join("prog");
+    std::os::unix::fs::symlink(&fx, &prog).unwrap();
+    let script = dir.join("other.sh");
+    std::fs::write(&script, format!("#!/bin/sh\nexec {fx} \"$@\"\n")).unwrap();
+    set_mode(&script, 0o755);
+    std::os::unix::fs::symlink(&script, dir.join("prog.swap")).unwrap();
+    let prog_s = prog.display().to_string();
+    let o = ste_with(root_ebpf(), &["--malloc"], &[&prog_s, "5", "3"], |c| {
+        c.env("STE_TEST_SDT_SWAP", &prog);
+    });
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    assert_eq!(
+        std::fs::read_link(&prog).unwrap(),
+        script,
+        "the hook swapped the path before the attach"
+    );
+    let sdt = sdt_counts(&o);
+    let object = sdt
+        .objects
+        .iter()
+        .find(|o| o.path == prog_s)
+        .expect("the program searched");
+    assert_eq!(
+        (object.found, object.attached),
+        (3, 3),
+        "{:?}",
+        object.not_attached
+    );
+    assert_eq!(
+        sdt_probe(sdt, "memory_arena_new").hits,
+        5,
+        "{:?}",
+        sdt.probes
+    );
+}
+
 /// Hits outside the tree are not counted: the same fixture run in a loop beside ste (its
 /// uprobes are on the file, so they fire for those runs too, and the kernel filters them out).
 #[test]
