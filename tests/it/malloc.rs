@@ -316,6 +316,50 @@ fn a_setuid_program_is_reported() {
     assert!(o.stderr().contains("AT_SECURE"), "{}", o.stderr());
 }
 
+/// Issue 44, item 2: a command that cuts its own segment file short (`ftruncate` to 0) and
+/// stays away from malloc no longer kills ste with SIGBUS at its next read of the mapping
+/// (exit 135, an empty report, the cgroup and run directory left behind): the run ends with
+/// the command's status, and the report says that image's figures were lost. As root (the
+/// sudo case: root's ste, the user's command) and as nobody.
+#[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: runs ste as root and as nobody"
+)]
+fn a_segment_cut_short_by_the_command_does_not_kill_ste() {
+    let fx = fixture_c();
+    for mode in [
+        Mode {
+            tracker: Tracker::Ebpf,
+            who: Who::Root,
+        },
+        Mode {
+            tracker: Tracker::Ptrace,
+            who: Who::Nobody,
+        },
+    ] {
+        let o = ste(
+            mode,
+            &["--malloc", "--interval", "10ms"],
+            &[&fx, "truncate", "300"],
+        );
+        assert_eq!(o.status(), 0, "{:?}: {}", mode, o.stderr());
+        let run = o.run();
+        assert!(
+            run.notes
+                .iter()
+                .any(|n| n.contains("was cut short while ste read it")),
+            "{:?}: {:?}",
+            mode,
+            run.notes
+        );
+        assert!(
+            images(run, &fx).is_empty(),
+            "nothing of the cut image is shown as a figure"
+        );
+    }
+}
+
 #[test]
 fn sdt_probes_of_a_test_binary() {
     // The feature works here: systemtap-sdt-dev provides sys/sdt.h (.ci/run installs it).
