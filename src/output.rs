@@ -21,7 +21,10 @@
 //!   owner owns it and it has no other hard link: the rules of the kernel's
 //!   `fs.protected_symlinks` and `fs.protected_regular` (plus the hard-link case
 //!   `fs.protected_hardlinks` closes), applied here because ste must be safe on machines that
-//!   switch them off. Links in procfs (`/dev/stdout` → `/proc/self/fd/1`) are left to the
+//!   switch them off. A directory in such a directory is entered under the same rule: one
+//!   another user made there is that user's to fill (`mkdir /tmp/x/d; ln -s VICTIM
+//!   /tmp/x/d/out` needs no sticky directory of its own), so it is refused, as the kernel's
+//!   rules, which judge only the last directory, would not. Links in procfs (`/dev/stdout` → `/proc/self/fd/1`) are left to the
 //!   kernel: they name open files, not paths, and procfs has no world-writable directory.
 //! - **Onto which file.** A new file is made with `O_CREAT|O_EXCL|O_NOFOLLOW`; an existing one
 //!   is reopened for writing through its `O_PATH` descriptor (`/proc/self/fd/N`, the same
@@ -201,6 +204,20 @@ fn check_existing(dir: &Dir, file: &FileStat, me: libc::uid_t) -> io::Result<()>
     Ok(())
 }
 
+/// A directory in a shared directory is entered only when the walker (`me`) or the shared
+/// directory's owner owns it: what another user made there, that user fills as they like.
+fn check_entered(dir: &Dir, sub: &FileStat, me: libc::uid_t, name: &[u8]) -> io::Result<()> {
+    if dir.is_shared() && sub.st_uid != me && sub.st_uid != dir.stat.st_uid {
+        return Err(refused(format!(
+            "refused: {} is a directory owned by uid {} in a sticky world-writable directory owned by uid {} (another user may have planted it)",
+            called(name, false),
+            sub.st_uid,
+            dir.stat.st_uid
+        )));
+    }
+    Ok(())
+}
+
 /// Walks `path` as described in the module header and opens its last component for writing.
 fn walk(path: &Path, me: libc::uid_t) -> io::Result<Opened> {
     let bytes = path.as_os_str().as_bytes();
@@ -277,7 +294,10 @@ fn walk(path: &Path, me: libc::uid_t) -> io::Result<Opened> {
                     names = spliced;
                 }
             }
-            SFlag::S_IFDIR if !last => dir = Dir { fd, stat },
+            SFlag::S_IFDIR if !last => {
+                check_entered(&dir, &stat, me, &name)?;
+                dir = Dir { fd, stat };
+            }
             SFlag::S_IFDIR => return Err(Errno::EISDIR.into()),
             _ if !last => return Err(Errno::ENOTDIR.into()),
             _ => {
@@ -454,6 +474,13 @@ mod tests {
         let dir_link = shared.join("dir");
         symlink(t.path(), &dir_link).unwrap();
         std::os::unix::fs::lchown(&dir_link, other, other).unwrap();
+        // Issue 44, item 7: a directory of another user's in the shared one, holding a link
+        // of theirs (no sticky directory of its own, so the kernel's rules would follow it).
+        let planted_dir = shared.join("d");
+        std::fs::create_dir(&planted_dir).unwrap();
+        std::os::unix::fs::chown(&planted_dir, other, other).unwrap();
+        symlink(&victim, planted_dir.join("out")).unwrap();
+        std::os::unix::fs::lchown(planted_dir.join("out"), other, other).unwrap();
         for (path, says) in [
             (link.clone(), "it is a symbolic link owned by uid 65534"),
             (planted.clone(), "owned by uid 65534"),
@@ -461,6 +488,14 @@ mod tests {
             (
                 dir_link.join("victim"),
                 "its component \"dir\" is a symbolic link",
+            ),
+            (
+                planted_dir.join("out"),
+                "its component \"d\" is a directory owned by uid 65534",
+            ),
+            (
+                planted_dir.join("fresh"),
+                "its component \"d\" is a directory owned by uid 65534",
             ),
         ] {
             let e = create(&path).unwrap_err();
