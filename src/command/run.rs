@@ -103,7 +103,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     };
     let malloc = opts
         .malloc
-        .then(|| crate::source::malloc::Setup::new(creds.as_ref().map(|c| c.uid)))
+        .then(|| crate::source::malloc::Setup::new(creds.as_ref().map(|c| (c.uid, c.gid))))
         .transpose()?;
     let env = malloc.as_ref().map(|m| m.env()).unwrap_or_default();
     let prepared = Prepared::new(&opts.command, creds, &env)?;

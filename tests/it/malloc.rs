@@ -1017,10 +1017,13 @@ fn a_killed_runs_directory_is_swept_by_the_next_run() {
 fn under_sudo_the_segments_are_read_as_under_root() {
     // Under sudo the command runs as the invoking user (here nobody, as sudo would leave it in
     // the environment), and ste's sampler keeps only CAP_SYS_PTRACE: the segments must still be
-    // readable to it, and to no other user. The command shows the modes it sees.
+    // readable to it, and to no other user. The command shows the modes it sees, after making
+    // a directory of its own in the run directory: neither is of group root (issue 44, item
+    // 10: a setgid directory of group root let the user keep one), and root's access is the
+    // ACL's (`+`).
     let fx = fixture_c();
     let script = format!(
-        "stat -c '%U %G %a' \"$STE_MALLOC_DIR\" \"$STE_MALLOC_DIR\"/*; {fx} count 10 100; {fx} fragment 4 300"
+        "mkdir \"$STE_MALLOC_DIR/kept\"; ls -ld \"$STE_MALLOC_DIR\" | cut -c11; stat -c '%U %G %a %n' \"$STE_MALLOC_DIR\" \"$STE_MALLOC_DIR\"/*; {fx} count 10 100; {fx} fragment 4 300"
     );
     let run = |sudo: bool| {
         ste_with(
@@ -1037,18 +1040,44 @@ fn under_sudo_the_segments_are_read_as_under_root() {
         )
     };
     let (root, sudo) = (run(false), run(true));
-    for (o, user) in [(&root, "root"), (&sudo, "nobody")] {
+    for (o, sudo) in [(&root, false), (&sudo, true)] {
         assert_eq!(o.status(), 0, "{}", o.stderr());
         let out = o.stdout();
         let mut lines = out.lines();
-        assert_eq!(lines.next(), Some(format!("{user} root 2770").as_str()));
-        // The shim (root's, readable) and the segments made so far (the user's, group root).
-        let mut rest: Vec<&str> = lines.collect();
-        rest.sort();
-        rest.dedup();
-        let mut want = [format!("{user} root 660"), "root root 644".to_string()];
-        want.sort();
-        assert_eq!(rest, want);
+        assert_eq!(lines.next(), Some(if sudo { "+" } else { " " }), "{out}");
+        // The directory, the one the command made, the shim (root's, readable) and the
+        // segments made so far (the user's).
+        let mut seen: Vec<String> = lines
+            .map(|l| {
+                let (ids, name) = l.rsplit_once(' ').unwrap();
+                let name = std::path::Path::new(name).file_name().unwrap();
+                let name = name.to_str().unwrap();
+                let kind = match name {
+                    "kept" | "ste_malloc.so" => name,
+                    n if n.contains(".malloc-") => "dir",
+                    _ => "segment",
+                };
+                format!("{kind}: {ids}")
+            })
+            .collect();
+        seen.sort();
+        seen.dedup();
+        let want = if sudo {
+            [
+                "dir: nobody nogroup 770",
+                "kept: nobody nogroup 770",
+                "segment: nobody nogroup 660",
+                "ste_malloc.so: root root 644",
+            ]
+        } else {
+            [
+                "dir: root root 700",
+                "kept: root root 755",
+                "segment: root root 640",
+                "ste_malloc.so: root root 644",
+            ]
+        };
+        assert_eq!(seen, want, "{out}");
     }
     let images = |o: &Outcome| {
         let mut v: Vec<(String, u64)> = o
