@@ -1,8 +1,13 @@
 //! Opening the files ste writes for the user: `-o`, `--json`, `--html`, `--perfetto`, `ste
-//! record -o`, and the outputs of `ste report` and `ste maps`.
+//! record -o`, and the outputs of `ste report` and `ste maps`; and the files it reads for the
+//! user, the inputs of `ste report` and `ste diff` ([`open_input`]).
 //!
 //! Owns how such a file is opened: as whom, through which path, onto which existing file. It
 //! writes nothing into the file and knows no format.
+//!
+//! - **Inputs** are opened as the user who invoked sudo when there is one, as the shell's
+//!   `<FILE` would open them: `sudo ste report /root/secret` must not read what that user
+//!   cannot. The path is the user's to name, so it is opened as it is, links followed.
 //!
 //! - **As whom.** Under sudo ([`Credentials::invoking_user`]) the file is opened by a
 //!   short-lived thread that takes the invoking user's filesystem identity (`setfsuid`,
@@ -80,16 +85,30 @@ impl Opened {
 /// Opens `path` to write an output, as the user who invoked sudo when there is one (see the
 /// module header for every check). Errors are one line without the path: callers name it.
 pub fn open(path: &Path) -> io::Result<Opened> {
+    as_invoking_user(|me| walk(path, me))
+}
+
+/// Opens `path` to read an input, as the user who invoked sudo when there is one (the kernel
+/// checks that user's permissions). Errors are one line without the path: callers name it.
+pub fn open_input(path: &Path) -> io::Result<File> {
+    as_invoking_user(|_| File::open(path))
+}
+
+/// Runs `open` with the filesystem identity of the user who invoked sudo (in a short-lived
+/// thread that takes it), or as ste itself when there is none; `open` gets that user's uid.
+fn as_invoking_user<T: Send>(
+    open: impl FnOnce(libc::uid_t) -> io::Result<T> + Send,
+) -> io::Result<T> {
     let creds = Credentials::invoking_user()
         .map_err(|e| io::Error::other(format!("cannot tell who invoked sudo: {e:#}")))?;
     match creds {
-        None => walk(path, crate::kernel::calls::euid()),
+        None => open(crate::kernel::calls::euid()),
         Some(c) => std::thread::scope(|s| {
             std::thread::Builder::new()
                 .name("ste-output".into())
                 .spawn_scoped(s, || {
                     become_user(&c)?;
-                    walk(path, c.uid)
+                    open(c.uid)
                 })?
                 .join()
                 .unwrap_or_else(|_| Err(io::Error::other("the thread opening it panicked")))

@@ -127,7 +127,10 @@ fn why_no_change(t: &TotalChange, a: &Run, b: &Run, f: Figure) -> String {
 
 /// A run from a record or a `--json` file, refused when of another schema version.
 fn load(path: &Path) -> Result<Run> {
-    let (run, _) = crate::ledger::load::load(path)?;
+    // Under sudo, with the invoking user's rights.
+    let file = crate::output::open_input(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let (run, _) = crate::ledger::load::load(path, file)?;
     if run.schema_version != SCHEMA_VERSION {
         bail!(
             "{} holds a run of schema version {} ({}); this ste compares version {SCHEMA_VERSION} only",

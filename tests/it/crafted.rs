@@ -214,3 +214,101 @@ fn a_gibibyte_first_line_is_refused_without_reading_it_whole() {
     assert_eq!(status, 125, "{err}");
     assert!(err.contains("line 1 is longer than"), "{err}");
 }
+
+/// `ste report FILE` / `ste diff A B` as root, with the environment sudo leaves when `user`
+/// invoked it (none: plain root).
+fn as_sudo(args: &[&std::ffi::OsStr], user: Option<&str>) -> std::process::Output {
+    let mut c = Command::new(&bins().ste);
+    c.args(args).env("NO_COLOR", "1").stdin(Stdio::null());
+    if let Some(user) = user {
+        c.env("SUDO_UID", "65534")
+            .env("SUDO_GID", "65534")
+            .env("SUDO_USER", user);
+    }
+    c.output().unwrap()
+}
+
+/// Issue 44, item 10: under sudo, `ste report` and `ste diff` open their inputs with the
+/// invoking user's rights (root's 0600 file is refused as the user's shell would refuse it),
+/// and no parse error quotes what the file holds (a 0600 root file's secret was printed).
+#[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: reads a file of root's")]
+fn inputs_are_read_with_the_invoking_users_rights_and_never_quoted() {
+    assert!(is_root(), "this test runs as root (CI does)");
+    const SECRET: &str = "TOPSECRET-7d1e";
+    let secret_json = scratch("secret.json");
+    std::fs::write(
+        &secret_json,
+        format!("{{\"schema_version\":\"{SECRET}\"}}\n"),
+    )
+    .unwrap();
+    set_mode(&secret_json, 0o600);
+    let header = format!(
+        "{{\"format\":\"ste-record\",\"record_version\":1,\"generator\":\"{SECRET}\",\"run_schema_version\":1,\"events\":\"\",\"text_style\":\"{SECRET}\"}}\n"
+    );
+    let bad_header = scratch("secret-header.ste");
+    std::fs::write(&bad_header, gzip(header.as_bytes())).unwrap();
+    let line = format!(
+        "{}\n{{\"t_ns\":1,\"kind\":\"exit\",\"tid\":\"{SECRET}\",\"tgid\":1,\"status\":{{\"exited\":0}}}}\n",
+        String::from_utf8(corpus("record", "plain.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+    );
+    let bad_line = scratch("secret-line.ste");
+    std::fs::write(&bad_line, gzip(line.as_bytes())).unwrap();
+    let version = header.replace("\"record_version\":1", "\"record_version\":99");
+    let bad_version = scratch("secret-version.ste");
+    std::fs::write(&bad_version, gzip(version.as_bytes())).unwrap();
+    for (file, says) in [
+        (&secret_json, "its JSON is not what ste writes, at line 1"),
+        (&bad_header, "bad header: its JSON is not what ste writes"),
+        (
+            &bad_line,
+            "line 2: its JSON is not what ste writes, at column",
+        ),
+        (
+            &bad_version,
+            "record of version 99, written by an unknown ste",
+        ),
+    ] {
+        let o = as_sudo(&["report".as_ref(), file.as_os_str()], None);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(125), "{err}");
+        assert!(err.contains(says), "{}: {err}", file.display());
+        assert!(!err.contains(SECRET), "{}: {err}", file.display());
+    }
+    // Under sudo, root's 0600 file is not the user's to read.
+    let o = as_sudo(
+        &["report".as_ref(), secret_json.as_os_str()],
+        Some("nobody"),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    let o = as_sudo(
+        &[
+            "diff".as_ref(),
+            secret_json.as_os_str(),
+            secret_json.as_os_str(),
+        ],
+        Some("nobody"),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("Permission denied") && !err.contains(SECRET),
+        "{err}"
+    );
+    // A file the user may read is read.
+    let record = record_file("plain.jsonl");
+    set_mode(&record, 0o644);
+    let o = as_sudo(&["report".as_ref(), record.as_os_str()], Some("nobody"));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

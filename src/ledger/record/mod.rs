@@ -28,7 +28,9 @@
 mod read;
 mod write;
 
-pub use read::{LoadError, Loaded, load, looks_like_a_record, read, read_with};
+pub use read::{
+    LoadError, Loaded, describe, load, load_from, looks_like_a_record, read, read_with,
+};
 pub use write::Recording;
 
 use crate::report::style::{MAX_WIDTH, Style};

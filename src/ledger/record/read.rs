@@ -111,22 +111,49 @@ pub fn looks_like_a_record(start: &[u8]) -> bool {
 
 /// Reads a whole record.
 pub fn load(path: &Path) -> Result<Loaded, LoadError> {
-    let io_err = |source| LoadError::Io {
+    let file = File::open(path).map_err(|source| LoadError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let mut file = File::open(path).map_err(io_err)?;
-    let mut magic = [0u8; 2];
-    let n = file.read(&mut magic).map_err(io_err)?;
-    if !looks_like_a_record(&magic[..n]) {
+    })?;
+    load_from(path, BufReader::with_capacity(1 << 16, file))
+}
+
+/// Reads a whole record from `input`, opened once by the caller (`path` names it).
+pub fn load_from(path: &Path, mut input: impl BufRead) -> Result<Loaded, LoadError> {
+    let start = input.fill_buf().map_err(|source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if !looks_like_a_record(start) {
         return Err(LoadError::NotARecord {
             path: path.to_path_buf(),
             why: "it is not gzip-compressed".into(),
         });
     }
-    drop(file);
-    let file = File::open(path).map_err(io_err)?;
-    read(path, BufReader::with_capacity(1 << 16, file))
+    read(path, input)
+}
+
+/// What is wrong with a JSON text, without quoting it: serde's messages quote the values they
+/// found (`invalid type: string "…"`, ``unknown variant `…` ``), which echoed a file ste was
+/// handed (under sudo, a file its user may not read). The kind of error, and the field of
+/// ste's own schema that is missing when that is the error; callers add where.
+pub fn describe(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let what = match e.classify() {
+        Category::Io => "it could not be read",
+        Category::Syntax => "it is not JSON",
+        Category::Data => "its JSON is not what ste writes",
+        Category::Eof => "it ends inside a JSON value",
+    };
+    // The name is the schema's (a `&'static str` of a Deserialize impl), not the file's.
+    let message = e.to_string();
+    match message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split_once('`'))
+    {
+        Some((field, _)) => format!("{what} (it has no `{field}`)"),
+        None => what.to_string(),
+    }
 }
 
 /// Reads a record from a byte stream (`path` only names it in messages), within
@@ -329,8 +356,13 @@ fn header(path: &Path, line: &[u8]) -> Result<Header, LoadError> {
         path: path.to_path_buf(),
         why,
     };
-    let head: serde_json::Value = serde_json::from_slice(line)
-        .map_err(|e| not_a_record(format!("its first line is not JSON: {e}")))?;
+    let head: serde_json::Value = serde_json::from_slice(line).map_err(|e| {
+        not_a_record(format!(
+            "its first line: {}, at column {}",
+            describe(&e),
+            e.column()
+        ))
+    })?;
     if head.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
         return Err(not_a_record(format!(
             "its first line has no \"format\": \"{FORMAT}\""
@@ -344,9 +376,16 @@ fn header(path: &Path, line: &[u8]) -> Result<Header, LoadError> {
         return Err(LoadError::Version {
             path: path.to_path_buf(),
             found: found.min(u64::from(u32::MAX)) as u32,
+            // Named only when it reads as a version (the header may be anything else).
             generator: head
                 .get("generator")
                 .and_then(|g| g.as_str())
+                .filter(|g| {
+                    g.len() <= 64
+                        && g.starts_with("ste ")
+                        && g.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b" .-+_".contains(&b))
+                })
                 .unwrap_or("an unknown ste")
                 .to_string(),
             this: format!("ste {}", env!("CARGO_PKG_VERSION")),
@@ -362,7 +401,7 @@ fn header(path: &Path, line: &[u8]) -> Result<Header, LoadError> {
     serde_json::from_value(head).map_err(|e| LoadError::Corrupt {
         path: path.to_path_buf(),
         line: 1,
-        why: format!("bad header: {e}"),
+        why: format!("bad header: {}", describe(&e)),
     })
 }
 
@@ -405,7 +444,7 @@ fn parse_lines(
                     return Err(LoadError::Corrupt {
                         path: path.to_path_buf(),
                         line: first + k as u64,
-                        why: err.to_string(),
+                        why: format!("{}, at column {}", describe(&err), err.column()),
                     });
                 }
             },
