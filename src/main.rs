@@ -42,7 +42,7 @@ fn main() -> ExitCode {
     match result {
         Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),
         Err(e) => {
-            eprintln!("ste: {e:#}");
+            ste::output::say(&format!("ste: {e:#}"));
             ExitCode::from(125)
         }
     }

@@ -116,6 +116,18 @@ fn as_invoking_user<T: Send>(
     }
 }
 
+/// Writes `line` and a line end on stderr; `false` when stderr would not take it (closed,
+/// full). Never panics, as `eprintln!` does: ste's messages must not end a run that went well,
+/// and a report that could not be said is told by the exit status instead (`command::run`).
+pub fn say(line: &str) -> bool {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    err.write_all(line.as_bytes())
+        .and_then(|()| err.write_all(b"\n"))
+        .and_then(|()| err.flush())
+        .is_ok()
+}
+
 /// [`open`] and [`Opened::into_file`]: for a command that writes one output.
 pub fn create(path: &Path) -> io::Result<File> {
     open(path)?.into_file()

@@ -201,9 +201,15 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     let sampler_role = Role::Sampler {
         page_flags: opts.maps_at_peak.is_some(),
     };
-    sampler
-        .spawn(sampler_role)
-        .context("cannot start the sampler thread")?;
+    // The command runs from here: a thread that cannot start costs what it measures, said,
+    // not the run (125 is for a command that did not run).
+    if let Err(e) = sampler.spawn(sampler_role) {
+        sink.emit(Event::Note {
+            text: format!(
+                "ste could not start its sampling thread ({e}): the tree's memory was not sampled, and every figure read from samples is unknown"
+            ),
+        });
+    }
     limit_session(&sink, &accounting, sampler_role);
 
     let mut rec = Recorder::new();
@@ -307,27 +313,53 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     // One line per budget after the report, where the report goes.
     let budgets = crate::compare::budget::check_run(&opts.budgets, &run);
     let lines: Vec<&str> = budgets.iter().map(|b| b.line.as_str()).collect();
-    crate::bus::phases::span("report", || out.summary(&run, opts, &lines))?;
-    exports.write(&run, opts.style)?;
+    // Every output is written whatever another's fate, and each one lost is said; the exit
+    // status says so too (`OUTPUT_LOST`), for the report that could not be said.
+    let mut lost: Vec<anyhow::Error> = Vec::new();
+    if let Err(e) = crate::bus::phases::span("report", || out.summary(&run, opts, &lines)) {
+        lost.push(e);
+    }
+    lost.extend(exports.write(&run, opts.style));
     // The group goes once the report is out; a directory left behind is said, not lost.
     for left in accounting.close() {
-        eprintln!("ste: cannot remove its cgroup directory {left}");
+        say(&format!("ste: cannot remove its cgroup directory {left}"));
     }
     if let Some((path, Err(e))) = recorded {
-        return Err(e).with_context(|| {
-            format!(
-                "writing the record {} (the command exited with status {})",
-                path.display(),
-                run.exit.ste_status()
-            )
-        });
+        lost.push(anyhow::Error::new(e).context(format!(
+            "writing the record {} (the command exited with status {})",
+            path.display(),
+            run.exit.ste_status()
+        )));
+    }
+    for e in &lost {
+        say(&format!("ste: {e:#}"));
     }
     let status = crate::compare::budget::status(run.exit.ste_status(), &budgets);
     // Not dropped: ste exits as soon as this returns, and the exit gives back its memory
     // whole; freeing the Run first (a few allocations per process, every argv) only made the
     // command's parent wait longer for ste's exit (bench/README.md).
     std::mem::forget(run);
-    status
+    status.map(|s| lost_said(s, !lost.is_empty()))
+}
+
+/// The exit status when the command ran but an output of ste's was lost (a file that could
+/// not be written, or stderr with the report on it) while the command succeeded: ste said so
+/// on stderr where it could, and says so here where it could not. The command's own failure
+/// wins, as over an exceeded budget; 125 stays for a command that did not run.
+pub const OUTPUT_LOST: i32 = 121;
+
+/// `status`, or [`OUTPUT_LOST`] in its place when it is 0 and an output was `lost`.
+fn lost_said(status: i32, lost: bool) -> i32 {
+    if lost && status == 0 {
+        OUTPUT_LOST
+    } else {
+        status
+    }
+}
+
+/// A line of ste's own on stderr, never a panic (`output::say`).
+fn say(line: &str) {
+    crate::output::say(line);
 }
 
 /// Drops what the session thread no longer needs, now that every thread that needs more has
@@ -477,12 +509,12 @@ fn event_loop(
                     } else {
                         String::new()
                     };
-                    eprintln!(
+                    say(&format!(
                         "ste: the command exited; waiting for {} descendant{} still running: {}{more} (Ctrl-C stops waiting, --linger bounds it)",
                         live.len(),
                         if live.len() == 1 { "" } else { "s" },
                         names.join(", ")
-                    );
+                    ));
                 }
             }
             Err(RecvTimeoutError::Disconnected) => return Ended::TreeDone(rec_clock_fallback(rec)),
@@ -597,10 +629,10 @@ struct Output {
     execs: LiveExecs,
 }
 
-/// Where the report goes: stderr (errors ignored: a closed stderr must not stop the run) or a
-/// file (errors reported).
+/// Where the report goes: stderr or a file, with the first error writing there (the run goes
+/// on; the end says it).
 enum To {
-    Stderr,
+    Stderr(Option<std::io::Error>),
     File(BufWriter<File>, PathBuf, Option<std::io::Error>),
 }
 
@@ -616,7 +648,7 @@ impl Output {
                 p.to_path_buf(),
                 None,
             ),
-            _ => To::Stderr,
+            _ => To::Stderr(None),
         };
         Ok(Output {
             to,
@@ -651,11 +683,13 @@ impl Output {
 
     fn live_line(&mut self, line: &str) {
         match &mut self.to {
-            To::Stderr => {
+            To::Stderr(err) => {
                 let mut buf = String::with_capacity(line.len() + 1);
                 buf.push_str(line);
                 buf.push('\n');
-                let _ = std::io::stderr().write_all(buf.as_bytes());
+                if let Err(e) = std::io::stderr().write_all(buf.as_bytes()) {
+                    err.get_or_insert(e);
+                }
             }
             To::File(w, _, err) => {
                 if err.is_none()
@@ -671,7 +705,7 @@ impl Output {
     fn summary(&mut self, run: &Run, opts: &RunOptions, after: &[&str]) -> Result<()> {
         if let (To::File(..), Some(line)) = (&self.to, text::launch_failure_line(run)) {
             // The error is for the user at the terminal, wherever the report goes.
-            eprintln!("{line}");
+            say(&line);
         }
         let mut buf = Vec::new();
         text::render_end(run, &mut buf, opts.style, opts.text).expect("writing to memory");
@@ -680,9 +714,17 @@ impl Output {
             buf.push(b'\n');
         }
         match &mut self.to {
-            To::Stderr => {
-                let _ = std::io::stderr().write_all(&buf);
-                Ok(())
+            To::Stderr(err) => {
+                let res = match err.take() {
+                    Some(e) => Err(e),
+                    None => std::io::stderr().write_all(&buf),
+                };
+                res.with_context(|| {
+                    format!(
+                        "writing the report to stderr (the command exited with status {})",
+                        run.exit.ste_status()
+                    )
+                })
             }
             To::File(w, path, err) => {
                 let res = match err.take() {

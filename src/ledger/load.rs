@@ -9,7 +9,7 @@
 
 use crate::ledger::record;
 use crate::ledger::recorder::Recorder;
-use crate::model::{Escaped, Run};
+use crate::model::{Escaped, Run, SCHEMA_VERSION};
 use crate::report::style::Style;
 use anyhow::{Context, Result, bail};
 use std::fs::File;
@@ -39,7 +39,7 @@ pub fn load(path: &Path, file: File) -> Result<(Run, Style)> {
     let loaded = record::load_from(path, input)
         .map_err(|e| anyhow::anyhow!("{}", Escaped::str(&e.to_string())))?;
     for w in loaded.warnings() {
-        eprintln!("ste: {}: {}", path.display(), Escaped::str(&w));
+        crate::output::say(&format!("ste: {}: {}", path.display(), Escaped::str(&w)));
     }
     let (header, events) = loaded.events_with_notes();
     let run = Recorder::replay(&events);
@@ -59,23 +59,44 @@ fn load_json(path: &Path, size: Option<u64>, input: impl Read) -> Result<Run> {
     }
     read_json(input).with_context(|| {
         format!(
-            "{} is JSON but not a run written by `ste --json`",
+            "cannot read {} as a Run written by `ste --json`",
             path.display()
         )
     })
 }
 
 /// A Run written by `--json`, read from `input` within [`MAX_RUN_JSON_BYTES`] and
-/// `record::MAX_T_NS`; the error says where and what is wrong, not what the input holds.
+/// `record::MAX_T_NS`; the error says where and what is wrong, not what the input holds. A Run
+/// of another `schema_version` is refused, by name: its fields may mean other things, and a
+/// report of it would say what this ste means by them (records are versioned the same way).
 pub fn read_json(input: impl Read) -> Result<Run> {
-    let run: Run = serde_json::from_reader(input.take(MAX_RUN_JSON_BYTES)).map_err(|e| {
+    #[derive(serde::Deserialize)]
+    struct Versioned {
+        schema_version: u64,
+    }
+    let mut bytes = Vec::new();
+    input
+        .take(MAX_RUN_JSON_BYTES)
+        .read_to_end(&mut bytes)
+        .context("cannot read it")?;
+    let describe = |e: serde_json::Error| {
         anyhow::anyhow!(
             "{}, at line {}, column {}",
             record::describe(&e),
             e.line(),
             e.column()
         )
-    })?;
+    };
+    // Read first alone, so that a newer Run is named as such rather than misparsed.
+    if let Ok(Versioned { schema_version }) = serde_json::from_slice(&bytes)
+        && schema_version != u64::from(SCHEMA_VERSION)
+    {
+        bail!(
+            "it holds a Run of schema version {schema_version}; this ste ({}) reads version {SCHEMA_VERSION}: render it with the ste that wrote it",
+            env!("CARGO_PKG_VERSION")
+        );
+    }
+    let run: Run = serde_json::from_slice(&bytes).map_err(describe)?;
     if let Some(t) = latest_time(&run).filter(|&t| t > record::MAX_T_NS) {
         bail!(
             "it states a time of {t} ns, after a century of run (the limit is {} ns)",
