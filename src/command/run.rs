@@ -61,8 +61,11 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         .malloc
         .then(|| crate::source::malloc::sdt::plan(&opts.command));
     // The thread that loads BPF goes on as the ebpf tracker's reader: it starts with the
-    // forwarded signals blocked, as every later thread does. This thread blocks them just
-    // before the fork, not now: a Ctrl-C before the command exists must end ste.
+    // forwarded signals blocked, as every later thread does. This thread blocks them once the
+    // outputs are open (opening one may wait, on a FIFO, and a Ctrl-C must end that), before it
+    // makes anything a signal's default action would leave behind (the run directory, the
+    // command's process, the cgroup): from then on a Ctrl-C stops ste at the release, the
+    // command not run, its threads ended as after any run.
     let loading = signals::while_blocked(|| {
         track::preload_in_background(
             opts.tracker,
@@ -101,13 +104,13 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     } else {
         Credentials::invoking_user()?
     };
+    let original_mask = signals::block();
     let malloc = opts
         .malloc
         .then(|| crate::source::malloc::Setup::new(creds.as_ref().map(|c| (c.uid, c.gid))))
         .transpose()?;
     let env = malloc.as_ref().map(|m| m.env()).unwrap_or_default();
     let prepared = Prepared::new(&opts.command, creds, &env)?;
-    let original_mask = signals::block();
     let mut child = crate::bus::phases::span("fork", || prepared.fork(&original_mask))?;
     let mut accounting = crate::bus::phases::span("accounting prepare", || {
         account::Session::prepare(&opts.accounting)
@@ -197,13 +200,25 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         waited_ns,
         child.setup_io(),
     );
-    crate::bus::phases::span("release", || child.release())?;
+    // A signal that came during the set-up (Ctrl-C, a SIGTERM to ste) stops ste here, and so
+    // does a release that fails (the waiting process was killed): the command is not run, and
+    // the run's threads end as after any run, taking its cgroup, run directory and marks with
+    // them.
+    let interrupted = signals::arrived(&signal_thread);
+    let not_run = match interrupted {
+        Some(_) => None,
+        None => crate::bus::phases::span("release", || child.release()).err(),
+    };
+    let released = interrupted.is_none() && not_run.is_none();
+    if !released {
+        child.cancel();
+    }
     let sampler_role = Role::Sampler {
         page_flags: opts.maps_at_peak.is_some(),
     };
     // The command runs from here: a thread that cannot start costs what it measures, said,
     // not the run (125 is for a command that did not run).
-    if let Err(e) = sampler.spawn(sampler_role) {
+    if released && let Err(e) = sampler.spawn(sampler_role) {
         sink.emit(Event::Note {
             text: format!(
                 "ste could not start its sampling thread ({e}): the tree's memory was not sampled, and every figure read from samples is unknown"
@@ -278,6 +293,20 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     }
     if !opts.text.quiet {
         out.execs_rest();
+    }
+    if !released {
+        for left in accounting.close() {
+            say(&format!("ste: cannot remove its cgroup directory {left}"));
+        }
+        if let Some(e) = not_run {
+            return Err(e);
+        }
+        let signo = interrupted.unwrap_or(libc::SIGINT);
+        say(&format!(
+            "ste: interrupted by {} during its set-up: the command did not run",
+            signal_name(signo)
+        ));
+        return Ok(128 + signo);
     }
     for event in crate::bus::phases::span("accounting finish", || accounting.finish()) {
         rec.apply(&Stamped {
