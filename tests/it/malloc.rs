@@ -1012,6 +1012,59 @@ fn a_killed_runs_directory_is_swept_by_the_next_run() {
     assert!(kept, "another user's directory was removed");
 }
 
+/// Issue 44, item 5: a run made inside another PID namespace (`unshare --pid --fork
+/// --mount-proc`, where ste is pid 1) is live, whatever its name says in the host's: a plain
+/// run on the host meanwhile no longer sweeps its run directory (its command's exec then found
+/// no shim: "ld.so … cannot be preloaded", and 0 images) nor its cgroups (no group figures).
+#[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: makes a PID namespace")]
+fn a_run_in_another_pid_namespace_is_not_swept() {
+    let json = scratch("inner.json");
+    let inner = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(&bins().ste)
+        .args(["--tracker", "ptrace", "--malloc", "--json"])
+        .arg(&json)
+        .args(["--", "/bin/sh", "-c", "sleep 1.5; /bin/true"])
+        .current_dir(&bins().dir)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("unshare (util-linux)");
+    // Its run directory and cgroups exist once the host sees its run directory (named by
+    // pid 1, its pid inside).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while run_dirs_of(1).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no inner run directory"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let host = ste(root_ptrace(), &["--malloc"], &["true"]);
+    assert_eq!(host.status(), 0, "{}", host.stderr());
+    let out = inner.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("cannot be preloaded"), "{err}");
+    let run: Run = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(
+        !images(&run, "/usr/bin/true").is_empty() || !images(&run, "/bin/true").is_empty(),
+        "{:?}\n{err}",
+        run.malloc.as_ref().map(|m| &m.images)
+    );
+    let group = run.accounting.as_ref().and_then(|a| a.group.as_ref());
+    assert!(
+        group.is_some_and(|g| g
+            .end
+            .as_ref()
+            .is_some_and(|e| e.memory_peak_bytes.is_some())),
+        "the group was read at its end: {group:?}"
+    );
+}
+
 #[test]
 #[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn under_sudo_the_segments_are_read_as_under_root() {

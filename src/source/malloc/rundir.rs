@@ -37,7 +37,8 @@
 //! user, nothing is handed over: the directory stays its user's own, mode 0700.
 //!
 //! A run killed before its end leaves its directory; the next run in the same place removes the
-//! directories whose owning ste is gone (`account::owner`'s names and liveness test), only
+//! directories whose owning ste is gone (`account::owner`'s names and liveness test: the name,
+//! and the lock the live run holds on its directory, which holds across PID namespaces), only
 //! directories owned by root, by ste's user or by the command's user, without following symlinks.
 //!
 //! Hand-written on nix's `*at` calls: cap-std gives descriptor-relative opens but neither the
@@ -211,6 +212,9 @@ impl RunDir {
         let path = base_path.join(&name);
         let dir = open_dir(&base, &name)
             .with_context(|| format!("--malloc: cannot open {}", path.display()))?;
+        // This run's lock, for as long as the directory is open (`account::owner`).
+        crate::source::account::owner::hold(std::os::fd::AsFd::as_fd(&dir))
+            .with_context(|| format!("--malloc: cannot hold {}", path.display()))?;
         let st = fstat(&dir)?;
         let euid = nix::unistd::geteuid().as_raw();
         if !is_dir(&st) || st.st_uid != euid || st.st_mode & 0o077 != 0 {
@@ -410,8 +414,11 @@ fn sweep(base: &OwnedFd, owners: &[u32]) {
         let Ok(dir) = open_dir(base, name) else {
             continue;
         };
-        // The same directory the name showed (not one swapped in since).
-        if fstat(&dir).is_ok_and(|d| (d.st_dev, d.st_ino) == (st.st_dev, st.st_ino)) {
+        // The same directory the name showed (not one swapped in since), which no live run
+        // holds (one in another PID namespace names itself by its pid there).
+        if fstat(&dir).is_ok_and(|d| (d.st_dev, d.st_ino) == (st.st_dev, st.st_ino))
+            && !crate::source::account::owner::held(std::os::fd::AsFd::as_fd(&dir))
+        {
             clear(&dir, DEPTH);
             let _ = unlinkat(base, name, UnlinkatFlags::RemoveDir);
         }
@@ -574,6 +581,11 @@ mod tests {
         std::fs::create_dir(gone.join("sub")).unwrap();
         std::fs::write(target.join("keep"), "").unwrap();
         std::os::unix::fs::symlink(&target, &link).unwrap();
+        // Gone by its name, but held by a live run (one in another PID namespace): kept.
+        let elsewhere = p.join(format!("ste-2147483002-5{TAG}4"));
+        std::fs::create_dir(&elsewhere).unwrap();
+        let holder = std::fs::File::open(&elsewhere).unwrap();
+        crate::source::account::owner::hold(std::os::fd::AsFd::as_fd(&holder)).unwrap();
         let mine = std::fs::metadata(p).unwrap().uid();
         // Owned by someone the sweeper does not sweep for: kept.
         sweep(&fd, &[mine.wrapping_add(1)]);
@@ -582,6 +594,10 @@ mod tests {
         assert!(!gone.exists());
         assert!(live.exists() && other.exists());
         assert!(link.is_symlink() && target.join("keep").exists());
+        assert!(elsewhere.exists(), "a held directory is a live run's");
+        drop(holder);
+        sweep(&fd, &[mine]);
+        assert!(!elsewhere.exists(), "swept once its run is gone");
     }
 
     #[test]
