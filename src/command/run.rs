@@ -210,6 +210,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         None => crate::bus::phases::span("release", || child.release()).err(),
     };
     let released = interrupted.is_none() && not_run.is_none();
+    COMMAND_RAN.store(released, std::sync::atomic::Ordering::Relaxed);
     if !released {
         child.cancel();
     }
@@ -369,6 +370,15 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     // command's parent wait longer for ste's exit (bench/README.md).
     std::mem::forget(run);
     status.map(|s| lost_said(s, !lost.is_empty()))
+}
+
+/// Whether a command was released to run: an end of ste from here on loses a report, not a
+/// run that never started (the allocator's last words, `main.rs`).
+static COMMAND_RAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this ste released a command to run.
+pub fn command_ran() -> bool {
+    COMMAND_RAN.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The exit status when the command ran but an output of ste's was lost (a file that could

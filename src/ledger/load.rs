@@ -9,7 +9,7 @@
 
 use crate::ledger::record;
 use crate::ledger::recorder::Recorder;
-use crate::model::{Escaped, Run, SCHEMA_VERSION};
+use crate::model::{Escaped, Run, SCHEMA_VERSION, TOO_MANY_ARGS, bounded_args};
 use crate::report::style::Style;
 use anyhow::{Context, Result, bail};
 use std::fs::File;
@@ -87,16 +87,56 @@ pub fn read_json(input: impl Read) -> Result<Run> {
             e.column()
         )
     };
-    // Read first alone, so that a newer Run is named as such rather than misparsed.
-    if let Ok(Versioned { schema_version }) = serde_json::from_slice(&bytes)
-        && schema_version != u64::from(SCHEMA_VERSION)
-    {
-        bail!(
-            "it holds a Run of schema version {schema_version}; this ste ({}) reads version {SCHEMA_VERSION}: render it with the ste that wrote it",
+    let other_version = |found: u64| {
+        anyhow::anyhow!(
+            "it holds a Run of schema version {found}; this ste ({}) reads version {SCHEMA_VERSION}: render it with the ste that wrote it",
             env!("CARGO_PKG_VERSION")
+        )
+    };
+    // What a few bytes can multiply, bounded as a record's are (`record::Limits`).
+    let limits = record::Limits::DEFAULT;
+    let (run, _) = bounded_args(limits.args, || serde_json::from_slice::<Run>(&bytes));
+    let run = match run {
+        Ok(run) if run.schema_version != SCHEMA_VERSION => {
+            return Err(other_version(u64::from(run.schema_version)));
+        }
+        Ok(run) => run,
+        Err(e) if e.to_string().starts_with(TOO_MANY_ARGS) => bail!(
+            "it is refused: it holds more than {} arguments (the limit is {} arguments)",
+            limits.args,
+            limits.args
+        ),
+        Err(e) => {
+            // A Run of another version may not parse as this one's: named as such.
+            return Err(match serde_json::from_slice::<Versioned>(&bytes) {
+                Ok(Versioned { schema_version }) if schema_version != u64::from(SCHEMA_VERSION) => {
+                    other_version(schema_version)
+                }
+                _ => describe(e),
+            });
+        }
+    };
+    if run.processes.len() as u64 > limits.forks {
+        bail!(
+            "it is refused: it holds {} processes (the limit is {} processes)",
+            run.processes.len(),
+            limits.forks
         );
     }
-    let run: Run = serde_json::from_slice(&bytes).map_err(describe)?;
+    let most = run
+        .processes
+        .iter()
+        .flat_map(|p| &p.execs)
+        .filter_map(|x| x.argv.as_ref().map(Vec::len))
+        .chain([run.command.len()])
+        .max()
+        .unwrap_or(0) as u64;
+    if most > limits.exec_args {
+        bail!(
+            "it is refused: an exec of {most} arguments (the limit is {} arguments in an exec)",
+            limits.exec_args
+        );
+    }
     if let Some(t) = latest_time(&run).filter(|&t| t > record::MAX_T_NS) {
         bail!(
             "it states a time of {t} ns, after a century of run (the limit is {} ns)",

@@ -170,8 +170,35 @@ impl Serialize for Arg {
     }
 }
 
+/// What a deserializer says when it reads more arguments than [`bounded_args`] allows.
+pub const TOO_MANY_ARGS: &str = "more arguments than ste reads";
+
+thread_local! {
+    /// How many more arguments this thread may deserialize (`None`: no bound).
+    static ARGS_LEFT: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `read` (a deserialization on this thread) with at most `max` arguments read: one more
+/// fails it with [`TOO_MANY_ARGS`], before it is held. An argument is the one value of a Run
+/// that a file can multiply cheaply (`"a",` is four bytes of JSON, and some fifty of memory
+/// once read, more to render), so readers of files bound it here, where it is built. Returns
+/// what `read` gave and how many arguments it read.
+pub fn bounded_args<T>(max: u64, read: impl FnOnce() -> T) -> (T, u64) {
+    let before = ARGS_LEFT.with(|l| l.replace(Some(max)));
+    let out = read();
+    let left = ARGS_LEFT.with(|l| l.replace(before)).unwrap_or(0);
+    (out, max - left)
+}
+
 impl<'de> Deserialize<'de> for Arg {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let left = ARGS_LEFT.with(std::cell::Cell::get);
+        if let Some(left) = left {
+            if left == 0 {
+                return Err(serde::de::Error::custom(TOO_MANY_ARGS));
+            }
+            ARGS_LEFT.with(|l| l.set(Some(left - 1)));
+        }
         #[derive(Deserialize)]
         #[serde(untagged)]
         enum Repr {
@@ -212,6 +239,18 @@ mod tests {
             r"\xef\xbb\xbf\xc2\xad"
         );
         assert!(!invisible('é') && !invisible('\u{2065}') && !invisible(' '));
+    }
+
+    #[test]
+    fn arguments_read_are_bounded() {
+        let json = r#"["a","b",{"bytes":[255]},"d"]"#;
+        let (ok, n) = bounded_args(4, || serde_json::from_str::<Vec<Arg>>(json));
+        assert_eq!((ok.unwrap().len(), n), (4, 4));
+        let (over, n) = bounded_args(3, || serde_json::from_str::<Vec<Arg>>(json));
+        assert!(over.unwrap_err().to_string().starts_with(TOO_MANY_ARGS));
+        assert_eq!(n, 3);
+        // Unbounded outside.
+        assert_eq!(serde_json::from_str::<Vec<Arg>>(json).unwrap().len(), 4);
     }
 
     #[test]

@@ -215,6 +215,86 @@ fn a_gibibyte_first_line_is_refused_without_reading_it_whole() {
     assert!(err.contains("line 1 is longer than"), "{err}");
 }
 
+/// Issue 44, item 4: the issue's records that expand, full size, through the real binary
+/// within [`AS_LIMIT`] of address space (it aborted: "memory allocation of 1 bytes failed"):
+/// one exec of 16 M one-letter arguments (64 MB of JSON in 65 KB), three of them, and 300,000
+/// forks (5 MB), which took 1.75 GB, 5.25 GB and 1.4 GB. The first two are refused by the
+/// limit on what a line holds, in one line; of 120,000 forks (beyond the 100,000 processes a
+/// page draws) the page draws a part and says so, or ste says in one line that memory ran
+/// out. Never an abort.
+#[test]
+fn records_that_expand_are_refused_or_drawn_in_part() {
+    let plain = String::from_utf8(corpus("record", "plain.jsonl")).unwrap();
+    let header = format!(
+        "{}\n{{\"t_ns\":0,\"kind\":\"start\",\"command\":[\"x\"],\"tracker\":\"ebpf\",\"pid\":100,\"ppid\":1}}\n",
+        plain.lines().next().unwrap()
+    );
+    let exec = gzip(
+        format!(
+            "{{\"t_ns\":10,\"kind\":\"exec\",\"tgid\":100,\"former_tid\":100,\"argv\":[{}]}}\n",
+            vec!["\"a\""; (16 << 20) - 100].join(",")
+        )
+        .as_bytes(),
+    );
+    for copies in [1, 3] {
+        let path = scratch("argv-16m.ste");
+        // gzip members one after the other: one stream to the reader.
+        std::fs::write(
+            &path,
+            [gzip(header.as_bytes()), exec.repeat(copies)].concat(),
+        )
+        .unwrap();
+        assert!(
+            std::fs::metadata(&path).unwrap().len() < 4 << 20,
+            "a small file"
+        );
+        let (status, out, err) = report(&[path.as_os_str()], Duration::from_secs(120));
+        let err = String::from_utf8_lossy(&err);
+        assert_eq!(status, 125, "{err}");
+        assert!(out.is_empty());
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("line 3 holds more than 1048576 JSON values") && err.contains("limit is"),
+            "{err}"
+        );
+    }
+    let mut forks = header.clone();
+    for i in 0..120_000 {
+        let c = 1000 + i;
+        forks += &format!(
+            "{{\"t_ns\":{},\"kind\":\"fork\",\"parent_tgid\":100,\"child_tid\":{c},\"child_tgid\":{c}}}\n{{\"t_ns\":{},\"kind\":\"exit\",\"tid\":{c},\"tgid\":{c},\"status\":{{\"exited\":0}}}}\n",
+            100 + i,
+            200 + i
+        );
+    }
+    let path = scratch("forks-120k.ste");
+    std::fs::write(&path, gzip(forks.as_bytes())).unwrap();
+    let html = scratch("forks-120k.html");
+    let (status, _, err) = report(
+        &[
+            path.as_os_str(),
+            "-f".as_ref(),
+            "html".as_ref(),
+            "-o".as_ref(),
+            html.as_os_str(),
+        ],
+        Duration::from_secs(300),
+    );
+    let err = String::from_utf8_lossy(&err);
+    let said = err
+        .lines()
+        .filter(|l| !l.contains("the record stops at"))
+        .collect::<Vec<_>>();
+    match status {
+        0 => assert!(std::fs::metadata(&html).unwrap().len() > 0),
+        125 => assert!(
+            said.len() == 1 && said[0].starts_with("ste: out of memory: an allocation of"),
+            "{err}"
+        ),
+        other => panic!("status {other}: {err}"),
+    }
+}
+
 /// `ste report FILE` / `ste diff A B` as root, with the environment sudo leaves when `user`
 /// invoked it (none: plain root).
 fn as_sudo(args: &[&std::ffi::OsStr], user: Option<&str>) -> std::process::Output {
