@@ -29,8 +29,9 @@
 //!   switch them off. A directory in such a directory is entered under the same rule: one
 //!   another user made there is that user's to fill (`mkdir /tmp/x/d; ln -s VICTIM
 //!   /tmp/x/d/out` needs no sticky directory of its own), so it is refused, as the kernel's
-//!   rules, which judge only the last directory, would not. Links in procfs (`/dev/stdout` → `/proc/self/fd/1`) are left to the
-//!   kernel: they name open files, not paths, and procfs has no world-writable directory.
+//!   rules, which judge only the last directory, would not. Links in procfs (`/dev/stdout` →
+//!   `/proc/self/fd/1`) are left to the kernel: they name open files, not paths, and procfs has
+//!   no world-writable directory.
 //! - **Onto which file.** A new file is made with `O_CREAT|O_EXCL|O_NOFOLLOW`; an existing one
 //!   is reopened for writing through its `O_PATH` descriptor (`/proc/self/fd/N`, the same
 //!   inode), so nothing is opened for writing (a FIFO, a device) before it passed the checks.
