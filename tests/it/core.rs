@@ -953,6 +953,7 @@ fn ctrl_c_during_the_set_up_leaves_nothing_behind() {
         };
         *seen.entry(outcome.into()).or_default() += 1;
     }
+    eprintln!("Ctrl-C in 40 set-ups: {seen:?}");
     // The sweep reached the set-up, where the fault was.
     assert!(seen.contains_key("stopped at the release"), "{seen:?}");
 }
