@@ -597,19 +597,17 @@ static struct ste_segment *create(uint64_t origin) {
     pid_t pid = getpid();
     for (int n = 0; n < 10000 && fd < 0; n++) {
         snprintf(path, sizeof path, "%s/%d.%d", dir, (int)pid, n);
-        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        /* 0660: under sudo, ste's run directory has a default ACL naming root
+           (src/source/malloc/rundir.rs), which makes the group bits its mask: the owner and
+           root may read and write the segment, so ste's sampler, which keeps no capability to
+           override file permissions, can; no one else. Elsewhere (no ACL) the umask applies,
+           in a directory only its owner may enter. */
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0660);
         if (fd < 0 && errno != EEXIST)
             return NULL;
     }
     if (fd < 0)
         return NULL;
-    /* ste's run directory is setgid root when ste runs as root (src/malloc/rundir.rs): the
-       segment inherits group root, and the group may read and write it, so ste's sampler,
-       which keeps no capability to override file permissions, can when the command runs as
-       another user (sudo). Others never can; anywhere else it stays the owner's alone. */
-    struct stat st;
-    if (fstat(fd, &st) == 0 && st.st_gid == 0)
-        fchmod(fd, 0660);
     if (ftruncate(fd, sizeof(struct ste_segment)) != 0) {
         close(fd);
         unlink(path);

@@ -53,23 +53,30 @@ impl Exports {
         Ok(())
     }
 
-    /// Renders the run into each file.
-    pub fn write(self, run: &Run, style: report::style::Style) -> Result<()> {
+    /// Renders the run into each file, every one whatever another's fate; returns the ones
+    /// that failed (one error each, naming its flag and the command's status).
+    pub fn write(self, run: &Run, style: report::style::Style) -> Vec<anyhow::Error> {
+        let mut failed = Vec::new();
         for (format, flag, file, path) in self.files {
-            let file = file
+            let written = file
                 .into_file()
-                .with_context(|| format!("cannot empty {flag} file {}", path.display()))?;
-            let mut w = BufWriter::new(file);
-            report::render(run, format, style, &mut w)
-                .and_then(|()| w.flush())
-                .with_context(|| {
-                    format!(
-                        "writing {flag} {} (the command exited with status {})",
-                        path.display(),
-                        run.exit.ste_status()
-                    )
-                })?;
+                .with_context(|| format!("cannot empty {flag} file {}", path.display()))
+                .and_then(|file| {
+                    let mut w = BufWriter::new(file);
+                    report::render(run, format, style, &mut w)
+                        .and_then(|()| w.flush())
+                        .with_context(|| {
+                            format!(
+                                "writing {flag} {} (the command exited with status {})",
+                                path.display(),
+                                run.exit.ste_status()
+                            )
+                        })
+                });
+            if let Err(e) = written {
+                failed.push(e);
+            }
         }
-        Ok(())
+        failed
     }
 }

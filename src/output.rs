@@ -1,8 +1,13 @@
 //! Opening the files ste writes for the user: `-o`, `--json`, `--html`, `--perfetto`, `ste
-//! record -o`, and the outputs of `ste report` and `ste maps`.
+//! record -o`, and the outputs of `ste report` and `ste maps`; and the files it reads for the
+//! user, the inputs of `ste report` and `ste diff` ([`open_input`]).
 //!
 //! Owns how such a file is opened: as whom, through which path, onto which existing file. It
 //! writes nothing into the file and knows no format.
+//!
+//! - **Inputs** are opened as the user who invoked sudo when there is one, as the shell's
+//!   `<FILE` would open them: `sudo ste report /root/secret` must not read what that user
+//!   cannot. The path is the user's to name, so it is opened as it is, links followed.
 //!
 //! - **As whom.** Under sudo ([`Credentials::invoking_user`]) the file is opened by a
 //!   short-lived thread that takes the invoking user's filesystem identity (`setfsuid`,
@@ -21,8 +26,12 @@
 //!   owner owns it and it has no other hard link: the rules of the kernel's
 //!   `fs.protected_symlinks` and `fs.protected_regular` (plus the hard-link case
 //!   `fs.protected_hardlinks` closes), applied here because ste must be safe on machines that
-//!   switch them off. Links in procfs (`/dev/stdout` → `/proc/self/fd/1`) are left to the
-//!   kernel: they name open files, not paths, and procfs has no world-writable directory.
+//!   switch them off. A directory in such a directory is entered under the same rule: one
+//!   another user made there is that user's to fill (`mkdir /tmp/x/d; ln -s VICTIM
+//!   /tmp/x/d/out` needs no sticky directory of its own), so it is refused, as the kernel's
+//!   rules, which judge only the last directory, would not. Links in procfs (`/dev/stdout` →
+//!   `/proc/self/fd/1`) are left to the kernel: they name open files, not paths, and procfs has
+//!   no world-writable directory.
 //! - **Onto which file.** A new file is made with `O_CREAT|O_EXCL|O_NOFOLLOW`; an existing one
 //!   is reopened for writing through its `O_PATH` descriptor (`/proc/self/fd/N`, the same
 //!   inode), so nothing is opened for writing (a FIFO, a device) before it passed the checks.
@@ -77,21 +86,47 @@ impl Opened {
 /// Opens `path` to write an output, as the user who invoked sudo when there is one (see the
 /// module header for every check). Errors are one line without the path: callers name it.
 pub fn open(path: &Path) -> io::Result<Opened> {
+    as_invoking_user(|me| walk(path, me))
+}
+
+/// Opens `path` to read an input, as the user who invoked sudo when there is one (the kernel
+/// checks that user's permissions). Errors are one line without the path: callers name it.
+pub fn open_input(path: &Path) -> io::Result<File> {
+    as_invoking_user(|_| File::open(path))
+}
+
+/// Runs `open` with the filesystem identity of the user who invoked sudo (in a short-lived
+/// thread that takes it), or as ste itself when there is none; `open` gets that user's uid.
+fn as_invoking_user<T: Send>(
+    open: impl FnOnce(libc::uid_t) -> io::Result<T> + Send,
+) -> io::Result<T> {
     let creds = Credentials::invoking_user()
         .map_err(|e| io::Error::other(format!("cannot tell who invoked sudo: {e:#}")))?;
     match creds {
-        None => walk(path, crate::kernel::calls::euid()),
+        None => open(crate::kernel::calls::euid()),
         Some(c) => std::thread::scope(|s| {
             std::thread::Builder::new()
                 .name("ste-output".into())
                 .spawn_scoped(s, || {
                     become_user(&c)?;
-                    walk(path, c.uid)
+                    open(c.uid)
                 })?
                 .join()
                 .unwrap_or_else(|_| Err(io::Error::other("the thread opening it panicked")))
         }),
     }
+}
+
+/// Writes `line` and a line end on stderr; `false` when stderr would not take it (closed,
+/// full). Never panics, as `eprintln!` does: ste's messages must not end a run that went well,
+/// and a report that could not be said is told by the exit status instead (`command::run`).
+pub fn say(line: &str) -> bool {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    err.write_all(line.as_bytes())
+        .and_then(|()| err.write_all(b"\n"))
+        .and_then(|()| err.flush())
+        .is_ok()
 }
 
 /// [`open`] and [`Opened::into_file`]: for a command that writes one output.
@@ -201,6 +236,20 @@ fn check_existing(dir: &Dir, file: &FileStat, me: libc::uid_t) -> io::Result<()>
     Ok(())
 }
 
+/// A directory in a shared directory is entered only when the walker (`me`) or the shared
+/// directory's owner owns it: what another user made there, that user fills as they like.
+fn check_entered(dir: &Dir, sub: &FileStat, me: libc::uid_t, name: &[u8]) -> io::Result<()> {
+    if dir.is_shared() && sub.st_uid != me && sub.st_uid != dir.stat.st_uid {
+        return Err(refused(format!(
+            "refused: {} is a directory owned by uid {} in a sticky world-writable directory owned by uid {} (another user may have planted it)",
+            called(name, false),
+            sub.st_uid,
+            dir.stat.st_uid
+        )));
+    }
+    Ok(())
+}
+
 /// Walks `path` as described in the module header and opens its last component for writing.
 fn walk(path: &Path, me: libc::uid_t) -> io::Result<Opened> {
     let bytes = path.as_os_str().as_bytes();
@@ -277,7 +326,10 @@ fn walk(path: &Path, me: libc::uid_t) -> io::Result<Opened> {
                     names = spliced;
                 }
             }
-            SFlag::S_IFDIR if !last => dir = Dir { fd, stat },
+            SFlag::S_IFDIR if !last => {
+                check_entered(&dir, &stat, me, &name)?;
+                dir = Dir { fd, stat };
+            }
             SFlag::S_IFDIR => return Err(Errno::EISDIR.into()),
             _ if !last => return Err(Errno::ENOTDIR.into()),
             _ => {
@@ -454,6 +506,13 @@ mod tests {
         let dir_link = shared.join("dir");
         symlink(t.path(), &dir_link).unwrap();
         std::os::unix::fs::lchown(&dir_link, other, other).unwrap();
+        // Issue 44, item 7: a directory of another user's in the shared one, holding a link
+        // of theirs (no sticky directory of its own, so the kernel's rules would follow it).
+        let planted_dir = shared.join("d");
+        std::fs::create_dir(&planted_dir).unwrap();
+        std::os::unix::fs::chown(&planted_dir, other, other).unwrap();
+        symlink(&victim, planted_dir.join("out")).unwrap();
+        std::os::unix::fs::lchown(planted_dir.join("out"), other, other).unwrap();
         for (path, says) in [
             (link.clone(), "it is a symbolic link owned by uid 65534"),
             (planted.clone(), "owned by uid 65534"),
@@ -461,6 +520,14 @@ mod tests {
             (
                 dir_link.join("victim"),
                 "its component \"dir\" is a symbolic link",
+            ),
+            (
+                planted_dir.join("out"),
+                "its component \"d\" is a directory owned by uid 65534",
+            ),
+            (
+                planted_dir.join("fresh"),
+                "its component \"d\" is a directory owned by uid 65534",
             ),
         ] {
             let e = create(&path).unwrap_err();

@@ -13,12 +13,17 @@
 //!
 //! It runs no command, so its output is its purpose and goes to stdout. Part of the face, so
 //! it may read the `cli` types of its subcommand; the sources it reads are the kernel's.
+//!
+//! Every process on the machine names itself (`prctl(PR_SET_NAME)`, its argv), and root's
+//! terminal shows the names: a text line escapes them as every text report does
+//! ([`Escaped`], then the terminal writer, `report::terminal`), and a JSON line as `--json`
+//! does (`report::json::to_line`), so that no name can send the terminal a sequence.
 
 use crate::cli::{MonitorArgs, MonitorSource};
 use crate::kernel::cn_proc::{self, Connector, ProcEventKind};
 use crate::kernel::proc::ProcFs;
 use crate::kernel::taskstats::{Message, Received, TaskStats, Taskstats};
-use crate::model::{Arg, Termination, join_escaped, signal_name};
+use crate::model::{Arg, Escaped, Termination, join_escaped, signal_name};
 use crate::units::{bytes_human, duration_human};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
@@ -194,7 +199,7 @@ pub fn line(e: &Exited) -> String {
     };
     let what = match &e.argv {
         Some(a) if !a.is_empty() => join_escaped(a),
-        _ => e.comm.clone(),
+        _ => Escaped::str(&e.comm).to_string(),
     };
     format!(
         "{:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}  {:<8}  {what}",
@@ -256,13 +261,17 @@ pub fn run(args: &MonitorArgs) -> Result<i32> {
         if !filter.admits(e) {
             return Ok(true);
         }
-        let text = if args.json {
-            serde_json::to_string(e)?
+        let mut text = if args.json {
+            crate::report::json::to_line(e)?
         } else {
             line(e)
         };
-        // A closed pipe (`| head`) ends the monitor quietly.
-        Ok(writeln!(out, "{text}").is_ok())
+        text.push('\n');
+        // Through the terminal writer too, whatever a line holds. A closed pipe (`| head`)
+        // ends the monitor quietly.
+        // (A line ends with its line end: the writer holds nothing back.)
+        let mut t = crate::report::terminal::Terminal::new(out, false);
+        Ok(t.write_all(text.as_bytes()).is_ok())
     };
     let left = || stop_at.map(|t| t.saturating_duration_since(Instant::now()));
     let out = std::cell::RefCell::new(out);
@@ -585,6 +594,22 @@ mod tests {
             comm: Some("ld".into()),
             ..Default::default()
         }));
+    }
+
+    #[test]
+    fn a_hostile_comm_reaches_no_terminal() {
+        // Issue 44, item 3: any process names itself; root's monitor printed it raw.
+        let mut r = rec(5, 5, 1024, 50_000_000);
+        r.comm = b"hostile\x1b]0;T\x07\xe2\x80\xae".to_vec();
+        let e = from_taskstats(std::slice::from_ref(&r), &r);
+        let text = line(&e);
+        assert!(text.ends_with(r"hostile\x1b]0;T\x07\xe2\x80\xae"), "{text}");
+        assert!(crate::report::terminal::is_safe(text.as_bytes(), false));
+        let json = crate::report::json::to_line(&e).unwrap();
+        assert!(
+            json.contains(r#""comm":"hostile\u001b]0;T\u0007\u202e""#),
+            "{json}"
+        );
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //!
 //! Both inputs may be hostile files: `ledger::load` reads them within their limits (`--width`
 //! is bounded by its type, a recorded width by the record's limits). What the file says is
-//! escaped before it reaches the terminal.
+//! escaped before it reaches the terminal. Under sudo the input is opened with the invoking
+//! user's rights (`output::open_input`), as their shell would open it.
 
 use crate::cli::options::ReportOptions;
 use crate::ledger::load::load;
@@ -16,7 +17,9 @@ use anyhow::{Context, Result, bail};
 use std::io::{BufWriter, IsTerminal, Write};
 
 pub fn run(opts: &ReportOptions) -> Result<i32> {
-    let (run, recorded) = load(&opts.input)?;
+    let file = crate::output::open_input(&opts.input)
+        .with_context(|| format!("cannot read {}", opts.input.display()))?;
+    let (run, recorded) = load(&opts.input, file)?;
     let style = Style {
         width: opts.width.unwrap_or(recorded.width),
         color: opts.color.unwrap_or(recorded.color),

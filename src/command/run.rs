@@ -61,8 +61,11 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         .malloc
         .then(|| crate::source::malloc::sdt::plan(&opts.command));
     // The thread that loads BPF goes on as the ebpf tracker's reader: it starts with the
-    // forwarded signals blocked, as every later thread does. This thread blocks them just
-    // before the fork, not now: a Ctrl-C before the command exists must end ste.
+    // forwarded signals blocked, as every later thread does. This thread blocks them once the
+    // outputs are open (opening one may wait, on a FIFO, and a Ctrl-C must end that), before it
+    // makes anything a signal's default action would leave behind (the run directory, the
+    // command's process, the cgroup): from then on a Ctrl-C stops ste at the release, the
+    // command not run, its threads ended as after any run.
     let loading = signals::while_blocked(|| {
         track::preload_in_background(
             opts.tracker,
@@ -101,13 +104,13 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     } else {
         Credentials::invoking_user()?
     };
+    let original_mask = signals::block();
     let malloc = opts
         .malloc
-        .then(|| crate::source::malloc::Setup::new(creds.as_ref().map(|c| c.uid)))
+        .then(|| crate::source::malloc::Setup::new(creds.as_ref().map(|c| (c.uid, c.gid))))
         .transpose()?;
     let env = malloc.as_ref().map(|m| m.env()).unwrap_or_default();
     let prepared = Prepared::new(&opts.command, creds, &env)?;
-    let original_mask = signals::block();
     let mut child = crate::bus::phases::span("fork", || prepared.fork(&original_mask))?;
     let mut accounting = crate::bus::phases::span("accounting prepare", || {
         account::Session::prepare(&opts.accounting)
@@ -197,13 +200,32 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         waited_ns,
         child.setup_io(),
     );
-    crate::bus::phases::span("release", || child.release())?;
+    // A signal that came during the set-up (Ctrl-C, a SIGTERM to ste) stops ste here, and so
+    // does a release that fails (the waiting process was killed): the command is not run, and
+    // the run's threads end as after any run, taking its cgroup, run directory and marks with
+    // them.
+    let interrupted = signals::arrived(&signal_thread);
+    let not_run = match interrupted {
+        Some(_) => None,
+        None => crate::bus::phases::span("release", || child.release()).err(),
+    };
+    let released = interrupted.is_none() && not_run.is_none();
+    COMMAND_RAN.store(released, std::sync::atomic::Ordering::Relaxed);
+    if !released {
+        child.cancel();
+    }
     let sampler_role = Role::Sampler {
         page_flags: opts.maps_at_peak.is_some(),
     };
-    sampler
-        .spawn(sampler_role)
-        .context("cannot start the sampler thread")?;
+    // The command runs from here: a thread that cannot start costs what it measures, said,
+    // not the run (125 is for a command that did not run).
+    if released && let Err(e) = sampler.spawn(sampler_role) {
+        sink.emit(Event::Note {
+            text: format!(
+                "ste could not start its sampling thread ({e}): the tree's memory was not sampled, and every figure read from samples is unknown"
+            ),
+        });
+    }
     limit_session(&sink, &accounting, sampler_role);
 
     let mut rec = Recorder::new();
@@ -273,6 +295,20 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     if !opts.text.quiet {
         out.execs_rest();
     }
+    if !released {
+        for left in accounting.close() {
+            say(&format!("ste: cannot remove its cgroup directory {left}"));
+        }
+        if let Some(e) = not_run {
+            return Err(e);
+        }
+        let signo = interrupted.unwrap_or(libc::SIGINT);
+        say(&format!(
+            "ste: interrupted by {} during its set-up: the command did not run",
+            signal_name(signo)
+        ));
+        return Ok(128 + signo);
+    }
     for event in crate::bus::phases::span("accounting finish", || accounting.finish()) {
         rec.apply(&Stamped {
             t_ns: end_ns,
@@ -309,27 +345,62 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     // One line per budget after the report, where the report goes.
     let budgets = crate::compare::budget::check_run(&opts.budgets, &run);
     let lines: Vec<&str> = budgets.iter().map(|b| b.line.as_str()).collect();
-    crate::bus::phases::span("report", || out.summary(&run, opts, &lines))?;
-    exports.write(&run, opts.style)?;
+    // Every output is written whatever another's fate, and each one lost is said; the exit
+    // status says so too (`OUTPUT_LOST`), for the report that could not be said.
+    let mut lost: Vec<anyhow::Error> = Vec::new();
+    if let Err(e) = crate::bus::phases::span("report", || out.summary(&run, opts, &lines)) {
+        lost.push(e);
+    }
+    lost.extend(exports.write(&run, opts.style));
     // The group goes once the report is out; a directory left behind is said, not lost.
     for left in accounting.close() {
-        eprintln!("ste: cannot remove its cgroup directory {left}");
+        say(&format!("ste: cannot remove its cgroup directory {left}"));
     }
     if let Some((path, Err(e))) = recorded {
-        return Err(e).with_context(|| {
-            format!(
-                "writing the record {} (the command exited with status {})",
-                path.display(),
-                run.exit.ste_status()
-            )
-        });
+        lost.push(anyhow::Error::new(e).context(format!(
+            "writing the record {} (the command exited with status {})",
+            path.display(),
+            run.exit.ste_status()
+        )));
+    }
+    for e in &lost {
+        say(&format!("ste: {e:#}"));
     }
     let status = crate::compare::budget::status(run.exit.ste_status(), &budgets);
     // Not dropped: ste exits as soon as this returns, and the exit gives back its memory
     // whole; freeing the Run first (a few allocations per process, every argv) only made the
     // command's parent wait longer for ste's exit (bench/README.md).
     std::mem::forget(run);
-    status
+    status.map(|s| lost_said(s, !lost.is_empty()))
+}
+
+/// Whether a command was released to run: an end of ste from here on loses a report, not a
+/// run that never started (the allocator's last words, `main.rs`).
+static COMMAND_RAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this ste released a command to run.
+pub fn command_ran() -> bool {
+    COMMAND_RAN.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The exit status when the command ran but an output of ste's was lost (a file that could
+/// not be written, or stderr with the report on it) while the command succeeded: ste said so
+/// on stderr where it could, and says so here where it could not. The command's own failure
+/// wins, as over an exceeded budget; 125 stays for a command that did not run.
+pub const OUTPUT_LOST: i32 = 121;
+
+/// `status`, or [`OUTPUT_LOST`] in its place when it is 0 and an output was `lost`.
+fn lost_said(status: i32, lost: bool) -> i32 {
+    if lost && status == 0 {
+        OUTPUT_LOST
+    } else {
+        status
+    }
+}
+
+/// A line of ste's own on stderr, never a panic (`output::say`).
+fn say(line: &str) {
+    crate::output::say(line);
 }
 
 /// Drops what the session thread no longer needs, now that every thread that needs more has
@@ -479,12 +550,12 @@ fn event_loop(
                     } else {
                         String::new()
                     };
-                    eprintln!(
+                    say(&format!(
                         "ste: the command exited; waiting for {} descendant{} still running: {}{more} (Ctrl-C stops waiting, --linger bounds it)",
                         live.len(),
                         if live.len() == 1 { "" } else { "s" },
                         names.join(", ")
-                    );
+                    ));
                 }
             }
             Err(RecvTimeoutError::Disconnected) => return Ended::TreeDone(rec_clock_fallback(rec)),
@@ -599,10 +670,10 @@ struct Output {
     execs: LiveExecs,
 }
 
-/// Where the report goes: stderr (errors ignored: a closed stderr must not stop the run) or a
-/// file (errors reported).
+/// Where the report goes: stderr or a file, with the first error writing there (the run goes
+/// on; the end says it).
 enum To {
-    Stderr,
+    Stderr(Option<std::io::Error>),
     File(BufWriter<File>, PathBuf, Option<std::io::Error>),
 }
 
@@ -618,7 +689,7 @@ impl Output {
                 p.to_path_buf(),
                 None,
             ),
-            _ => To::Stderr,
+            _ => To::Stderr(None),
         };
         Ok(Output {
             to,
@@ -653,11 +724,13 @@ impl Output {
 
     fn live_line(&mut self, line: &str) {
         match &mut self.to {
-            To::Stderr => {
+            To::Stderr(err) => {
                 let mut buf = String::with_capacity(line.len() + 1);
                 buf.push_str(line);
                 buf.push('\n');
-                let _ = std::io::stderr().write_all(buf.as_bytes());
+                if let Err(e) = std::io::stderr().write_all(buf.as_bytes()) {
+                    err.get_or_insert(e);
+                }
             }
             To::File(w, _, err) => {
                 if err.is_none()
@@ -673,7 +746,7 @@ impl Output {
     fn summary(&mut self, run: &Run, opts: &RunOptions, after: &[&str]) -> Result<()> {
         if let (To::File(..), Some(line)) = (&self.to, text::launch_failure_line(run)) {
             // The error is for the user at the terminal, wherever the report goes.
-            eprintln!("{line}");
+            say(&line);
         }
         let mut buf = Vec::new();
         text::render_end(run, &mut buf, opts.style, opts.text).expect("writing to memory");
@@ -682,9 +755,17 @@ impl Output {
             buf.push(b'\n');
         }
         match &mut self.to {
-            To::Stderr => {
-                let _ = std::io::stderr().write_all(&buf);
-                Ok(())
+            To::Stderr(err) => {
+                let res = match err.take() {
+                    Some(e) => Err(e),
+                    None => std::io::stderr().write_all(&buf),
+                };
+                res.with_context(|| {
+                    format!(
+                        "writing the report to stderr (the command exited with status {})",
+                        run.exit.ste_status()
+                    )
+                })
             }
             To::File(w, path, err) => {
                 let res = match err.take() {

@@ -5,15 +5,15 @@
 //!
 //! Owns the pairing and the change arithmetic; reading the runs is `replay`'s, grouping by
 //! program `report::programs`'s. A figure either run lacks is `n/a` and has no change; it is
-//! never taken as 0. Runs of another schema version are refused: their figures may mean other
-//! things.
+//! never taken as 0. Runs of another schema version are refused (by `ledger::load`): their
+//! figures may mean other things.
 
 use super::Figure;
 use super::budget::{self, Budget};
 use super::export::{Table, write_file};
-use crate::model::{Run, SCHEMA_VERSION};
+use crate::model::Run;
 use crate::report::programs::{Program, by_program};
-use anyhow::{Result, bail};
+use anyhow::Result;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -111,7 +111,7 @@ pub fn run(opts: &DiffOptions) -> Result<i32> {
         })
         .collect();
     for c in &checked {
-        eprintln!("{}", c.line);
+        crate::output::say(&c.line);
     }
     budget::status(0, &checked)
 }
@@ -125,17 +125,14 @@ fn why_no_change(t: &TotalChange, a: &Run, b: &Run, f: Figure) -> String {
     }
 }
 
-/// A run from a record or a `--json` file, refused when of another schema version.
+/// A run from a record or a `--json` file (`ledger::load` refuses one of another schema
+/// version).
 fn load(path: &Path) -> Result<Run> {
-    let (run, _) = crate::ledger::load::load(path)?;
-    if run.schema_version != SCHEMA_VERSION {
-        bail!(
-            "{} holds a run of schema version {} ({}); this ste compares version {SCHEMA_VERSION} only",
-            path.display(),
-            run.schema_version,
-            crate::model::Escaped::str(&run.generator)
-        );
-    }
+    // Under sudo, with the invoking user's rights.
+    let file = crate::output::open_input(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    // A Run of another schema version is refused there (a record replays into this one).
+    let (run, _) = crate::ledger::load::load(path, file)?;
     Ok(run)
 }
 

@@ -3,7 +3,10 @@
 //!
 //! Owns layout and escaping only; the cells are made by `bench` and `diff`, the JSON of both
 //! is their serde types. Cells come from command lines and program names, which may hold
-//! anything: text escapes control characters, Markdown escapes `|`, CSV quotes.
+//! anything: text escapes control characters; Markdown escapes them too, writes `<`, `>` and
+//! `&` as entities (a pull request's page renders HTML in a table) and backslashes what would
+//! end a cell, open code or make a link or an image (`](`); CSV quotes and keeps a formula
+//! from being one (`report::csv::cell`).
 
 use crate::model::Escaped;
 
@@ -67,10 +70,22 @@ impl Table {
     /// A GitHub-flavoured Markdown table.
     pub fn markdown(&self) -> String {
         let cell = |s: &str| {
-            Escaped::str(s)
-                .to_string()
-                .replace('|', "\\|")
-                .replace('`', "\\`")
+            let mut out = String::new();
+            for c in Escaped::str(s).to_string().chars() {
+                match c {
+                    '<' => out.push_str("&lt;"),
+                    '>' => out.push_str("&gt;"),
+                    '&' => out.push_str("&amp;"),
+                    // A link's or an image's `](` is cut by escaping its parenthesis.
+                    '(' if out.ends_with(']') => out.push_str("\\("),
+                    '|' | '`' => {
+                        out.push('\\');
+                        out.push(c);
+                    }
+                    c => out.push(c),
+                }
+            }
+            out
         };
         let row = |r: &[String]| {
             format!(
@@ -86,18 +101,18 @@ impl Table {
         out
     }
 
-    /// CSV (RFC 4180: fields with a comma, quote or line break are quoted).
+    /// CSV (RFC 4180: fields with a comma, quote or line break are quoted; a text that a
+    /// spreadsheet would take for a formula gets a `'` in front).
     pub fn csv(&self) -> String {
-        let field = |s: &str| {
-            if s.contains([',', '"', '\n', '\r']) {
-                format!("\"{}\"", s.replace('"', "\"\""))
-            } else {
-                s.to_string()
-            }
-        };
         std::iter::once(&self.header)
             .chain(&self.rows)
-            .map(|r| r.iter().map(|c| field(c)).collect::<Vec<_>>().join(",") + "\n")
+            .map(|r| {
+                r.iter()
+                    .map(|c| crate::report::csv::cell(c))
+                    .collect::<Vec<_>>()
+                    .join(",")
+                    + "\n"
+            })
             .collect()
     }
 }
@@ -148,5 +163,26 @@ mod tests {
         );
         assert!(t.markdown().contains("a\\|b"));
         assert!(t.csv().contains("\"a|b,\"\"c\"\"\",1,2\n"));
+    }
+
+    #[test]
+    fn markdown_carries_no_html_and_csv_no_formula() {
+        // Issue 44, item 9: a program's name was written raw into both.
+        let mut t = Table::new(&["program", "cpu"]);
+        t.rows
+            .push(vec!["<img src=x onerror=alert(1)>".into(), "-12".into()]);
+        t.rows
+            .push(vec!["![x](https://x.example/t.png)".into(), "1".into()]);
+        t.rows.push(vec!["=cmd|' /C calc'!A0".into(), "2".into()]);
+        let md = t.markdown();
+        assert!(
+            md.contains("| &lt;img src=x onerror=alert(1)&gt; | -12 |"),
+            "{md}"
+        );
+        assert!(md.contains("![x]\\(https://x.example/t.png)"), "{md}");
+        assert!(!md.contains('<'), "{md}");
+        let csv = t.csv();
+        assert!(csv.contains("'=cmd|' /C calc'!A0,2\n"), "{csv}");
+        assert!(csv.contains(",-12\n"), "{csv}");
     }
 }

@@ -177,6 +177,19 @@ pub fn flock_exclusive(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
+/// Takes an exclusive `flock` on `fd` if no one holds one: `Ok(false)` when someone does.
+pub fn try_flock_exclusive(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    // SAFETY: an open descriptor.
+    if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Ok(false);
+    }
+    Err(e)
+}
+
 /// `getrusage(who)`: `RUSAGE_SELF`, `RUSAGE_CHILDREN` or `RUSAGE_THREAD`.
 pub fn rusage(who: libc::c_int) -> libc::rusage {
     // SAFETY: a zeroed rusage is a valid output buffer.

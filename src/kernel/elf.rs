@@ -216,7 +216,23 @@ pub fn parse_sdt_notes(data: &[u8], actual_base: Option<u64>) -> Vec<SdtProbe> {
 
 /// The SDT probes of the object at `path` (empty when it has none).
 pub fn sdt_probes(path: &Path) -> Result<Vec<SdtProbe>, String> {
-    let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    sdt_probes_of(&file, path)
+}
+
+/// The SDT probes of the object open as `file` (`path` names it in messages), read through
+/// that descriptor: whoever attaches uprobes at these offsets must attach them to this very
+/// file, not to whatever its path names later (`malloc::sdt::Image`).
+pub fn sdt_probes_of(file: &std::fs::File, path: &Path) -> Result<Vec<SdtProbe>, String> {
+    use std::os::unix::fs::FileExt;
+    let len = file
+        .metadata()
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .len();
+    let mut data =
+        vec![0u8; usize::try_from(len).map_err(|_| format!("{}: too large", path.display()))?];
+    file.read_exact_at(&mut data, 0)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", path.display()))?;
     let Some(notes) = file.section_by_name(".note.stapsdt") else {
         return Ok(Vec::new());

@@ -68,14 +68,16 @@ fn child_main(plan: &mut ChildPlan) -> ! {
         sys::exit(if stage == STAGE_EXEC { 127 } else { 125 });
     };
     // Rust ignores SIGPIPE in ste; the command must get the default back. The signals ste
-    // waits for in its signal thread are blocked in ste; restore the mask it started with.
+    // waits for in its signal thread are blocked in ste, and stay blocked here until the exec
+    // (the mask ste started with is restored just before it): a Ctrl-C during ste's set-up
+    // reaches this process too, and must not end it before ste has released or abandoned it
+    // (ste then wrote to a closed pipe, exited 125 and left its cgroup behind).
     for fd in plan.parent_ends {
         if fd >= 0 {
             sys::close(fd);
         }
     }
     sys::default_action(libc::SIGPIPE);
-    sys::set_mask(&plan.mask);
     if let Some(limit) = &plan.nofile
         && let Err(e) = sys::set_nofile(limit)
     {
@@ -136,6 +138,9 @@ fn child_main(plan: &mut ChildPlan) -> ! {
             sys::close(fd);
         }
     }
+    // A signal that came meanwhile (blocked until now) is the command's from here: delivered
+    // as the mask opens, before the exec, as it would be just after it.
+    sys::set_mask(&plan.mask);
     // execvp's rules: remember EACCES and keep looking; ENOENT/ENOTDIR keep looking; any
     // other error stops the search.
     let mut saw_eacces = false;

@@ -426,6 +426,12 @@ impl Child {
     }
 
     /// Kills a child that was never released (ste could not set up tracking).
+    /// Tells the waiting child not to run the command (it exits 125 before its exec), for a
+    /// tracker that already watches it: its end is the tracker's to see and reap.
+    pub fn cancel(&mut self) {
+        self.go.take();
+    }
+
     pub fn abandon(mut self) {
         // Closing the pipe makes the waiting child exit 125 without running the command.
         self.go.take();

@@ -52,6 +52,34 @@ pub fn block() -> libc::sigset_t {
 /// The thread that reports each blocked signal to the session, until [`SignalThread::stop`].
 pub struct SignalThread {
     stop: OwnedFd,
+    /// The first signal it took (0: none yet), for the session's set-up (see [`arrived`]).
+    first: std::sync::Arc<std::sync::atomic::AtomicI32>,
+}
+
+/// The first forwarded signal that came for ste, if any: taken by its signal thread, or still
+/// pending (the thread has not read it yet, or does not run yet). The session asks before it
+/// releases the command: a Ctrl-C during the set-up stops ste there, the command not run.
+pub fn arrived(thread: &SignalThread) -> Option<i32> {
+    let taken = thread.first.load(std::sync::atomic::Ordering::SeqCst);
+    if taken != 0 {
+        return Some(taken);
+    }
+    // SAFETY: sigpending fills a local, initialised set; sigismember reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        if libc::sigpending(&mut set) != 0 {
+            return None;
+        }
+        FORWARDED
+            .into_iter()
+            .find(|&s| libc::sigismember(&set, s) == 1)
+    }
+    .or_else(|| {
+        // Taken between the two looks.
+        let taken = thread.first.load(std::sync::atomic::Ordering::SeqCst);
+        (taken != 0).then_some(taken)
+    })
 }
 
 impl SignalThread {
@@ -77,6 +105,8 @@ pub fn spawn(sink: Sink) -> std::io::Result<SignalThread> {
     let signals = signal_fd()?;
     let stop = crate::kernel::calls::eventfd()?;
     let stopped = stop.try_clone()?;
+    let first = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let noted = std::sync::Arc::clone(&first);
     std::thread::Builder::new()
         .name("ste-signals".into())
         .spawn(move || {
@@ -102,6 +132,12 @@ pub fn spawn(sink: Sink) -> std::io::Result<SignalThread> {
                 if n != size as isize {
                     continue;
                 }
+                let _ = noted.compare_exchange(
+                    0,
+                    info.ssi_signo as i32,
+                    std::sync::atomic::Ordering::SeqCst,
+                    std::sync::atomic::Ordering::SeqCst,
+                );
                 // The tty driver sends keyboard signals and hangups as the kernel (SI_KERNEL), to
                 // the whole foreground process group.
                 sink.send(Msg::Signal {
@@ -110,7 +146,7 @@ pub fn spawn(sink: Sink) -> std::io::Result<SignalThread> {
                 });
             }
         })?;
-    Ok(SignalThread { stop })
+    Ok(SignalThread { stop, first })
 }
 
 /// The signal that asked a repeated command (`ste bench`) to stop, or 0.

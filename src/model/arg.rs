@@ -77,10 +77,32 @@ impl std::fmt::Debug for Arg {
     }
 }
 
+/// Characters a terminal shows as nothing, or that reorder what follows: the bidirectional
+/// controls (U+202E makes `exe.txt` of `txt.exe`; U+2066–U+2069 isolate, U+200E/F and U+061C
+/// mark), zero-width characters (U+200B–U+200D, the word joiner U+2060 and the invisible
+/// operators after it, U+FEFF), the soft hyphen, the Mongolian vowel separator, the line and
+/// paragraph separators, the deprecated format controls and the interlinear annotations.
+/// Shown escaped, as control characters are, so that a name cannot pass for another.
+pub fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}'
+            | '\u{61c}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206f}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+    )
+}
+
 /// Bytes made safe for a terminal, the way argv is in `EXEC:` lines: control characters
-/// (ESC, BEL, C1 codes such as CSI) and invalid UTF-8 become `\xNN`, with `\n`, `\t` and `\\`
-/// spelled out. Every string a text report takes from a traced program, /proc or a record goes
-/// through it, so no such string can move the cursor, set a title or change colours.
+/// (ESC, BEL, C1 codes such as CSI), the [`invisible`] ones and invalid UTF-8 become `\xNN`
+/// (each byte of the character), with `\n`, `\t` and `\\` spelled out. Every string a text
+/// report takes from a traced program, /proc or a record goes through it, so no such string
+/// can move the cursor, set a title, change colours or reorder the line.
 #[derive(Clone, Copy)]
 pub struct Escaped<'a>(pub &'a [u8]);
 
@@ -98,7 +120,7 @@ impl std::fmt::Display for Escaped<'_> {
                     '\n' => out.write_str("\\n")?,
                     '\t' => out.write_str("\\t")?,
                     '\\' => out.write_str("\\\\")?,
-                    c if c.is_control() => {
+                    c if c.is_control() || invisible(c) => {
                         let mut buf = [0u8; 4];
                         for b in c.encode_utf8(&mut buf).bytes() {
                             write!(out, "\\x{b:02x}")?;
@@ -148,8 +170,35 @@ impl Serialize for Arg {
     }
 }
 
+/// What a deserializer says when it reads more arguments than [`bounded_args`] allows.
+pub const TOO_MANY_ARGS: &str = "more arguments than ste reads";
+
+thread_local! {
+    /// How many more arguments this thread may deserialize (`None`: no bound).
+    static ARGS_LEFT: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `read` (a deserialization on this thread) with at most `max` arguments read: one more
+/// fails it with [`TOO_MANY_ARGS`], before it is held. An argument is the one value of a Run
+/// that a file can multiply cheaply (`"a",` is four bytes of JSON, and some fifty of memory
+/// once read, more to render), so readers of files bound it here, where it is built. Returns
+/// what `read` gave and how many arguments it read.
+pub fn bounded_args<T>(max: u64, read: impl FnOnce() -> T) -> (T, u64) {
+    let before = ARGS_LEFT.with(|l| l.replace(Some(max)));
+    let out = read();
+    let left = ARGS_LEFT.with(|l| l.replace(before)).unwrap_or(0);
+    (out, max - left)
+}
+
 impl<'de> Deserialize<'de> for Arg {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let left = ARGS_LEFT.with(std::cell::Cell::get);
+        if let Some(left) = left {
+            if left == 0 {
+                return Err(serde::de::Error::custom(TOO_MANY_ARGS));
+            }
+            ARGS_LEFT.with(|l| l.set(Some(left - 1)));
+        }
         #[derive(Deserialize)]
         #[serde(untagged)]
         enum Repr {
@@ -180,6 +229,28 @@ mod tests {
             Escaped::str(hostile).to_string(),
             r"\x1b[31mred\x1b]0;title\x07\xc2\x9b2J"
         );
+        // Bidirectional controls and zero-width characters (issue 44, item 9).
+        assert_eq!(
+            Escaped::str("evil\u{202e}txt.exe a\u{200b}b \u{2066}x\u{2069}").to_string(),
+            r"evil\xe2\x80\xaetxt.exe a\xe2\x80\x8bb \xe2\x81\xa6x\xe2\x81\xa9"
+        );
+        assert_eq!(
+            Escaped::str("\u{feff}\u{ad}").to_string(),
+            r"\xef\xbb\xbf\xc2\xad"
+        );
+        assert!(!invisible('é') && !invisible('\u{2065}') && !invisible(' '));
+    }
+
+    #[test]
+    fn arguments_read_are_bounded() {
+        let json = r#"["a","b",{"bytes":[255]},"d"]"#;
+        let (ok, n) = bounded_args(4, || serde_json::from_str::<Vec<Arg>>(json));
+        assert_eq!((ok.unwrap().len(), n), (4, 4));
+        let (over, n) = bounded_args(3, || serde_json::from_str::<Vec<Arg>>(json));
+        assert!(over.unwrap_err().to_string().starts_with(TOO_MANY_ARGS));
+        assert_eq!(n, 3);
+        // Unbounded outside.
+        assert_eq!(serde_json::from_str::<Vec<Arg>>(json).unwrap().len(), 4);
     }
 
     #[test]

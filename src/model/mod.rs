@@ -17,7 +17,7 @@ pub use accounting::{
     LedgerSource, Lingering, MemoryFigure, MemoryReconciled, PathLink, TimeBreakdown, Unavailable,
     process_peak,
 };
-pub use arg::{Arg, Escaped, join_escaped};
+pub use arg::{Arg, Escaped, TOO_MANY_ARGS, bounded_args, invisible, join_escaped};
 pub use syscalls::{CallCount, Counts, ErrnoCount, ImageCalls, SyscallRow, Syscalls, Uncounted};
 pub use timeline::{ProcessSample, ThreadLifetime};
 

@@ -5,6 +5,11 @@
 //! row per process per round, the long form plotting libraries pivot). Unknown values are empty
 //! cells, never 0. Written by hand: every cell is a number except the program name, and one
 //! quoting rule does not justify a dependency.
+//!
+//! A program names itself, and a spreadsheet takes a cell that starts with `=`, `+`, `-` or
+//! `@` for a formula (which may run a command or send data away): such a text cell is written
+//! with a `'` in front, as OWASP's advice on CSV injection has it ([`cell`], which `ste bench
+//! --csv` uses too). Numbers are written as they are.
 
 use crate::model::Run;
 use crate::report::names::Tree;
@@ -44,7 +49,7 @@ fn process_samples(run: &Run, w: &mut dyn Write) -> io::Result<()> {
                 "{},{},{},{},{cpu}",
                 s.t_ns,
                 p.pid,
-                quote(&program),
+                cell(&program),
                 p.pss_bytes
             )?;
         }
@@ -52,13 +57,21 @@ fn process_samples(run: &Run, w: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// A cell as RFC 4180 wants it: quoted, with quotes doubled, when it holds a comma, a quote or
-/// a line break.
-fn quote(cell: &str) -> String {
-    if cell.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", cell.replace('"', "\"\""))
+/// A text cell as RFC 4180 wants it (quoted, with quotes doubled, when it holds a comma, a
+/// quote or a line break), with a `'` in front when a spreadsheet would take it for a formula:
+/// it starts with `=`, `+`, `-`, `@`, a tab or a carriage return and is not a plain number.
+pub fn cell(text: &str) -> String {
+    let formula =
+        text.starts_with(['=', '+', '-', '@', '\t', '\r']) && text.parse::<f64>().is_err();
+    let text = if formula {
+        format!("'{text}")
     } else {
-        cell.to_string()
+        text.to_string()
+    };
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text
     }
 }
 
@@ -85,8 +98,26 @@ mod tests {
 
     #[test]
     fn quoting() {
-        assert_eq!(quote("cc1"), "cc1");
-        assert_eq!(quote("a,b"), "\"a,b\"");
-        assert_eq!(quote("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(cell("cc1"), "cc1");
+        assert_eq!(cell("a,b"), "\"a,b\"");
+        assert_eq!(cell("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+
+    #[test]
+    fn a_formula_is_written_as_text() {
+        // Issue 44, item 9: program names were written as they are.
+        assert_eq!(cell("=cmd|' /C calc'!A0"), "'=cmd|' /C calc'!A0");
+        assert_eq!(cell("+1+1"), "'+1+1");
+        assert_eq!(cell("-2+3+cmd"), "'-2+3+cmd");
+        assert_eq!(cell("@SUM(1)"), "'@SUM(1)");
+        assert_eq!(
+            cell("=HYPERLINK(\"x\",\"y\")"),
+            "\"'=HYPERLINK(\"\"x\"\",\"\"y\"\")\""
+        );
+        assert_eq!(cell("\tx"), "'\tx");
+        // Numbers and names that merely hold such a character stay as they are.
+        assert_eq!(cell("-12.5"), "-12.5");
+        assert_eq!(cell("a=b"), "a=b");
+        assert_eq!(cell("c++"), "c++");
     }
 }

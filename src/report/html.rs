@@ -291,7 +291,7 @@ pub fn view(run: &Run) -> View {
 // copied, and the page shows it.
 
 /// The Run without its processes and samples.
-fn without_lists(run: &Run) -> Run {
+pub(crate) fn without_lists(run: &Run) -> Run {
     let Run {
         schema_version,
         generator,
@@ -363,7 +363,7 @@ fn scalars_of_process(p: &Process) -> Process {
 }
 
 /// A sample without its per-process readings.
-fn scalars_of_sample(s: &Sample) -> Sample {
+pub(crate) fn scalars_of_sample(s: &Sample) -> Sample {
     let Sample {
         t_ns,
         pss_bytes,

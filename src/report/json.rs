@@ -3,8 +3,9 @@
 //! text report derives it; reading the JSON back ignores it). Unknown values are `null`.
 //!
 //! Strings are escaped so the JSON is safe on a terminal too: serde_json escapes the C0
-//! controls, and this module DEL and the C1 ones (`U+007F`–`U+009F`, CSI among them) as
-//! `\u00XX`, which JSON readers decode to the same string.
+//! controls, and this module DEL, the C1 ones (`U+007F`–`U+009F`, CSI among them) and the
+//! [`invisible`](crate::model::invisible) ones (bidirectional controls, zero-width characters)
+//! as `\uXXXX`, which JSON readers decode to the same string.
 
 use crate::model::Run;
 use serde_json::ser::{Formatter, PrettyFormatter};
@@ -27,17 +28,28 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w)
 }
 
-/// serde_json's pretty layout, with C1 controls in strings escaped.
-struct NoC1<'a>(PrettyFormatter<'a>);
+/// One value as a line of compact JSON, escaped as the Run is (`ste monitor --json`).
+pub fn to_line<T: serde::Serialize>(value: &T) -> serde_json::Result<String> {
+    let mut out = Vec::new();
+    let mut ser =
+        serde_json::Serializer::with_formatter(&mut out, NoC1(serde_json::ser::CompactFormatter));
+    value.serialize(&mut ser)?;
+    Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
+}
 
-impl Formatter for NoC1<'_> {
+/// serde_json's layout `F`, with C1 controls and invisible characters in strings escaped.
+struct NoC1<F>(F);
+
+impl<F: Formatter> Formatter for NoC1<F> {
     fn write_string_fragment<W: ?Sized + Write>(
         &mut self,
         w: &mut W,
         fragment: &str,
     ) -> io::Result<()> {
         let mut rest = fragment;
-        while let Some(at) = rest.find(|c: char| ('\u{7f}'..='\u{9f}').contains(&c)) {
+        while let Some(at) =
+            rest.find(|c: char| ('\u{7f}'..='\u{9f}').contains(&c) || crate::model::invisible(c))
+        {
             w.write_all(&rest.as_bytes()[..at])?;
             let c = rest[at..].chars().next().unwrap_or_default();
             write!(w, "\\u{:04x}", u32::from(c))?;
@@ -83,13 +95,13 @@ mod tests {
     fn control_characters_in_strings_are_escaped_and_read_back() {
         let mut run =
             crate::ledger::recorder::Recorder::replay(Vec::<crate::bus::event::Stamped>::new());
-        run.notes = vec!["a\u{1b}[31m\u{9b}2J\u{7}\u{7f}é".into()];
+        run.notes = vec!["a\u{1b}[31m\u{9b}2J\u{7}\u{7f}é\u{202e}".into()];
         let mut out = Vec::new();
         render(&run, &mut out).unwrap();
         assert!(crate::report::terminal::is_safe(&out, false));
         let text = String::from_utf8(out).unwrap();
         assert!(
-            text.contains(r#""a\u001b[31m\u009b2J\u0007\u007fé""#),
+            text.contains(r#""a\u001b[31m\u009b2J\u0007\u007fé\u202e""#),
             "{text}"
         );
         let back: Run = serde_json::from_str(&text).unwrap();

@@ -297,15 +297,17 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
     // Stable: each track's events keep their nesting order among equal times.
     t.events.sort_by_key(|(ns, _)| *ns);
     write!(w, "{{\"displayTimeUnit\":\"ns\",\"otherData\":")?;
-    serde_json::to_writer(
-        &mut *w,
-        &json!({
-            "generator": run.generator,
-            "command": join_escaped(&run.command),
-            "tracker": run.tracker,
-            "schema_version": run.schema_version,
-        }),
-    )?;
+    let mut other = json!({
+        "generator": run.generator,
+        "command": join_escaped(&run.command),
+        "tracker": run.tracker,
+        "schema_version": run.schema_version,
+    });
+    // What the trace leaves out (`report::drawn`) is said where its metadata is.
+    if let Some(note) = run.notes.iter().find(|n| n.starts_with(super::DRAWN_NOTE)) {
+        other["note"] = note.as_str().into();
+    }
+    serde_json::to_writer(&mut *w, &other)?;
     write!(w, ",\"traceEvents\":[")?;
     for (n, (_, e)) in t.events.iter().enumerate() {
         w.write_all(if n == 0 { b"\n" } else { b",\n" })?;

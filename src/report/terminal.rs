@@ -5,11 +5,33 @@
 //! (argv, program names, paths), /proc gave (map paths) or a record holds (notes, sources);
 //! the renderers escape the ones they know of ([`Escaped`](crate::model::Escaped)), and this
 //! writer escapes whatever any line of any text report still carries, the same way: a control
-//! character (C0 but `\n`, DEL, C1 such as CSI `U+009B`) becomes `\xNN`. With colours on, only
-//! the exact SGR codes ste writes pass ([`COLORS`]); a string holding one can change a colour,
-//! nothing else. It never touches backslashes, so text escaped before passes unchanged.
+//! character (C0 but `\n`, DEL, C1 such as CSI `U+009B`) and an
+//! [`invisible`](crate::model::invisible) one (bidirectional controls, zero-width characters)
+//! becomes `\xNN` for each of its bytes. With colours on, only the exact SGR codes ste writes
+//! pass ([`COLORS`]); a string holding one can change a colour, nothing else. It never touches
+//! backslashes, so text escaped before passes unchanged.
 
 use std::io::{self, Write};
+
+/// What to do with the bytes at the start of `rest`: `Some(n)` when they begin a character
+/// of `n` bytes a terminal must not get (C1 or [`invisible`](crate::model::invisible)),
+/// `None` when they begin anything else. `Err(())` when `rest` ends inside a multi-byte
+/// character that may be one (it must be judged with the bytes that follow).
+fn hidden(rest: &[u8]) -> Result<Option<usize>, ()> {
+    let len = match rest.first() {
+        Some(0xc2..=0xdf) => 2,
+        Some(0xe0..=0xef) => 3,
+        _ => return Ok(None),
+    };
+    let Some(bytes) = rest.get(..len) else {
+        return Err(());
+    };
+    Ok(std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|s| s.chars().next())
+        .filter(|&c| c.is_control() || crate::model::invisible(c))
+        .map(|_| len))
+}
 
 /// The colour codes ste's text report writes (`report::text`, `report::chart`).
 pub const COLORS: [&[u8]; 3] = [b"\x1b[1;32m", b"\x1b[0m", b"\x1b[36m"];
@@ -59,19 +81,19 @@ impl<'a> Terminal<'a> {
                     return;
                 }
             }
-            if b == 0xc2 {
-                match buf.get(i + 1) {
-                    Some(&c1 @ 0x80..=0x9f) => {
-                        out.extend_from_slice(format!("\\xc2\\x{c1:02x}").as_bytes());
-                        i += 2;
-                        continue;
+            match hidden(rest) {
+                Ok(Some(n)) => {
+                    for b in &rest[..n] {
+                        out.extend_from_slice(format!("\\x{b:02x}").as_bytes());
                     }
-                    None if !last => {
-                        self.held.push(b);
-                        return;
-                    }
-                    _ => {}
+                    i += n;
+                    continue;
                 }
+                Err(()) if !last => {
+                    self.held.extend_from_slice(rest);
+                    return;
+                }
+                _ => {}
             }
             if (b < 0x20 && b != b'\n') || b == 0x7f {
                 out.extend_from_slice(format!("\\x{b:02x}").as_bytes());
@@ -121,8 +143,7 @@ pub fn is_safe(text: &[u8], colors: bool) -> bool {
             continue;
         }
         let b = text[i];
-        let c1 = b == 0xc2 && matches!(text.get(i + 1), Some(0x80..=0x9f));
-        if (b < 0x20 && b != b'\n') || b == 0x7f || c1 {
+        if (b < 0x20 && b != b'\n') || b == 0x7f || matches!(hidden(rest), Ok(Some(_))) {
             return false;
         }
         i += 1;
@@ -164,6 +185,17 @@ mod tests {
             through(ours, false),
             "\\x1b[1;32mEXEC:\\x1b[0m x\u{a0}y".as_bytes()
         );
+        // Bidirectional controls and zero-width characters, whole or split across writes
+        // (issue 44, item 9).
+        let bidi: &[&[u8]] = &[b"a\xe2\x80", b"\xaeb\xe2", b"\x80\x8bc\xef\xbb\xbf"];
+        let out = through(bidi, false);
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            "a\\xe2\\x80\\xaeb\\xe2\\x80\\x8bc\\xef\\xbb\\xbf"
+        );
+        assert!(is_safe(&out, false));
+        assert!(!is_safe("x\u{2066}y".as_bytes(), false));
+        assert!(is_safe("café → ok\n".as_bytes(), false));
         // Escaped text passes unchanged: the writer can wrap another.
         let once = through(&[hostile], true);
         assert_eq!(through(&[&once], true), once);

@@ -751,6 +751,41 @@ fn monitor_shows_every_exit_of_a_stream() {
     assert_eq!(shown, pids, "{} lines for {N} exits", lines.len());
 }
 
+/// Issue 44, item 3: a process that names itself with an OSC sequence (`prctl(PR_SET_NAME)`,
+/// here through `/proc/self/comm`) reaches root's monitoring terminal escaped in a text line,
+/// as in a JSON one; it went out raw (a title, a clear screen, the clipboard in 15 bytes).
+#[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: taskstats")]
+fn monitor_text_escapes_a_hostile_name() {
+    let m = command_as(Who::Root, &bins().ste)
+        .args(["monitor", "--duration", "2s", "--comm", "hstl"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let named = std::process::Command::new("/bin/sh")
+        .args([
+            "-c",
+            r#"printf 'hstl\033]0;T\007\342\200\256' > /proc/self/comm && sleep 0.1"#,
+        ])
+        .status()
+        .unwrap();
+    assert!(named.success());
+    let out = m.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.lines()
+            .any(|l| l.ends_with(r"hstl\x1b]0;T\x07\xe2\x80\xae")),
+        "{text}"
+    );
+    assert!(
+        !out.stdout.contains(&0x1b) && !out.stdout.contains(&0x07),
+        "{text}"
+    );
+}
+
 /// The pid and own VmHWM a fixture run printed.
 fn pid_and_peak(o: &std::process::Output) -> (i32, u64) {
     reported_peaks(&String::from_utf8_lossy(&o.stdout))

@@ -22,13 +22,19 @@
 //!
 //! Limits: a record is read from a file anyone may hand to `ste report`, so the reader bounds
 //! what it holds before judging it ([`Limits`]): the header line, every event line, the
-//! inflated stream, the number of events, their times and the recorded width. Each refusal
-//! names the limit it hit; nothing is allocated in proportion to a number the file states.
+//! inflated stream, the number of events, their times and the recorded width; and what a few
+//! bytes can multiply, counted as it is parsed: the arguments of an exec and of the whole
+//! record (four bytes of JSON, `"a",`, became some fifty of memory, more to render: a record of
+//! 69 KB took 1.75 GB), and the processes and threads (each costs the Run and its renderings
+//! a few KB). Each refusal names the limit it hit; nothing is allocated in proportion to a
+//! number the file states.
 
 mod read;
 mod write;
 
-pub use read::{LoadError, Loaded, load, looks_like_a_record, read, read_with};
+pub use read::{
+    LoadError, Loaded, describe, load, load_from, looks_like_a_record, read, read_with,
+};
 pub use write::Recording;
 
 use crate::report::style::{MAX_WIDTH, Style};
@@ -66,6 +72,21 @@ pub struct Limits {
     pub t_ns: u64,
     /// The recorded text width: the widest `--width` takes.
     pub width: usize,
+    /// The JSON values (strings, numbers, objects, …) of one event line. An event is read
+    /// whole into serde's buffer before its kind's fields are (its `kind` tag decides them),
+    /// some 50 bytes a value however short its JSON (`"a",`, `1,`), so a line is bounded by
+    /// its values as well as its bytes: an exec's argv at the kernel's cap (some 700,000
+    /// strings, below) and a sample of 300,000 live processes fit.
+    pub line_values: u64,
+    /// The arguments of one exec: the kernel's `execve` takes at most 6 MiB of argv and
+    /// environment, 8 bytes of pointer counted with each string, so some 700,000.
+    pub exec_args: u64,
+    /// The arguments of all execs: 40 for each process of a run of 100,000, the runs ste is
+    /// made for; some 250 MB once read.
+    pub args: u64,
+    /// Processes and threads started (fork events): ten times the runs ste is made for; some
+    /// 900 MB once replayed.
+    pub forks: u64,
 }
 
 impl Limits {
@@ -77,6 +98,10 @@ impl Limits {
         events: 20_000_000,
         t_ns: MAX_T_NS,
         width: MAX_WIDTH,
+        line_values: 1 << 20,
+        exec_args: 1 << 20,
+        args: 4 << 20,
+        forks: 1_000_000,
     };
 }
 
@@ -202,16 +227,23 @@ mod tests {
         for e in events() {
             let mut line = serde_json::to_vec(&e).unwrap();
             let copy = line.clone();
-            assert_eq!(parse_event(&mut line).unwrap(), e);
+            assert_eq!(parse_event(&mut line, 10).0.unwrap(), e);
             assert_eq!(line, copy, "the line is given back as it was");
         }
         // Other field orders and spacing take the general path.
-        let e = parse_event(&mut br#"{"kind":"note","text":"x","t_ns":7}"#.to_vec()).unwrap();
+        let e = parse_event(&mut br#"{"kind":"note","text":"x","t_ns":7}"#.to_vec(), 10)
+            .0
+            .unwrap();
         assert_eq!(e.t_ns, 7);
-        let e = parse_event(&mut br#"{"t_ns": 7, "kind":"note","text":"x"}"#.to_vec()).unwrap();
+        let e = parse_event(
+            &mut br#"{"t_ns": 7, "kind":"note","text":"x"}"#.to_vec(),
+            10,
+        )
+        .0
+        .unwrap();
         assert_eq!(e.t_ns, 7);
         let mut bad = br#"{"t_ns":7,"kind":"note"}"#.to_vec();
-        let err = parse_event(&mut bad).unwrap_err();
+        let err = parse_event(&mut bad, 10).0.unwrap_err();
         assert!(err.to_string().contains("text"), "{err}");
         assert_eq!(bad, br#"{"t_ns":7,"kind":"note"}"#);
     }
@@ -316,6 +348,10 @@ mod tests {
         events: 5,
         t_ns: 1_000,
         width: 100,
+        line_values: 40,
+        exec_args: 10,
+        args: 15,
+        forks: 3,
     };
 
     /// The refusal of `body` after the header under [`SMALL`].
@@ -344,6 +380,39 @@ mod tests {
         let narrow = Limits { width: 99, ..SMALL };
         let err = read_with(Path::new("r.ste"), &gz(&five)[..], &narrow).unwrap_err();
         assert!(err.to_string().contains("width of 100 columns"), "{err}");
+    }
+
+    #[test]
+    fn what_a_few_bytes_multiply_is_refused_by_name() {
+        // Issue 44, item 4: arguments and forks are counted as they are parsed.
+        let exec = |t: u64, n: usize| {
+            format!(
+                "{{\"t_ns\":{t},\"kind\":\"exec\",\"tgid\":1,\"former_tid\":1,\"argv\":[{}]}}\n",
+                vec!["\"a\""; n].join(",")
+            )
+        };
+        assert!(read_with(Path::new("r.ste"), &gz(&exec(1, 10))[..], &SMALL).is_ok());
+        let msg = refused(&exec(1, 11));
+        assert!(
+            msg.contains("line 2 holds an exec of more than 10 arguments"),
+            "{msg}"
+        );
+        let msg = refused(&exec(1, 45));
+        assert!(
+            msg.contains("line 2 holds more than 40 JSON values"),
+            "{msg}"
+        );
+        let msg = refused(&(exec(1, 8) + &exec(2, 8)));
+        assert!(msg.contains("more than 15 arguments in all"), "{msg}");
+        let fork = |c: u32| {
+            format!(
+                "{{\"t_ns\":1,\"kind\":\"fork\",\"parent_tgid\":1,\"child_tid\":{c},\"child_tgid\":{c}}}\n"
+            )
+        };
+        let three: String = (2..5).map(fork).collect();
+        assert!(read_with(Path::new("r.ste"), &gz(&three)[..], &SMALL).is_ok());
+        let msg = refused(&(three + &fork(5)));
+        assert!(msg.contains("more than 3 processes and threads"), "{msg}");
     }
 
     #[test]

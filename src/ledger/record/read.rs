@@ -5,11 +5,13 @@
 
 use super::{FLUSH_EVERY, FORMAT, Header, Limits, OLDEST_READABLE, RECORD_VERSION};
 use crate::bus::event::{Event, Stamped};
+use crate::model::{TOO_MANY_ARGS, bounded_args};
 use flate2::read::MultiGzDecoder;
 use serde::Deserialize;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Why a file could not be read as a record.
 #[derive(Debug, thiserror::Error)]
@@ -111,22 +113,49 @@ pub fn looks_like_a_record(start: &[u8]) -> bool {
 
 /// Reads a whole record.
 pub fn load(path: &Path) -> Result<Loaded, LoadError> {
-    let io_err = |source| LoadError::Io {
+    let file = File::open(path).map_err(|source| LoadError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let mut file = File::open(path).map_err(io_err)?;
-    let mut magic = [0u8; 2];
-    let n = file.read(&mut magic).map_err(io_err)?;
-    if !looks_like_a_record(&magic[..n]) {
+    })?;
+    load_from(path, BufReader::with_capacity(1 << 16, file))
+}
+
+/// Reads a whole record from `input`, opened once by the caller (`path` names it).
+pub fn load_from(path: &Path, mut input: impl BufRead) -> Result<Loaded, LoadError> {
+    let start = input.fill_buf().map_err(|source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if !looks_like_a_record(start) {
         return Err(LoadError::NotARecord {
             path: path.to_path_buf(),
             why: "it is not gzip-compressed".into(),
         });
     }
-    drop(file);
-    let file = File::open(path).map_err(io_err)?;
-    read(path, BufReader::with_capacity(1 << 16, file))
+    read(path, input)
+}
+
+/// What is wrong with a JSON text, without quoting it: serde's messages quote the values they
+/// found (`invalid type: string "…"`, ``unknown variant `…` ``), which echoed a file ste was
+/// handed (under sudo, a file its user may not read). The kind of error, and the field of
+/// ste's own schema that is missing when that is the error; callers add where.
+pub fn describe(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let what = match e.classify() {
+        Category::Io => "it could not be read",
+        Category::Syntax => "it is not JSON",
+        Category::Data => "its JSON is not what ste writes",
+        Category::Eof => "it ends inside a JSON value",
+    };
+    // The name is the schema's (a `&'static str` of a Deserialize impl), not the file's.
+    let message = e.to_string();
+    match message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split_once('`'))
+    {
+        Some((field, _)) => format!("{what} (it has no `{field}`)"),
+        None => what.to_string(),
+    }
 }
 
 /// Reads a record from a byte stream (`path` only names it in messages), within
@@ -178,6 +207,7 @@ fn inflate(path: &Path, compressed: impl BufRead, limits: &Limits) -> Result<Inf
             ),
         )
     };
+    let mut values = LineValues::default();
     let cut_off = loop {
         let n = match decoder.read(&mut buf) {
             Ok(0) => break false,
@@ -190,6 +220,16 @@ fn inflate(path: &Path, compressed: impl BufRead, limits: &Limits) -> Result<Inf
             return Err(over(
                 format!("it inflates to more than {} bytes", limits.total_bytes),
                 format!("{} bytes of JSON lines", limits.total_bytes),
+            ));
+        }
+        if let Some(ends) = values.feed(chunk, limits.line_values) {
+            return Err(over(
+                format!(
+                    "line {} holds more than {} JSON values",
+                    lines + ends + 1,
+                    limits.line_values
+                ),
+                format!("{} values in an event", limits.line_values),
             ));
         }
         let mut from = 0;
@@ -215,6 +255,49 @@ fn inflate(path: &Path, compressed: impl BufRead, limits: &Limits) -> Result<Inf
         }
     };
     Ok(Inflated { data, cut_off })
+}
+
+/// The JSON values of the line being inflated, counted as its bytes come
+/// ([`Limits::line_values`]), about: every value but the first of a list or an object follows
+/// a comma, the first follows its opening, so the commas and openings outside strings (exact
+/// for the lists that make a line long). Counted while inflating, a line is refused before the
+/// stream is held whole.
+#[derive(Default)]
+struct LineValues {
+    count: u64,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl LineValues {
+    /// Counts `bytes`, the stream's next; `Some(k)` when the line after the `k`-th line end
+    /// among them passed `limit`.
+    fn feed(&mut self, bytes: &[u8], limit: u64) -> Option<u64> {
+        let mut ends = 0;
+        for &b in bytes {
+            if b == b'\n' {
+                // Lines are split here, whatever the JSON says.
+                *self = LineValues::default();
+                ends += 1;
+            } else if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                } else if b == b'\\' {
+                    self.escaped = true;
+                } else if b == b'"' {
+                    self.in_string = false;
+                }
+            } else if b == b'"' {
+                self.in_string = true;
+            } else if matches!(b, b',' | b'[' | b'{') {
+                self.count += 1;
+                if self.count > limit {
+                    return Some(ends);
+                }
+            }
+        }
+        None
+    }
 }
 
 /// Reads a record from a byte stream within `limits`.
@@ -286,10 +369,14 @@ pub fn read_with(
         line_no += lines;
         rest = tail;
     }
+    let counts = Counts::default();
     let parsed: Vec<Result<Parsed, LoadError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = chunks
             .into_iter()
-            .map(|(first, chunk)| scope.spawn(move || parse_lines(path, first, chunk, limits)))
+            .map(|(first, chunk)| {
+                let counts = &counts;
+                scope.spawn(move || parse_lines(path, first, chunk, limits, counts))
+            })
             .collect();
         handles
             .into_iter()
@@ -329,8 +416,13 @@ fn header(path: &Path, line: &[u8]) -> Result<Header, LoadError> {
         path: path.to_path_buf(),
         why,
     };
-    let head: serde_json::Value = serde_json::from_slice(line)
-        .map_err(|e| not_a_record(format!("its first line is not JSON: {e}")))?;
+    let head: serde_json::Value = serde_json::from_slice(line).map_err(|e| {
+        not_a_record(format!(
+            "its first line: {}, at column {}",
+            describe(&e),
+            e.column()
+        ))
+    })?;
     if head.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
         return Err(not_a_record(format!(
             "its first line has no \"format\": \"{FORMAT}\""
@@ -344,9 +436,16 @@ fn header(path: &Path, line: &[u8]) -> Result<Header, LoadError> {
         return Err(LoadError::Version {
             path: path.to_path_buf(),
             found: found.min(u64::from(u32::MAX)) as u32,
+            // Named only when it reads as a version (the header may be anything else).
             generator: head
                 .get("generator")
                 .and_then(|g| g.as_str())
+                .filter(|g| {
+                    g.len() <= 64
+                        && g.starts_with("ste ")
+                        && g.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b" .-+_".contains(&b))
+                })
                 .unwrap_or("an unknown ste")
                 .to_string(),
             this: format!("ste {}", env!("CARGO_PKG_VERSION")),
@@ -362,7 +461,7 @@ fn header(path: &Path, line: &[u8]) -> Result<Header, LoadError> {
     serde_json::from_value(head).map_err(|e| LoadError::Corrupt {
         path: path.to_path_buf(),
         line: 1,
-        why: format!("bad header: {e}"),
+        why: format!("bad header: {}", describe(&e)),
     })
 }
 
@@ -371,13 +470,26 @@ struct Parsed {
     unknown_kinds: std::collections::BTreeMap<String, u64>,
 }
 
+/// What the parsing threads have read so far, for the limits on the whole record.
+#[derive(Default)]
+struct Counts {
+    args: AtomicU64,
+    forks: AtomicU64,
+}
+
 /// Parses whole event lines; `first` is the number of the first in the file.
 fn parse_lines(
     path: &Path,
     first: u64,
     chunk: &mut [u8],
     limits: &Limits,
+    counts: &Counts,
 ) -> Result<Parsed, LoadError> {
+    let over = |what: String, limit: String| LoadError::Limit {
+        path: path.to_path_buf(),
+        what,
+        limit,
+    };
     let mut out = Parsed {
         events: Vec::with_capacity(chunk.len() / 120),
         unknown_kinds: Default::default(),
@@ -386,17 +498,45 @@ fn parse_lines(
         if line.is_empty() {
             continue;
         }
-        match parse_event(line) {
+        let line_no = first + k as u64;
+        let (parsed, args) = parse_event(line, limits.exec_args);
+        if matches!(&parsed, Err(e) if e.to_string().starts_with(TOO_MANY_ARGS)) {
+            return Err(over(
+                format!(
+                    "line {line_no} holds an exec of more than {} arguments",
+                    limits.exec_args
+                ),
+                format!("{} arguments in an exec", limits.exec_args),
+            ));
+        }
+        if args > 0 && counts.args.fetch_add(args, Ordering::Relaxed) + args > limits.args {
+            return Err(over(
+                format!("it holds more than {} arguments in all", limits.args),
+                format!("{} arguments", limits.args),
+            ));
+        }
+        if matches!(
+            &parsed,
+            Ok(Stamped {
+                event: Event::Fork { .. },
+                ..
+            })
+        ) && counts.forks.fetch_add(1, Ordering::Relaxed) + 1 > limits.forks
+        {
+            return Err(over(
+                format!("it starts more than {} processes and threads", limits.forks),
+                format!("{} processes and threads", limits.forks),
+            ));
+        }
+        match parsed {
             Ok(e) if e.t_ns > limits.t_ns => {
-                return Err(LoadError::Limit {
-                    path: path.to_path_buf(),
-                    what: format!(
-                        "line {}: its time {} ns is after a century of run",
-                        first + k as u64,
+                return Err(over(
+                    format!(
+                        "line {line_no}: its time {} ns is after a century of run",
                         e.t_ns
                     ),
-                    limit: format!("{} ns", limits.t_ns),
-                });
+                    format!("{} ns", limits.t_ns),
+                ));
             }
             Ok(e) => out.events.push(e),
             Err(err) => match unknown_kind(line) {
@@ -404,8 +544,8 @@ fn parse_lines(
                 None => {
                     return Err(LoadError::Corrupt {
                         path: path.to_path_buf(),
-                        line: first + k as u64,
-                        why: err.to_string(),
+                        line: line_no,
+                        why: format!("{}, at column {}", describe(&err), err.column()),
                     });
                 }
             },
@@ -414,11 +554,22 @@ fn parse_lines(
     Ok(out)
 }
 
+/// One event line, with at most `max_args` arguments read (`model::bounded_args`), and how
+/// many it read.
+pub(super) fn parse_event(line: &mut [u8], max_args: u64) -> (serde_json::Result<Stamped>, u64) {
+    let (fast, n) = bounded_args(max_args, || parse_event_fast(line));
+    match fast {
+        Some(parsed) => (parsed, n),
+        None => bounded_args(max_args, || serde_json::from_slice::<Stamped>(line)),
+    }
+}
+
 /// One event line. ste writes `t_ns` first: reading it by hand and the rest as the `Event`
 /// spares serde's `flatten` from buffering every event twice (a third of the load time).
 /// The field is blanked out in place for that (`{            "kind":…}` is the event alone,
-/// in valid JSON), and put back after; any other line is parsed the general way.
-pub(super) fn parse_event(line: &mut [u8]) -> serde_json::Result<Stamped> {
+/// in valid JSON), and put back after; `None` for any other line, which is parsed the general
+/// way.
+fn parse_event_fast(line: &mut [u8]) -> Option<serde_json::Result<Stamped>> {
     const START: &[u8] = b"{\"t_ns\":";
     let digits = line
         .get(START.len()..)
@@ -439,11 +590,14 @@ pub(super) fn parse_event(line: &mut [u8]) -> serde_json::Result<Stamped> {
         line[field.clone()].fill(b' ');
         let event = serde_json::from_slice::<Event>(line);
         line[field].copy_from_slice(&saved[..comma]);
-        if let Ok(event) = event {
-            return Ok(Stamped { t_ns, event });
+        match event {
+            Ok(event) => return Some(Ok(Stamped { t_ns, event })),
+            // Too many arguments either way: not parsed again.
+            Err(e) if e.to_string().starts_with(TOO_MANY_ARGS) => return Some(Err(e)),
+            Err(_) => {}
         }
     }
-    serde_json::from_slice::<Stamped>(line)
+    None
 }
 
 /// The `kind` of an event line when this ste does not know that kind (a newer ste wrote it).

@@ -89,6 +89,9 @@ impl Marks {
                 continue;
             };
             let value = read(&e.path()).unwrap_or_default().trim().to_string();
+            // Gone by its name in this PID namespace, and its run's lock free (`owner`).
+            let is_gone = is_gone
+                && !std::fs::File::open(e.path()).is_ok_and(|f| super::owner::held(f.as_fd()));
             if is_gone {
                 let _ = std::fs::remove_file(e.path());
                 gone.push((name, value));
@@ -127,6 +130,8 @@ pub struct Guard {
     places: Places,
     /// This run's mark (none: delays were on already, not by a ste run, and stay on).
     mark: Option<PathBuf>,
+    /// The mark, open with this run's lock on it (`owner::hold`).
+    _held: Option<File>,
 }
 
 /// Switches delay accounting on for this run; the guard switches it back.
@@ -135,6 +140,7 @@ pub fn switch_on(places: &Places) -> Result<Guard, String> {
     let unmarked = Guard {
         places: places.clone(),
         mark: None,
+        _held: None,
     };
     // Only root can make the marks' directory (and switch the setting).
     let root = crate::kernel::calls::is_root();
@@ -163,9 +169,14 @@ pub fn switch_on(places: &Places) -> Result<Guard, String> {
     };
     let mark = places.marks.join(own_name(Path::new("/proc/self"))?);
     std::fs::write(&mark, &restore).map_err(|e| format!("cannot write {}: {e}", mark.display()))?;
+    // Under the marks' lock, which every sweep takes: no sweep sees the mark unheld.
+    let held = File::open(&mark)
+        .and_then(|f| super::owner::hold(f.as_fd()).map(|()| f))
+        .map_err(|e| format!("cannot hold {}: {e}", mark.display()))?;
     Ok(Guard {
         places: places.clone(),
         mark: Some(mark),
+        _held: Some(held),
     })
 }
 

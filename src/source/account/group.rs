@@ -38,6 +38,18 @@ struct Dir {
     /// The controllers it serves: v1 `memory`, `cpuacct`, `pids` (its hierarchy's), v2 those
     /// its parent enables for it (`cgroup.subtree_control`; `cpu.stat` needs none).
     controllers: Vec<String>,
+    /// The directory, open with this run's lock on it (`owner::hold`): a run in another PID
+    /// namespace cannot take it for a dead run's leftover.
+    _held: Option<std::fs::File>,
+}
+
+/// Makes the directory `dir` and takes this run's lock on it.
+fn make_dir(dir: &Path) -> Result<std::fs::File, String> {
+    use std::os::fd::AsFd;
+    std::fs::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::File::open(dir)
+        .and_then(|f| super::owner::hold(f.as_fd()).map(|()| f))
+        .map_err(|e| format!("cannot hold {}: {e}", dir.display()))
 }
 
 pub struct Group {
@@ -107,7 +119,13 @@ impl V2Place {
     fn create(&self, name: &str) -> Result<Group, String> {
         sweep(&self.parent);
         let dir = self.parent.join(name);
-        std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let held = match make_dir(&dir) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                return Err(e);
+            }
+        };
         let not_enabled = |c: &str| {
             format!(
                 "the cgroup v2 hierarchy does not enable the {c} controller for ste's cgroup ({}/cgroup.subtree_control: {:?})",
@@ -127,6 +145,7 @@ impl V2Place {
             dirs: vec![Dir {
                 path: dir,
                 controllers: self.controllers.clone(),
+                _held: Some(held),
             }],
             missing,
             held: OnceLock::new(),
@@ -193,12 +212,23 @@ impl Group {
             }
             sweep(&h.dir);
             let dir = h.dir.join(name);
-            if let Err(e) = std::fs::create_dir(&dir) {
-                return Err(abandon(g, format!("cannot create {}: {e}", dir.display())));
-            }
+            let held = match make_dir(&dir) {
+                Ok(f) => Some(f),
+                Err(e) if dir.is_dir() => {
+                    // Made, but not held: removed with the rest.
+                    g.dirs.push(Dir {
+                        path: dir,
+                        controllers: Vec::new(),
+                        _held: None,
+                    });
+                    return Err(abandon(g, e));
+                }
+                Err(e) => return Err(abandon(g, e)),
+            };
             g.dirs.push(Dir {
                 path: dir,
                 controllers: h.controllers.clone(),
+                _held: held,
             });
         }
         if g.dir_with("memory").is_none() {
@@ -420,10 +450,20 @@ pub fn sweep(parent: &Path) {
     };
     let mut liveness = Liveness::default();
     for e in entries.flatten() {
-        if e.file_name().to_str().and_then(|n| liveness.is_gone(n)) == Some(true) {
-            // Another run's leftover: what cannot be removed now is tried again next time.
-            let _ = remove_dir(&e.path());
+        if e.file_name().to_str().and_then(|n| liveness.is_gone(n)) != Some(true) {
+            continue;
         }
+        // Gone by its name, in this PID namespace; gone indeed only if no run holds it (one
+        // in another namespace names itself by its pid there). Held by this sweep until the
+        // removal, so that no run takes it meanwhile.
+        let Ok(dir) = std::fs::File::open(e.path()) else {
+            continue;
+        };
+        if super::owner::held(std::os::fd::AsFd::as_fd(&dir)) {
+            continue;
+        }
+        // Another run's leftover: what cannot be removed now is tried again next time.
+        let _ = remove_dir(&e.path());
     }
 }
 
@@ -438,6 +478,7 @@ impl Group {
                 .map(|p| Dir {
                     path: p.clone(),
                     controllers: Vec::new(),
+                    _held: None,
                 })
                 .collect(),
             missing: Vec::new(),
@@ -477,6 +518,7 @@ mod tests {
             dirs: vec![Dir {
                 path: dir.path().to_path_buf(),
                 controllers: vec!["memory".into(), "pids".into()],
+                _held: None,
             }],
             missing: Vec::new(),
             held: OnceLock::new(),

@@ -3,11 +3,40 @@
 //! in clock ticks since boot. A later run tells the leftovers of a ste that is gone (killed,
 //! crashed) from those of one still running, even when the pid was reused.
 //!
+//! The name is judged in the PID namespace of the run that reads it, and a run made inside
+//! another (`unshare --pid --fork`) names itself by its pid there: a plain run on the host
+//! took it for gone and removed its run directory and cgroups under it. So a live run also
+//! holds an exclusive `flock` on what it leaves ([`hold`]: each cgroup directory, its run
+//! directory, its delays mark), which the kernel drops when the run ends however it ends, and
+//! a leftover is gone only when its name says so and its lock is free ([`held`]). Locks are on
+//! the files themselves, shared by every namespace that sees them.
+//!
 //! Owns the name and the liveness test only; what to do with a leftover is its owner's
-//! business (`group`, `delays`).
+//! business (`group`, `delays`, `malloc::rundir`).
 
 use crate::kernel::proc::ProcFs;
+use std::os::fd::BorrowedFd;
 use std::path::Path;
+
+/// Marks `fd`'s file or directory as this live run's for as long as the descriptor is open
+/// (an exclusive `flock`). Refused when another holds it: a sweeper that found it free a
+/// moment ago, and is removing it.
+pub fn hold(fd: BorrowedFd<'_>) -> std::io::Result<()> {
+    if crate::kernel::calls::try_flock_exclusive(fd)? {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(
+            "another ste run is removing it as a leftover",
+        ))
+    }
+}
+
+/// Whether a live run holds `fd`'s file or directory ([`hold`]). When none does, the caller
+/// now does, until it closes `fd`: a run that takes it meanwhile is refused, and goes
+/// elsewhere. An error counts as held: nothing is removed on a doubt.
+pub fn held(fd: BorrowedFd<'_>) -> bool {
+    !crate::kernel::calls::try_flock_exclusive(fd).unwrap_or(false)
+}
 
 /// `ste-<pid>-<start ticks>` of this ste (`procfs_self`: its /proc directory).
 pub fn own_name(procfs_self: &Path) -> Result<String, String> {
@@ -52,6 +81,21 @@ impl Liveness {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_directory_is_live_and_a_free_one_is_taken() {
+        use std::os::fd::AsFd;
+        let t = tempfile::tempdir().unwrap();
+        let live = std::fs::File::open(t.path()).unwrap();
+        hold(live.as_fd()).unwrap();
+        let sweeper = std::fs::File::open(t.path()).unwrap();
+        assert!(held(sweeper.as_fd()), "held by a live run");
+        drop(live);
+        assert!(!held(sweeper.as_fd()), "free once its run is gone");
+        // The sweeper has it now: a run that comes late is refused.
+        let late = std::fs::File::open(t.path()).unwrap();
+        assert!(hold(late.as_fd()).is_err());
+    }
 
     #[test]
     fn names_round_trip_and_foreign_names_are_ignored() {

@@ -21,16 +21,16 @@ pub struct Setup {
 }
 
 impl Setup {
-    /// `command_uid`: the user the command runs as, when not ste's (under sudo), who must be
-    /// able to create segments in the directory.
-    pub fn new(command_uid: Option<u32>) -> Result<Setup> {
+    /// `command`: the user and group the command runs as, when not ste's (under sudo), who
+    /// must be able to create segments in the directory.
+    pub fn new(command: Option<(u32, u32)>) -> Result<Setup> {
         if SHIM.is_empty() {
             bail!(
                 "--malloc is unavailable: this ste was built without its malloc shim ({SHIM_STATUS}); install a C compiler (gcc) and rebuild ste"
             );
         }
         let bases = ["/dev/shm".into(), std::env::temp_dir()];
-        let dir = RunDir::create(&bases, command_uid, &[(SHIM_NAME, SHIM, 0o644)])?;
+        let dir = RunDir::create(&bases, command, &[(SHIM_NAME, SHIM, 0o644)])?;
         let shim = dir.path().join(SHIM_NAME);
         Ok(Setup { dir, shim })
     }

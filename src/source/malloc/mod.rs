@@ -297,7 +297,7 @@ mod tests {
         let me = std::process::id() as i32;
         let mine = Reach {
             owner: nix::unistd::geteuid().as_raw(),
-            group_root: false,
+            root: false,
         };
         let c = check_exec(
             Path::new("/proc"),
@@ -331,7 +331,7 @@ mod tests {
         }
         let reach = Reach {
             owner: nix::unistd::geteuid().as_raw(),
-            group_root: false,
+            root: false,
         };
         let c = check_exec(
             Path::new("/proc"),

@@ -24,6 +24,8 @@ pub(super) struct State {
     pub(super) pacing: HashMap<(i32, u32), Pacing>,
     /// CPU spent outside the sampler's rounds (exec checks, harvests).
     pub(super) cpu_ns: u64,
+    /// Segments found cut short by their process, by (pid, image number): said once.
+    pub(super) cut: std::collections::HashSet<(i32, u32)>,
 }
 
 impl MallocSource {
@@ -57,17 +59,35 @@ impl MallocSource {
             .collect();
         found.sort();
         for (pid, n, name) in found {
-            if let Some(seg) = self.segment(&name) {
-                let image = image_of(&seg, pid, n, &self.sink);
-                self.sink.emit(Event::MallocImage {
+            let image = self
+                .segment(&name)
+                .map(|seg| image_of(&seg, pid, n, &self.sink));
+            let mapped_cut = st
+                .attached
+                .get(&pid)
+                .is_some_and(|(m, seg)| *m == n && seg.is_cut());
+            match image {
+                Some(Some(image)) => self.sink.emit(Event::MallocImage {
                     image: Box::new(image),
-                });
+                }),
+                // Cut short since ste mapped it (reopened, it is no segment any more), or
+                // while this harvest read it.
+                Some(None) => self.said_cut(st, pid, n),
+                None if mapped_cut => self.said_cut(st, pid, n),
+                None => {}
             }
             self.dir.remove_file(&name);
             if st.attached.get(&pid).is_some_and(|(m, _)| *m == n) {
                 st.attached.remove(&pid);
             }
             st.pacing.remove(&(pid, n));
+        }
+    }
+
+    /// Says once that the segment `n` of `pid` was cut short.
+    fn said_cut(&self, st: &mut State, pid: i32, n: u32) {
+        if st.cut.insert((pid, n)) {
+            self.sink.emit(cut_note(pid, n));
         }
     }
 
@@ -95,9 +115,12 @@ impl RoundObserver for MallocSource {
         let Some((n, seg)) = attached.get(&pid) else {
             return;
         };
-        let counts = seg.counts();
+        let (Some(counts), Some(header)) = (seg.counts(), seg.header()) else {
+            let n = *n;
+            self.said_cut(&mut st, pid, n);
+            return;
+        };
         let snap = seg.snapshot(false).filter(|s| s.taken());
-        let header = seg.header();
         let glibc = header.allocator == 1;
         let sample = MallocSample {
             t_ns,
@@ -122,9 +145,12 @@ impl RoundObserver for MallocSource {
             start_ns: clock.from_monotonic(header.created_ns),
         };
         let pace = pacing.entry((pid, *n)).or_default();
-        let requested = pace.may_request(&now);
-        if requested {
-            pace.made(seg.request(full), frees);
+        let mut requested = false;
+        if pace.may_request(&now)
+            && let Some(r) = seg.request(full)
+        {
+            pace.made(r, frees);
+            requested = true;
         }
         if requested && full {
             st.last_full_ns = t_ns;
@@ -163,11 +189,21 @@ impl RoundObserver for MallocSource {
     }
 }
 
-/// The image a segment describes.
-pub(super) fn image_of(seg: &Segment, pid: i32, n: u32, sink: &Sink) -> MallocImage {
+/// What the report says of a segment the command cut short (`ftruncate`) while ste read it.
+fn cut_note(pid: i32, n: u32) -> Event {
+    Event::Note {
+        text: format!(
+            "--malloc: the segment of process {pid} (image {n}) was cut short while ste read it (the process truncated its file): that image's malloc figures are lost"
+        ),
+    }
+}
+
+/// The image a segment describes; `None` when the file was cut short under ste.
+pub(super) fn image_of(seg: &Segment, pid: i32, n: u32, sink: &Sink) -> Option<MallocImage> {
     let clock = sink.clock();
-    let h = seg.header();
-    let c = seg.counts();
+    let (Some(h), Some(c)) = (seg.header(), seg.counts()) else {
+        return None;
+    };
     let kind = match h.allocator {
         1 => AllocatorKind::Glibc,
         2 => AllocatorKind::Library,
@@ -208,9 +244,12 @@ pub(super) fn image_of(seg: &Segment, pid: i32, n: u32, sink: &Sink) -> MallocIm
                 cost_ns: s.cost_ns,
             }
         });
+    if seg.is_cut() {
+        return None;
+    }
     let held_peak =
         (kind == AllocatorKind::Glibc).then(|| held_peak(&h, &c, |t| clock.from_monotonic(t)));
-    MallocImage {
+    Some(MallocImage {
         pid,
         image: n,
         t_ns: clock.from_monotonic(h.created_ns),
@@ -260,7 +299,7 @@ pub(super) fn image_of(seg: &Segment, pid: i32, n: u32, sink: &Sink) -> MallocIm
         peak_held_bytes: None,
         peak_held_t_ns: None,
         largest_gap: None,
-    }
+    })
 }
 
 /// The image's held peak from the shim's marks (shim/ste_malloc.c, "the held peak").

@@ -17,21 +17,28 @@
 //! - segments are opened with `O_NOFOLLOW|O_NONBLOCK` and accepted only when they are regular
 //!   files of the command's user with one link (no symlink, FIFO or hard link of another file).
 //!
-//! Then the directory is handed to the user the command runs as (root, or under sudo the user who
-//! invoked it), so its processes can create their segments, with group root, mode 2770: the
-//! setgid bit makes every segment inherit group root, and the shim makes a segment of group root
-//! readable and writable by the group (0660), never by others. That is how ste's sampler, which
-//! keeps only `CAP_SYS_PTRACE` (`privilege`), reads the segments of a command run as another user:
-//! as uid and gid 0 it matches the group. Chosen over the alternatives: `pidfd_getfd` of the
-//! shim's descriptor would make the shim keep a descriptor open in every process (programs that
-//! close every descriptor, daemons and shells among them, would lose their segment, and the
-//! number must be found); the launcher cannot open what the processes create later; and
-//! `CAP_DAC_READ_SEARCH` in the sampler would let it read every file of the system. Group root
-//! holds root alone on the systems ste targets. Without root (ste run by a user) nothing is
-//! handed over: the directory stays the user's own, mode 0700, and the segments 0600.
+//! Then, under sudo, the directory is handed to the user the command runs as (the user who
+//! invoked sudo, with that user's own group), so its processes can create their segments, with
+//! a POSIX ACL that grants uid 0 too, on the directory and by default on everything made in it:
+//! `user::rwx user:0:rwx group::--- mask::rwx other::---` (mode 0770, of which the group gets
+//! nothing). The shim creates a segment 0660 (a default ACL sets the umask aside): its owner
+//! and root may read and write it, no one else. That is how ste's sampler, which keeps only
+//! `CAP_SYS_PTRACE` (`privilege`), reads the segments of a command run as another user: as uid
+//! 0 it matches the ACL's named entry. It was group root and a setgid directory before, which
+//! let the user make a directory of group root there and keep it (moved out of the run
+//! directory, which is theirs); an ACL naming root gives the user nothing they may keep.
+//! Chosen over the alternatives: `pidfd_getfd` of the shim's descriptor would make the shim
+//! keep a descriptor open in every process (programs that close every descriptor, daemons and
+//! shells among them, would lose their segment, and the number must be found); the launcher
+//! cannot open what the processes create later; `CAP_DAC_READ_SEARCH` in the sampler would let
+//! it read every file of the system; and switching a thread's `fsuid` to the user needs
+//! `CAP_SETUID` in that thread, or a saved uid of the user's, which lets the user signal ste. A
+//! file system without POSIX ACLs is not used under sudo (tmpfs has them). Run as root or as a
+//! user, nothing is handed over: the directory stays its user's own, mode 0700.
 //!
 //! A run killed before its end leaves its directory; the next run in the same place removes the
-//! directories whose owning ste is gone (`account::owner`'s names and liveness test), only
+//! directories whose owning ste is gone (`account::owner`'s names and liveness test: the name,
+//! and the lock the live run holds on its directory, which holds across PID namespaces), only
 //! directories owned by root, by ste's user or by the command's user, without following symlinks.
 //!
 //! Hand-written on nix's `*at` calls: cap-std gives descriptor-relative opens but neither the
@@ -58,26 +65,21 @@ const TAG: &str = ".malloc-";
 const TRIES: usize = 16;
 /// How deep the removal of a leftover goes (a command may have made subdirectories).
 const DEPTH: u32 = 16;
-/// The mode of a directory handed to the command's user: owner and group root (setgid, so
-/// segments inherit the group), nobody else.
-const HANDED_MODE: u32 = 0o2770;
-
-/// Who can reach the shim in the directory: its owner, and with `group_root` group root too.
+/// Who can reach the shim in the directory: its owner, and with `root` (the directory's ACL
+/// names uid 0) root too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reach {
     pub owner: u32,
-    pub group_root: bool,
+    pub root: bool,
 }
 
 impl Reach {
-    /// Whether a process with these ids (`/proc/PID/status`) can open the shim: the owner, group
-    /// root when the directory admits it, or a process that may ignore file permissions.
+    /// Whether a process with these ids (`/proc/PID/status`) can open the shim: the owner, root
+    /// when the directory's ACL names it, or a process that may ignore file permissions.
     pub fn admits(self, ids: &Ids) -> bool {
         use caps::Capability::{CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH};
         let dac = CAP_DAC_OVERRIDE.bitmask() | CAP_DAC_READ_SEARCH.bitmask();
-        ids.fsuid == self.owner
-            || (self.group_root && (ids.fsgid == 0 || ids.groups.contains(&0)))
-            || ids.cap_eff & dac != 0
+        ids.fsuid == self.owner || (self.root && ids.fsuid == 0) || ids.cap_eff & dac != 0
     }
 }
 
@@ -146,14 +148,14 @@ pub struct RunDir {
 impl RunDir {
     /// Sweeps the leftovers of killed runs in the first usable place of `bases`, makes a fresh
     /// private directory there, writes `files` into it (name, contents, mode) and hands it to
-    /// `command_uid` (the user the command runs as; `None`: ste's own user).
+    /// `command` (the user and group the command runs as under sudo; `None`: ste's own).
     pub fn create(
         bases: &[PathBuf],
-        command_uid: Option<u32>,
+        command: Option<(u32, u32)>,
         files: &[(&str, &[u8], u32)],
     ) -> Result<RunDir> {
         let euid = nix::unistd::geteuid().as_raw();
-        let owner = command_uid.unwrap_or(euid);
+        let owner = command.map_or(euid, |(uid, _)| uid);
         let (base, base_path) = bases
             .iter()
             .find_map(|p| open_base(p, &[euid, owner]).map(|fd| (fd, p)))
@@ -164,11 +166,16 @@ impl RunDir {
         let owner_name = own_name(Path::new("/proc/self")).map_err(anyhow::Error::msg)?;
         let names = std::iter::repeat_with(|| format!("{owner_name}{TAG}{:016x}", nonce()));
         let mut rd = Self::make(base, base_path, names, files)?;
-        if euid == 0 {
-            fchown(&rd.dir, Some(Uid::from_raw(owner)), Some(Gid::from_raw(0)))
-                .and_then(|()| fchmod(&rd.dir, Mode::from_bits_truncate(HANDED_MODE)))
+        if let Some((uid, gid)) = command.filter(|&(uid, _)| uid != euid) {
+            share_with_root(&rd.dir).with_context(|| {
+                format!(
+                    "--malloc: cannot let ste's sampler read what {} will hold (its file system needs POSIX ACLs under sudo)",
+                    rd.path.display()
+                )
+            })?;
+            fchown(&rd.dir, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))
                 .with_context(|| format!("--malloc: cannot hand {} over", rd.path.display()))?;
-            rd.reach.group_root = true;
+            rd.reach.root = true;
         }
         rd.reach.owner = owner;
         Ok(rd)
@@ -205,6 +212,9 @@ impl RunDir {
         let path = base_path.join(&name);
         let dir = open_dir(&base, &name)
             .with_context(|| format!("--malloc: cannot open {}", path.display()))?;
+        // This run's lock, for as long as the directory is open (`account::owner`).
+        crate::source::account::owner::hold(std::os::fd::AsFd::as_fd(&dir))
+            .with_context(|| format!("--malloc: cannot hold {}", path.display()))?;
         let st = fstat(&dir)?;
         let euid = nix::unistd::geteuid().as_raw();
         if !is_dir(&st) || st.st_uid != euid || st.st_mode & 0o077 != 0 {
@@ -223,7 +233,7 @@ impl RunDir {
             path,
             reach: Reach {
                 owner: euid,
-                group_root: false,
+                root: false,
             },
             removed: AtomicBool::new(false),
         };
@@ -316,6 +326,47 @@ impl Drop for RunDir {
     }
 }
 
+/// Gives `dir` the ACL `user::rwx user:0:rwx group::--- mask::rwx other::---`, as its access
+/// ACL and as the default ACL of what is made in it (so a segment the shim makes 0660 is its
+/// owner's and root's alone). The extended attributes' layout is the kernel's
+/// (include/uapi/linux/posix_acl_xattr.h): a version, then (tag, permissions, id) entries in
+/// the order of their tags, little-endian.
+fn share_with_root(dir: &OwnedFd) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    const VERSION: u32 = 2;
+    const ANY: u32 = u32::MAX;
+    // ACL_USER_OBJ, ACL_USER (uid 0), ACL_GROUP_OBJ, ACL_MASK, ACL_OTHER.
+    let entries: [(u16, u16, u32); 5] = [
+        (0x01, 7, ANY),
+        (0x02, 7, 0),
+        (0x04, 0, ANY),
+        (0x10, 7, ANY),
+        (0x20, 0, ANY),
+    ];
+    let mut acl = VERSION.to_le_bytes().to_vec();
+    for (tag, perm, id) in entries {
+        acl.extend(tag.to_le_bytes());
+        acl.extend(perm.to_le_bytes());
+        acl.extend(id.to_le_bytes());
+    }
+    for name in [c"system.posix_acl_access", c"system.posix_acl_default"] {
+        // SAFETY: sets an extended attribute of an open directory from a valid buffer.
+        let rc = unsafe {
+            libc::fsetxattr(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                acl.as_ptr().cast(),
+                acl.len(),
+                0,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Opens a candidate shared place: a directory whose mount allows executable mappings (every
 /// process maps the shim executable), writable by ste, owned by root or one of `users`, and
 /// sticky when group or others may write to it (else another user could rename ste's
@@ -363,8 +414,11 @@ fn sweep(base: &OwnedFd, owners: &[u32]) {
         let Ok(dir) = open_dir(base, name) else {
             continue;
         };
-        // The same directory the name showed (not one swapped in since).
-        if fstat(&dir).is_ok_and(|d| (d.st_dev, d.st_ino) == (st.st_dev, st.st_ino)) {
+        // The same directory the name showed (not one swapped in since), which no live run
+        // holds (one in another PID namespace names itself by its pid there).
+        if fstat(&dir).is_ok_and(|d| (d.st_dev, d.st_ino) == (st.st_dev, st.st_ino))
+            && !crate::source::account::owner::held(std::os::fd::AsFd::as_fd(&dir))
+        {
             clear(&dir, DEPTH);
             let _ = unlinkat(base, name, UnlinkatFlags::RemoveDir);
         }
@@ -527,6 +581,11 @@ mod tests {
         std::fs::create_dir(gone.join("sub")).unwrap();
         std::fs::write(target.join("keep"), "").unwrap();
         std::os::unix::fs::symlink(&target, &link).unwrap();
+        // Gone by its name, but held by a live run (one in another PID namespace): kept.
+        let elsewhere = p.join(format!("ste-2147483002-5{TAG}4"));
+        std::fs::create_dir(&elsewhere).unwrap();
+        let holder = std::fs::File::open(&elsewhere).unwrap();
+        crate::source::account::owner::hold(std::os::fd::AsFd::as_fd(&holder)).unwrap();
         let mine = std::fs::metadata(p).unwrap().uid();
         // Owned by someone the sweeper does not sweep for: kept.
         sweep(&fd, &[mine.wrapping_add(1)]);
@@ -535,6 +594,10 @@ mod tests {
         assert!(!gone.exists());
         assert!(live.exists() && other.exists());
         assert!(link.is_symlink() && target.join("keep").exists());
+        assert!(elsewhere.exists(), "a held directory is a live run's");
+        drop(holder);
+        sweep(&fd, &[mine]);
+        assert!(!elsewhere.exists(), "swept once its run is gone");
     }
 
     #[test]
@@ -545,17 +608,20 @@ mod tests {
         assert_eq!((ids.uid, ids.fsuid, ids.fsgid), ((1000, 1000), 1001, 0));
         assert_eq!(ids.groups, [4, 24, 100]);
         assert_eq!(ids.cap_eff, 4);
-        let root_group = Reach {
-            owner: 1000,
-            group_root: true,
+        let shared = Reach {
+            owner: 1001,
+            root: true,
         };
-        assert!(root_group.admits(&ids), "fsgid 0");
+        assert!(shared.admits(&ids), "fsuid 1001, the owner");
         let mut other = ids.clone();
-        other.fsgid = 100;
+        other.fsuid = 1000;
         other.cap_eff = 0;
-        assert!(!root_group.admits(&other), "another user, no group root");
+        assert!(!shared.admits(&other), "another user, group root or not");
+        other.fsuid = 0;
+        assert!(shared.admits(&other), "root, named by the ACL");
+        other.fsuid = 1000;
         other.cap_eff = caps::Capability::CAP_DAC_READ_SEARCH.bitmask();
-        assert!(root_group.admits(&other), "may ignore permissions");
+        assert!(shared.admits(&other), "may ignore permissions");
         assert!(!ids.changed());
         assert_eq!(Ids::parse("Uid:\t1\t1\n"), None);
         // A setuid-root program started by nobody (uid 65534).

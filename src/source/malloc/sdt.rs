@@ -4,8 +4,10 @@
 //! (the note's argument spec decoded here into what `bpf/ste.bpf.c`'s `sdt_memory` reads), and
 //! the text and model figures made of what the kernel counted.
 //!
-//! Pure apart from reading the ELF files; attaching the uprobes and reading the counts is the
-//! ebpf tracker's (`track::ebpf`), which owns the BPF object. Argument forms decoded: `N@%reg`
+//! Pure apart from reading the ELF files, each opened once ([`Image`]): its notes are parsed
+//! from that descriptor and the uprobes attached through it, so the file probed is the file
+//! parsed. Attaching the uprobes and reading the counts is the ebpf tracker's
+//! (`track::ebpf`), which owns the BPF object. Argument forms decoded: `N@%reg`
 //! (any general register or its 32/16/8-bit part except `%ah`-style high bytes), `N@$imm`,
 //! `N@disp(%reg)`. Not decoded (the hit is counted, its size is not): `%rip`-relative and
 //! symbolic displacements (`N@sym+8(%rip)`), indexed forms (`N@8(%rax,%rbx,4)`), segment
@@ -14,7 +16,11 @@
 use crate::kernel::elf;
 use crate::model::malloc::{SdtCounts, SdtObject, SdtProbeCount, SdtSize};
 use std::ffi::OsString;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Probe sites and probe names the BPF object has room for (`SDT_SITES`, `SDT_KINDS`).
 pub const SITES_MAX: usize = 256;
@@ -54,10 +60,79 @@ pub struct Site {
     pub attached: bool,
 }
 
+/// An object opened once, for both the parse of its notes and the attach of its uprobes: the
+/// uprobes go to `/proc/self/fd/N` of this descriptor, the very file parsed. Attaching by the
+/// path let whoever can write the path's directory (a program in /tmp, a user's build tree)
+/// rename another file over it in between, and root then wrote int3 at the parsed offsets of
+/// that other file into every process that maps it.
+#[derive(Debug, Clone)]
+pub struct Image {
+    file: Arc<File>,
+    /// Device and inode at the open: what the attach checks the descriptor's link leads to.
+    id: (u64, u64),
+}
+
+impl Image {
+    /// Opens `path`: a regular file (no FIFO blocks the open, no device is opened as one).
+    pub fn open(path: &Path) -> std::io::Result<Image> {
+        let file = File::options()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)?;
+        let st = file.metadata()?;
+        if !st.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
+        Ok(Image {
+            file: Arc::new(file),
+            id: (st.dev(), st.ino()),
+        })
+    }
+
+    /// The path to attach uprobes through: the descriptor's procfs link, once checked to lead
+    /// to the file opened (the kernel resolves it to that open file's inode, whatever its
+    /// name leads to by then).
+    pub fn attach_path(&self) -> Result<PathBuf, String> {
+        let path = PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()));
+        let st = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if (st.dev(), st.ino()) != self.id {
+            return Err(format!(
+                "{} does not lead to the file whose notes were read: refused",
+                path.display()
+            ));
+        }
+        Ok(path)
+    }
+}
+
+/// The same file.
+impl PartialEq for Image {
+    fn eq(&self, other: &Image) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for Image {}
+
+/// Test hook, in debug builds only (`STE_TEST_SDT_SWAP=PATH`): renames `PATH.swap` over
+/// `PATH` just before the uprobes are attached, as a racer who can write the program's
+/// directory would, so that a test can show the uprobes go to the file parsed. A release build
+/// has no such hook.
+pub fn test_hook_before_attach() {
+    #[cfg(debug_assertions)]
+    if let Some(path) = std::env::var_os("STE_TEST_SDT_SWAP") {
+        let mut from = path.clone();
+        from.push(".swap");
+        let _ = std::fs::rename(from, path);
+    }
+}
+
 /// An object searched for probes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Object {
     pub path: PathBuf,
+    /// The file as opened once (`None` when it could not be opened).
+    pub image: Option<Image>,
     /// `libc` or `program`.
     pub role: &'static str,
     /// `memory_*` probe sites found.
@@ -232,11 +307,18 @@ pub fn plan_for(objects: &[(PathBuf, &'static str)]) -> Plan {
         let index = plan.objects.len();
         let mut object = Object {
             path: path.clone(),
+            image: None,
             role,
             found: 0,
             not_attached: Vec::new(),
         };
-        let probes = match elf::sdt_probes(path) {
+        let probes = match Image::open(path)
+            .map_err(|e| format!("{}: {e}", path.display()))
+            .and_then(|image| {
+                let probes = elf::sdt_probes_of(&image.file, path)?;
+                object.image = Some(image);
+                Ok(probes)
+            }) {
             Ok(p) => p,
             Err(e) => {
                 object
@@ -570,6 +652,7 @@ mod tests {
         let mut plan = Plan {
             objects: vec![Object {
                 path: "/x".into(),
+                image: None,
                 role: "program",
                 found: 3,
                 not_attached: vec!["memory_heap_new at 0x10: guarded by a semaphore".into()],

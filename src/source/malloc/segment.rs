@@ -5,12 +5,20 @@
 //! and every access to the mapping. ste's own low-level module: the mapping is memory another
 //! process writes concurrently, so every word is read and written through `AtomicU64`, and
 //! byte areas are copied with volatile reads under the shim's sequence locks.
+//!
+//! The command owns the file and may cut it short (`ftruncate`) while ste has it mapped: every
+//! page past the new end then raises SIGBUS when touched, which killed ste (and left its
+//! cgroup, its run directory and `task_delayacct` behind). So every access runs in a [`guard`]:
+//! a SIGBUS on the segment's own pages replaces the mapping with zeroed memory and the read
+//! returns `None`; the segment is said to be cut, and nothing it held after that is trusted.
+//! (A sealed memfd the command cannot shrink was the other way: the shim would have to hand
+//! each segment's descriptor to ste, which the files in the run directory spare.)
 
 use std::fs::File;
 use std::io;
 use std::mem::{offset_of, size_of};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub const MAGIC: u64 = 0x314c_4c41_4d45_5453; // "STEMALL1"
 pub const VERSION: u64 = 2;
@@ -222,9 +230,105 @@ impl Snap {
     }
 }
 
+/// Reads of a mapping the command may cut short, which survive the SIGBUS that follows.
+mod guard {
+    use std::cell::Cell;
+    use std::sync::Once;
+    use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering, compiler_fence};
+
+    thread_local! {
+        /// The mapping this thread is reading (base, length); (0, 0) outside a read.
+        static RANGE: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+        /// A SIGBUS hit that mapping during the read.
+        static FAULTED: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// The SIGBUS action before ste's (Rust's runtime installs one that reports stack
+    /// overflows): every fault outside a guarded read goes to it.
+    static PREVIOUS: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+    static PREVIOUS_FLAGS: AtomicI32 = AtomicI32::new(0);
+    static INSTALL: Once = Once::new();
+
+    extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+        // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+        let addr = unsafe { (*info).si_addr() } as usize;
+        let (base, len) = RANGE.with(Cell::get);
+        if len > 0 && addr >= base && addr - base < len {
+            // Zeroed private memory in place of the cut file: the faulting read goes on and
+            // reads 0, and the guard discards everything this read gave.
+            // SAFETY: replaces exactly the segment's own mapping, which its `Segment` owns.
+            let p = unsafe {
+                libc::mmap(
+                    base as *mut libc::c_void,
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            if p != libc::MAP_FAILED {
+                FAULTED.with(|f| f.set(true));
+                return;
+            }
+        }
+        let previous = PREVIOUS.load(Ordering::Relaxed);
+        if previous == libc::SIG_DFL || previous == libc::SIG_IGN {
+            // What the fault would have done without this handler: the default action, once
+            // the faulting instruction runs again.
+            // SAFETY: a zeroed sigaction is SIG_DFL with an empty mask.
+            unsafe {
+                let dfl: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(libc::SIGBUS, &dfl, std::ptr::null_mut());
+            }
+        } else if PREVIOUS_FLAGS.load(Ordering::Relaxed) & libc::SA_SIGINFO != 0 {
+            // SAFETY: the handler installed before, with the signature its flags declare.
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                unsafe { std::mem::transmute(previous) };
+            f(sig, info, ctx);
+        } else {
+            // SAFETY: as above, a plain handler.
+            let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(previous) };
+            f(sig);
+        }
+    }
+
+    fn install() {
+        // SAFETY: reading and setting the SIGBUS action with valid structures; the handler
+        // only reads this thread's cells, maps memory and chains to the previous action.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            let mut new: libc::sigaction = std::mem::zeroed();
+            new.sa_sigaction = on_sigbus as *const () as usize;
+            new.sa_flags = libc::SA_SIGINFO | libc::SA_NODEFER;
+            libc::sigemptyset(&mut new.sa_mask);
+            if libc::sigaction(libc::SIGBUS, &new, &mut old) == 0 {
+                PREVIOUS.store(old.sa_sigaction, Ordering::Relaxed);
+                PREVIOUS_FLAGS.store(old.sa_flags, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Runs `read` over the mapping at `base` (`len` bytes): `None` when the mapping was cut
+    /// short under it (its pages are zeroes from then on).
+    pub(super) fn read<T>(base: *mut u8, len: usize, read: impl FnOnce() -> T) -> Option<T> {
+        INSTALL.call_once(install);
+        RANGE.with(|r| r.set((base as usize, len)));
+        FAULTED.with(|f| f.set(false));
+        // The handler runs on this thread: keep the reads between the two settings.
+        compiler_fence(Ordering::SeqCst);
+        let out = read();
+        compiler_fence(Ordering::SeqCst);
+        RANGE.with(|r| r.set((0, 0)));
+        (!FAULTED.with(|f| f.replace(false))).then_some(out)
+    }
+}
+
 /// A mapped segment.
 pub struct Segment {
     base: *mut u8,
+    /// A read found the file cut short: nothing is read from it any more.
+    cut: AtomicBool,
 }
 
 // SAFETY: the mapping is process-wide memory accessed only through atomics and volatile reads;
@@ -259,14 +363,35 @@ impl Segment {
         if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let seg = Segment { base: base.cast() };
-        if seg.word(offset_of!(Layout, magic)) != MAGIC
-            || seg.word(offset_of!(Layout, version)) != VERSION
-            || seg.word(offset_of!(Layout, size)) != SIZE as u64
-        {
-            return Ok(None);
+        let seg = Segment {
+            base: base.cast(),
+            cut: AtomicBool::new(false),
+        };
+        let ours = seg.guarded(|| {
+            seg.word(offset_of!(Layout, magic)) == MAGIC
+                && seg.word(offset_of!(Layout, version)) == VERSION
+                && seg.word(offset_of!(Layout, size)) == SIZE as u64
+        });
+        Ok(ours.unwrap_or(false).then_some(seg))
+    }
+
+    /// Whether a read found the file cut short under ste (the command shrank it): what it
+    /// held is lost.
+    pub fn is_cut(&self) -> bool {
+        self.cut.load(Ordering::Relaxed)
+    }
+
+    /// Runs `read` in a [`guard`]: `None`, and the segment marked cut, when the file was cut
+    /// short under it.
+    fn guarded<T>(&self, read: impl FnOnce() -> T) -> Option<T> {
+        if self.is_cut() {
+            return None;
         }
-        Ok(Some(seg))
+        let out = guard::read(self.base, SIZE, read);
+        if out.is_none() {
+            self.cut.store(true, Ordering::Relaxed);
+        }
+        out
     }
 
     fn atomic(&self, offset: usize) -> &AtomicU64 {
@@ -298,7 +423,12 @@ impl Segment {
         String::from_utf8_lossy(&b[..end]).into_owned()
     }
 
-    pub fn header(&self) -> Header {
+    /// The header; `None` once the file was cut short.
+    pub fn header(&self) -> Option<Header> {
+        self.guarded(|| self.header_unguarded())
+    }
+
+    fn header_unguarded(&self) -> Header {
         let w = |o| self.word(o);
         Header {
             pid: w(offset_of!(Layout, pid)) as i64,
@@ -358,8 +488,13 @@ impl Segment {
     }
 
     /// Every thread's counters summed: the retired threads', the overflow's, and each slot in
-    /// use, retried while a thread's counters are being folded (the shim's `fold_seq`).
-    pub fn counts(&self) -> Counts {
+    /// use, retried while a thread's counters are being folded (the shim's `fold_seq`); `None`
+    /// once the file was cut short.
+    pub fn counts(&self) -> Option<Counts> {
+        self.guarded(|| self.counts_unguarded())
+    }
+
+    fn counts_unguarded(&self) -> Counts {
         let seq = offset_of!(Layout, fold_seq);
         let mut sum = Counts::default();
         for _ in 0..8 {
@@ -384,8 +519,13 @@ impl Segment {
     }
 
     /// The last snapshot (with malloc_info's XML when `with_info`), read under its sequence
-    /// lock; `None` if the shim kept writing it.
+    /// lock; `None` if the shim kept writing it, or once the file was cut short.
     pub fn snapshot(&self, with_info: bool) -> Option<Snap> {
+        self.guarded(|| self.snapshot_unguarded(with_info))
+            .flatten()
+    }
+
+    fn snapshot_unguarded(&self, with_info: bool) -> Option<Snap> {
         let base = offset_of!(Layout, snap);
         let w = |f: usize| self.word(base + f);
         for _ in 0..8 {
@@ -424,8 +564,13 @@ impl Segment {
 
     /// Asks for a snapshot on the program's next malloc (a malloc_info one too when `full`):
     /// bumps the request and raises every live thread's flag.
-    /// Returns the request's number, which the snapshot answering it carries.
-    pub fn request(&self, full: bool) -> u64 {
+    /// Returns the request's number, which the snapshot answering it carries (`None` once the
+    /// file was cut short).
+    pub fn request(&self, full: bool) -> Option<u64> {
+        self.guarded(|| self.request_unguarded(full))
+    }
+
+    fn request_unguarded(&self, full: bool) -> u64 {
         let n = self
             .atomic(offset_of!(Layout, request))
             .fetch_add(1, Ordering::AcqRel)
@@ -506,10 +651,10 @@ mod tests {
 
         let rw = |p: &Path| File::options().read(true).write(true).open(p).unwrap();
         let seg = Segment::open(rw(&path)).unwrap().unwrap();
-        let h = seg.header();
+        let h = seg.header().unwrap();
         assert_eq!((h.pid, h.origin, h.exe.as_str()), (42, 1, "/bin/ls"));
         assert_eq!((h.held_peak_flushed, h.flush_bytes), (12_000, 65536));
-        let c = seg.counts();
+        let c = seg.counts().unwrap();
         assert_eq!(
             (c.malloc_calls, c.malloc_bytes, c.free_calls, c.peak_net_sum),
             (15, 1500, 7, 15_000)
@@ -528,6 +673,17 @@ mod tests {
         assert_eq!(word(offset_of!(Layout, request)), 2);
         assert_eq!(word(offset_of!(Layout, request_full)), 1);
         assert_eq!(word(Segment::slot(1) + offset_of!(Counters, poll)), 1);
+        // Cut short under ste (the command's ftruncate): the reads survive the SIGBUS and say
+        // so, and the segment is not read again.
+        let seg = Segment::open(rw(&path)).unwrap().unwrap();
+        rw(&path).set_len(0).unwrap();
+        assert_eq!(seg.header(), None);
+        assert!(seg.is_cut());
+        assert_eq!(seg.counts(), None);
+        assert_eq!(seg.request(false), None);
+        drop(seg);
+        // A fault elsewhere is not taken for a segment's.
+        assert!(Segment::open(rw(&path)).unwrap().is_none(), "empty now");
         // Not yet published: no magic.
         std::fs::write(dir.path().join("43.0"), vec![0u8; SIZE]).unwrap();
         assert!(

@@ -31,6 +31,10 @@
  *                       free them
  *   churn T N           T threads, each N rounds of free + malloc(16..1040) over 64 live blocks:
  *                       the malloc-heavy multi-threaded workload for the shim's cost
+ *   truncate HOLD       one malloc, holds HOLD ms (ste maps its segment), then cuts its own
+ *                       segment files to 0 bytes (ftruncate) and holds HOLD ms more without a
+ *                       call; leaves with _exit (the shim's destructor would touch the cut
+ *                       segment)
  * `peak` and `threads` print the chunk bytes they held at their peak to stderr
  * (`peak-chunk-bytes N`), from malloc_usable_size: a heap block's chunk is its usable size plus
  * glibc's 8-byte size word (every block here is below the mmap threshold).
@@ -44,6 +48,8 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <stdio.h>
 
 static void die(const char *why) {
     write(2, why, strlen(why));
@@ -53,7 +59,7 @@ static void die(const char *why) {
 
 static long num(char **argv, int i) {
     if (!argv[i])
-        die("usage: malloc_fixture count|families|arenas|large|fragment|scatter|peak|threads|churn|exec ARGS");
+        die("usage: malloc_fixture count|families|arenas|large|fragment|scatter|peak|threads|churn|truncate|exec ARGS");
     return strtol(argv[i], NULL, 10);
 }
 
@@ -299,6 +305,26 @@ int main(int argc, char **argv) {
         long n = num(argv, 2);
         churn_rounds = num(argv, 3);
         run_threads(n, churn_thread);
+    } else if (!strcmp(what, "truncate")) {
+        long hold = num(argv, 2);
+        void *p = malloc(100);
+        memset(p, 0, 100);
+        const char *dir = getenv("STE_MALLOC_DIR");
+        if (!dir)
+            die("no STE_MALLOC_DIR: run under ste --malloc");
+        sleep_ms(hold);
+        char path[4096];
+        int cut = 0;
+        for (int n = 0; n < 16; n++) {
+            snprintf(path, sizeof path, "%s/%d.%d", dir, (int)getpid(), n);
+            int fd = open(path, O_RDWR);
+            if (fd >= 0 && ftruncate(fd, 0) == 0)
+                cut++;
+        }
+        if (!cut)
+            die("no segment to cut");
+        sleep_ms(hold);
+        _exit(0);
     } else if (!strcmp(what, "exec")) {
         void *p = malloc(100);
         memset(p, 0, 100);

@@ -469,9 +469,33 @@ pub(super) fn attach_sdt(ebpf: &mut Bpf, plan: &mut Plan) -> Result<(), String> 
     }
     let prog = ebpf.load_uprobe("sdt_memory").map_err(|e| e.to_string())?;
     let Plan { objects, sites, .. } = plan;
+    sdt::test_hook_before_attach();
+    // Through the descriptor each object's notes were read from: the file parsed, whatever
+    // its path names by now.
+    let paths: Vec<Result<std::path::PathBuf, String>> = objects
+        .iter_mut()
+        .enumerate()
+        .map(|(k, o)| {
+            if !sites.iter().any(|s| s.object == k) {
+                return Err(String::new());
+            }
+            let path = o
+                .image
+                .as_ref()
+                .ok_or_else(|| "it was not opened".to_string())
+                .and_then(sdt::Image::attach_path);
+            if let Err(e) = &path {
+                o.not_attached.push(format!("its uprobes: {e}"));
+            }
+            path
+        })
+        .collect();
     for (i, site) in sites.iter_mut().enumerate() {
         let object = &mut objects[site.object];
-        match ebpf.attach_uprobe(prog, &object.path, site.file_offset, i as u64) {
+        let Ok(path) = &paths[site.object] else {
+            continue;
+        };
+        match ebpf.attach_uprobe(prog, path, site.file_offset, i as u64) {
             Ok(()) => site.attached = true,
             Err(e) => object.not_attached.push(format!(
                 "the site at file offset {:#x}: {e}",

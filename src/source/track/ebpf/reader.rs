@@ -19,7 +19,9 @@ pub(super) fn read_counter(counters: &Counters, i: u32) -> u64 {
 
 /// Says on stderr that a BPF map could not be read, and what that did to the figures.
 pub(super) fn unreadable(what: &str, so: &str, e: &dyn std::error::Error) {
-    eprintln!("ste: cannot read {what} from the BPF maps ({e}): {so}");
+    crate::output::say(&format!(
+        "ste: cannot read {what} from the BPF maps ({e}): {so}"
+    ));
 }
 
 /// The ring-buffer reader: owns the loaded object (dropping it detaches the programs).
@@ -161,10 +163,10 @@ impl Reader {
                 // Nothing is lost either way, but the programs then ask for a notification of
                 // every record, or of none until the ring is a quarter full: said (once, not
                 // at every change), not hidden.
-                eprintln!(
+                crate::output::say(&format!(
                     "ste: cannot tell the BPF programs whether the reader batches ({e}): EXEC lines may come up to {} ms late",
                     DROP_CHECK.as_millis()
-                );
+                ));
             }
             last_drain = Instant::now();
             // Also at once when last-switch figures wait for a read of the loss count.
