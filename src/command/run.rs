@@ -51,6 +51,14 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 
 fn run_inner(opts: &RunOptions) -> Result<i32> {
     crate::compare::budget::require(&opts.budgets, false, "a run")?;
+    crate::compare::budget::require_measured(
+        &opts.budgets,
+        crate::compare::budget::Measured {
+            syscalls: opts.syscalls.is_some(),
+            cgroup: opts.accounting.cgroup,
+        },
+        "a run",
+    )?;
     // Start-up side by side: BPF loads on a thread of its own, begun before anything else
     // (it is the longest part of the start-up), while this thread opens the outputs, forks
     // the command and prepares the accounting (the command joins the cgroup itself, once

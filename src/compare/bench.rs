@@ -71,6 +71,14 @@ struct Stop {
 
 pub fn run(opts: &BenchOptions) -> Result<i32> {
     budget::require(&opts.budgets, false, "ste bench")?;
+    budget::require_measured(
+        &opts.budgets,
+        budget::Measured {
+            syscalls: opts.syscalls.is_some(),
+            cgroup: true,
+        },
+        "ste bench",
+    )?;
     crate::launch::signals::catch_interrupts().context("cannot catch SIGINT and SIGTERM")?;
     let argvs = opts
         .commands
