@@ -33,7 +33,7 @@ fn main() -> ExitCode {
             ste::command::run::run(&RunOptions::from_record_args(args))
         }
         Some(Subcommand::Report(args)) => {
-            ste::command::report::run(&ReportOptions::from_args(args))
+            ReportOptions::from_args(args).and_then(|o| ste::command::report::run(&o))
         }
         Some(Subcommand::Maps(args)) => ste::command::maps::run(MapsOptions::from_args(args)),
         Some(Subcommand::Bench(args)) => ste::compare::bench::run(&ste::cli::compare::bench(args)),

@@ -510,7 +510,13 @@ pub struct AnatomyArgs {
     pub maps_at_peak: bool,
 
     /// CPU the maps at the peak may use, in percent of one core (their cost is reported).
-    #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value = "5",
+        value_parser = parse_percent,
+        requires = "maps_at_peak"
+    )]
     pub maps_budget: f64,
 
     /// Count every malloc/calloc/realloc/free/memalign call of every process (an LD_PRELOAD
@@ -540,15 +546,23 @@ pub struct MapsArgs {
     pub json: Option<PathBuf>,
 
     /// With a COMMAND: write ste's report to FILE instead of stderr.
-    #[arg(short = 'o', long, value_name = "FILE")]
+    #[arg(short = 'o', long, value_name = "FILE", conflicts_with = "pid")]
     pub output: Option<PathBuf>,
 
-    /// With a COMMAND: CPU the maps may use, in percent of one core.
-    #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
+    /// With a COMMAND: CPU the maps may use, in percent of one core (as a run's
+    /// --maps-budget; `--budget` is the old spelling).
+    #[arg(
+        long = "maps-budget",
+        alias = "budget",
+        value_name = "PERCENT",
+        default_value = "5",
+        value_parser = parse_percent,
+        conflicts_with = "pid"
+    )]
     pub budget: f64,
 
     /// With a COMMAND: how to follow its tree.
-    #[arg(long, value_enum, value_name = "TRACKER")]
+    #[arg(long, value_enum, value_name = "TRACKER", conflicts_with = "pid")]
     pub tracker: Option<TrackerArg>,
 }
 

@@ -7,6 +7,7 @@ use crate::report::style::Style;
 use crate::source::maps::peak::PeakOptions;
 use crate::source::sample::Pace;
 use crate::source::track::{SyscallRequest, TrackerKind};
+use clap::ValueEnum;
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -200,9 +201,29 @@ pub struct ReportOptions {
 }
 
 impl ReportOptions {
-    pub fn from_args(a: ReportArgs) -> ReportOptions {
+    /// The settings, or why they are refused: the text report's options with another format
+    /// would do nothing.
+    pub fn from_args(a: ReportArgs) -> anyhow::Result<ReportOptions> {
+        if a.format != ReportFormat::Text {
+            let v = &a.view;
+            let text_only = [
+                (v.quiet, "-q"),
+                (v.verbose, "-v"),
+                (v.by_program, "--by-program"),
+                (v.tree, "--tree"),
+                (v.top.is_some(), "--top"),
+                (a.color.is_some(), "--color"),
+                (a.width.is_some(), "--width"),
+            ];
+            if let Some((_, flag)) = text_only.iter().find(|(given, _)| *given) {
+                anyhow::bail!(
+                    "{flag} lays out the text report: -f {} takes none of -q, -v, --by-program, --tree, --top, --color, --width",
+                    a.format.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
+                );
+            }
+        }
         let to_terminal = a.output.is_none() && std::io::stdout().is_terminal();
-        ReportOptions {
+        Ok(ReportOptions {
             input: a.input,
             format: match a.format {
                 ReportFormat::Text => Format::Text,
@@ -216,7 +237,7 @@ impl ReportOptions {
             color: a.color.map(|c| color(c, to_terminal)),
             width: a.width.map(usize::from),
             text: text_options(&a.view),
-        }
+        })
     }
 }
 

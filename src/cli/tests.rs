@@ -258,3 +258,48 @@ fn maps_of_a_pid_or_of_a_command() {
     let cli = Cli::try_parse_from(["ste", "--maps-at-peak", "true"]).unwrap();
     assert!(cli.run.anatomy.maps_at_peak);
 }
+
+/// An option that only means something beside another is refused when it comes alone, before
+/// anything runs, rather than silently doing nothing (issue 45).
+#[test]
+fn options_that_need_another_are_refused_alone() {
+    use clap::error::ErrorKind::{ArgumentConflict, MissingRequiredArgument};
+    for (line, kind) in [
+        (&["ste", "--maps-budget", "2", "true"][..], MissingRequiredArgument),
+        (&["ste", "--allow-ptrace", "true"], MissingRequiredArgument),
+        // `ste maps PID` maps a process now: the options of a run of a COMMAND clash.
+        (&["ste", "maps", "--maps-budget", "2", "1"], ArgumentConflict),
+        (&["ste", "maps", "--budget", "2", "1"], ArgumentConflict),
+        (&["ste", "maps", "-o", "report.txt", "1"], ArgumentConflict),
+        (&["ste", "maps", "--tracker", "ptrace", "1"], ArgumentConflict),
+    ] {
+        let e = Cli::parse_args(line).expect_err(&format!("{line:?}"));
+        assert_eq!(e.kind(), kind, "{line:?}: {e}");
+    }
+    for line in [
+        &["ste", "--maps-at-peak", "--maps-budget", "2", "true"][..],
+        &["ste", "maps", "--maps-budget", "2", "--", "true"],
+        &["ste", "maps", "--budget", "2", "--", "true"],
+        &["ste", "maps", "1"],
+    ] {
+        Cli::parse_args(line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+    }
+}
+
+/// `ste report -f html --tree` would draw no tree: refused, naming the option.
+#[test]
+fn the_text_report_s_options_are_refused_with_another_format() {
+    let report = |line: &[&str]| match Cli::parse_args(line).unwrap().subcommand {
+        Some(Subcommand::Report(a)) => options::ReportOptions::from_args(a),
+        other => panic!("{other:?}"),
+    };
+    let e = report(&["ste", "report", "r.ste", "-f", "html", "--tree"]).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("--tree lays out the text report: -f html takes none of"),
+        "{e}"
+    );
+    assert!(report(&["ste", "report", "r.ste", "-f", "csv-processes", "--width", "100"]).is_err());
+    assert!(report(&["ste", "report", "r.ste", "--tree", "--width", "100"]).is_ok());
+    assert!(report(&["ste", "report", "r.ste", "-f", "json"]).is_ok());
+}
