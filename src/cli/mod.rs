@@ -387,6 +387,11 @@ pub struct OutputArgs {
     /// Colour the report: auto (a terminal, unless NO_COLOR is set), always, never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
+
+    /// Lay the report out for this many columns, cutting --tree's and --top's rows to fit
+    /// (default: COLUMNS, else the terminal's width; into a file, rows are whole).
+    #[arg(long, value_name = "COLUMNS", value_parser = clap::value_parser!(u16).range(40..))]
+    pub width: Option<u16>,
 }
 
 /// Report files written when the run is over (with `--json`).

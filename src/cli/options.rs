@@ -70,7 +70,7 @@ impl MapsOptions {
                 html: None,
                 perfetto: None,
                 record: None,
-                style: style(a.output.is_none(), ColorChoice::Auto),
+                style: style(a.output.is_none(), ColorChoice::Auto, None),
                 output: a.output,
                 tracker: a.tracker.map(TrackerKind::from),
                 linger: None,
@@ -94,22 +94,32 @@ impl MapsOptions {
     }
 }
 
-/// How the report is drawn: on a terminal (stderr, no `--output`), its width, and colour as
-/// asked (`auto`: only there, and never with `NO_COLOR`).
-fn style(to_stderr: bool, choice: ColorChoice) -> Style {
+/// How the report is drawn: its width, whether rows are cut to it, and colour as asked
+/// (`auto`: only on a terminal, and never with `NO_COLOR`). The width is `--width`, else
+/// `COLUMNS`, else the terminal's (the report on stderr, no `--output`), and rows are cut to it;
+/// into a file or a pipe, none of them given, rows are whole and the chart takes 80 columns.
+fn style(to_stderr: bool, choice: ColorChoice, width: Option<u16>) -> Style {
     let to_terminal = to_stderr && std::io::stderr().is_terminal();
-    let width = if to_terminal {
-        terminal_size::terminal_size_of(std::io::stderr())
-            .map(|(w, _)| w.0 as usize)
-            .unwrap_or(80)
-    } else {
-        80
+    let columns = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .filter(|&c| c > 0);
+    let terminal = to_terminal
+        .then(|| terminal_size::terminal_size_of(std::io::stderr()).map(|(w, _)| w.0))
+        .map(|w| w.unwrap_or(80));
+    let (width, fit) = match width.or(columns).or(terminal) {
+        Some(w) => (usize::from(w), true),
+        None => (80, false),
     };
     Style {
-        width: width.max(40),
+        width: width.max(MIN_WIDTH),
         color: color(choice, to_terminal),
+        fit,
     }
 }
+
+/// The narrowest layout: the chart's axis and the views' columns need this much.
+const MIN_WIDTH: usize = 40;
 
 impl RunOptions {
     pub fn from_args(a: RunArgs) -> RunOptions {
@@ -128,7 +138,7 @@ impl RunOptions {
             },
             text: text_options(&a.view),
             command: a.command,
-            style: style(a.output.output.is_none(), a.output.color),
+            style: style(a.output.output.is_none(), a.output.color, a.output.width),
             output: a.output.output,
             json: a.output.json,
             html: a.reports.html,
@@ -218,7 +228,9 @@ impl ReportOptions {
             if let Some((_, flag)) = text_only.iter().find(|(given, _)| *given) {
                 anyhow::bail!(
                     "{flag} lays out the text report: -f {} takes none of -q, -v, --by-program, --tree, --top, --color, --width",
-                    a.format.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
+                    a.format
+                        .to_possible_value()
+                        .map_or_else(String::new, |v| v.get_name().to_string())
                 );
             }
         }

@@ -265,13 +265,22 @@ fn maps_of_a_pid_or_of_a_command() {
 fn options_that_need_another_are_refused_alone() {
     use clap::error::ErrorKind::{ArgumentConflict, MissingRequiredArgument};
     for (line, kind) in [
-        (&["ste", "--maps-budget", "2", "true"][..], MissingRequiredArgument),
+        (
+            &["ste", "--maps-budget", "2", "true"][..],
+            MissingRequiredArgument,
+        ),
         (&["ste", "--allow-ptrace", "true"], MissingRequiredArgument),
         // `ste maps PID` maps a process now: the options of a run of a COMMAND clash.
-        (&["ste", "maps", "--maps-budget", "2", "1"], ArgumentConflict),
+        (
+            &["ste", "maps", "--maps-budget", "2", "1"],
+            ArgumentConflict,
+        ),
         (&["ste", "maps", "--budget", "2", "1"], ArgumentConflict),
         (&["ste", "maps", "-o", "report.txt", "1"], ArgumentConflict),
-        (&["ste", "maps", "--tracker", "ptrace", "1"], ArgumentConflict),
+        (
+            &["ste", "maps", "--tracker", "ptrace", "1"],
+            ArgumentConflict,
+        ),
     ] {
         let e = Cli::parse_args(line).expect_err(&format!("{line:?}"));
         assert_eq!(e.kind(), kind, "{line:?}: {e}");
@@ -299,7 +308,18 @@ fn the_text_report_s_options_are_refused_with_another_format() {
             .starts_with("--tree lays out the text report: -f html takes none of"),
         "{e}"
     );
-    assert!(report(&["ste", "report", "r.ste", "-f", "csv-processes", "--width", "100"]).is_err());
+    assert!(
+        report(&[
+            "ste",
+            "report",
+            "r.ste",
+            "-f",
+            "csv-processes",
+            "--width",
+            "100"
+        ])
+        .is_err()
+    );
     assert!(report(&["ste", "report", "r.ste", "--tree", "--width", "100"]).is_ok());
     assert!(report(&["ste", "report", "r.ste", "-f", "json"]).is_ok());
 }

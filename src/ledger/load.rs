@@ -18,6 +18,7 @@ use std::path::Path;
 const JSON_STYLE: Style = Style {
     width: 80,
     color: false,
+    fit: true,
 };
 
 /// The largest `--json` Run read: the Run of 100,000 processes is about 100 MB.

@@ -571,6 +571,7 @@ mod tests {
             crate::report::style::Style {
                 width: 80,
                 color: false,
+                fit: true,
             },
         )
         .unwrap();

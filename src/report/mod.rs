@@ -103,6 +103,7 @@ mod tests {
     const PLAIN: style::Style = style::Style {
         width: 80,
         color: false,
+        fit: true,
     };
 
     #[test]
@@ -185,6 +186,7 @@ mod tests {
             style::Style {
                 width: 120,
                 color: true,
+                fit: true,
             },
         );
         assert!(wide.contains("\x1b[1;32mEXEC:\x1b[0m [sh -c make]"));

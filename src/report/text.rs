@@ -8,7 +8,7 @@
 //! record reaches the terminal), and the strings it quotes are escaped where it takes them.
 
 use crate::model::{Escaped, Exec, Process, Run, SampleKind, join_escaped, signal_name};
-use crate::report::names::program;
+use crate::report::names::{described, program};
 use crate::report::style::Style;
 use crate::report::{chart, programs, syscalls, terminal};
 use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
@@ -249,7 +249,12 @@ fn memory_text(run: &Run) -> String {
         run.processes
             .iter()
             .find(|p| p.pid == pid)
-            .map(|p| format!(", pid {pid} {}", program(p)))
+            .map(|p| {
+                format!(
+                    ", pid {pid} {}",
+                    described(p, crate::report::accounting::NAME_CHARS)
+                )
+            })
             .unwrap_or_default()
     };
     match reconciled.and_then(|m| m.largest_process_peak.as_ref()) {
@@ -674,6 +679,7 @@ mod tests {
     const PLAIN: Style = Style {
         width: 80,
         color: false,
+        fit: true,
     };
 
     fn render_to_string(run: &Run) -> String {
@@ -684,6 +690,7 @@ mod tests {
             Style {
                 width: 80,
                 color: false,
+                fit: true,
             },
         )
         .unwrap();

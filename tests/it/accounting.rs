@@ -593,6 +593,62 @@ fn tree_and_top_views() {
     assert!(err.contains("Critical path: "), "{err}");
 }
 
+/// The costly process can be found (issue 45): the critical path, `--top` and `--tree` name
+/// each process by what tells it apart (here its source file), rows are whole into a file,
+/// and `--width` or `COLUMNS` cut them to fit, the name kept.
+#[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
+fn views_name_each_process_by_its_input_at_the_width_asked() {
+    let mode = Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Nobody,
+    };
+    let f = crate::harness::fixture();
+    let slow = format!("{f} spin 300 lib/compress/zstd_compress.c -o obj/zstd_compress.o");
+    let script = format!("{slow}; {f} spin 50 lib/common/xxhash.c -o obj/xxhash.o");
+    let command = ["/bin/sh", "-c", script.as_str()];
+    let o = ste(mode, &["-q", "--tree", "--top", "1"], &command);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let err = o.stderr();
+    assert!(
+        err.contains("the 3 longest links: fixture lib/compress/zstd_compress.c (pid ")
+            || err.contains("its links: fixture lib/compress/zstd_compress.c (pid "),
+        "{err}"
+    );
+    // Into a file (a pipe here), no row is cut: the whole argv.
+    let top = err
+        .split("Top 1 by CPU:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(top.lines().nth(1).unwrap().ends_with(&slow), "{err}");
+    assert!(
+        err.lines().any(|l| l.ends_with(&slow) && l.contains("├─ ")),
+        "{err}"
+    );
+    for (extra, env) in [(&["--width", "100"][..], None), (&[], Some("100"))] {
+        let args: Vec<&str> = ["-q", "--top", "1"].iter().chain(extra).copied().collect();
+        let o = ste_with(mode, &args, &command, |c| {
+            if let Some(columns) = env {
+                c.env("COLUMNS", columns);
+            }
+        });
+        let err = o.stderr();
+        let top = err
+            .split("Top 1 by CPU:\n")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{err}"));
+        let row = top.lines().nth(1).unwrap();
+        assert!(row.chars().count() <= 100, "{extra:?} {env:?}: {row}");
+        assert!(
+            row.contains("  fixture lib/compress/zstd_compress.c"),
+            "{row}"
+        );
+    }
+}
+
 // `--by-program` on a known mix: two runs of the fixture burning 200 and 100 ms, three of
 // `/bin/true`, under a shell. The JSON's `programs` and the text say the same; on a run of
 // more than 20 processes the default report shows the top programs.

@@ -63,7 +63,11 @@ fn the_commands_failure_wins_and_unmeasured_figures_are_errors() {
         tracker: Tracker::Ptrace,
         who: Who::Nobody,
     };
-    let o = ste(unprivileged, &["--budget", "group-peak=1GiB"], &[&f, "exit", "0"]);
+    let o = ste(
+        unprivileged,
+        &["--budget", "group-peak=1GiB"],
+        &[&f, "exit", "0"],
+    );
     assert_eq!(o.status(), 125, "{}", o.stderr());
     let err = o.stderr();
     let report = err.find("Exit status: 0").expect("the report comes first");
@@ -103,7 +107,11 @@ fn bad_budgets_are_refused_before_the_command_runs() {
         assert!(o.stderr().contains(says), "{budget}: {}", o.stderr());
         assert!(!marker.exists(), "{budget}: the command ran");
     }
-    let o = ste(ROOT, &["--no-cgroup", "--budget", "group-peak=1GiB"], &touch);
+    let o = ste(
+        ROOT,
+        &["--no-cgroup", "--budget", "group-peak=1GiB"],
+        &touch,
+    );
     assert_eq!(o.status(), 125, "{}", o.stderr());
     assert!(o.stderr().contains("--no-cgroup"), "{}", o.stderr());
     assert!(!marker.exists(), "group-peak: the command ran");

@@ -185,6 +185,7 @@ fn run_text(run: &Run) -> String {
         ste::report::style::Style {
             width: 80,
             color: false,
+            fit: true,
         },
     )
     .unwrap();

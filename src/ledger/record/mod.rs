@@ -130,6 +130,7 @@ mod tests {
         Style {
             width: 100,
             color: true,
+            fit: true,
         }
     }
 

@@ -119,6 +119,7 @@ fn tree_and_top() {
     let style = Style {
         width: 100,
         color: false,
+        fit: true,
     };
     let mut out = Vec::new();
     render_views(
@@ -173,6 +174,7 @@ fn a_deep_tree_fits_80_columns() {
         Style {
             width: 80,
             color: false,
+            fit: true,
         },
     )
     .unwrap();
@@ -180,10 +182,15 @@ fn a_deep_tree_fits_80_columns() {
     for line in text.lines() {
         assert!(line.chars().count() <= 80, "{line}");
     }
+    // The level is on the branch, not a column of its own beside EXIT (issue 45), and the
+    // process is named by its input file.
     let deepest = text.lines().last().unwrap();
-    assert!(deepest.contains("11 └─ cc1 -quie"), "{text}");
-    assert!(deepest.ends_with("/cc11.s"), "{text}");
-    assert!(deepest.contains('…'), "{text}");
+    assert!(deepest.contains("     0        └11─ cc1 src"), "{text}");
+    assert!(deepest.ends_with("e11.c"), "{text}");
+    assert!(
+        text.contains("levels past 3 are numbered on their branch"),
+        "{text}"
+    );
     insta::assert_snapshot!(text);
 }
 
@@ -196,12 +203,13 @@ fn summary_lines_label_each_memory_figure() {
         Style {
             width: 100,
             color: false,
+            fit: true,
         },
     )
     .unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(
-        text.contains("Memory, largest process peak: 31,457,280 bytes, pid 11 (cc) [taskstats hiwater_rss, exact]"),
+        text.contains("Memory, largest process peak: 31,457,280 bytes, pid 11 (cc a.c) [taskstats hiwater_rss, exact]"),
         "{text}"
     );
     assert!(
@@ -214,7 +222,7 @@ fn summary_lines_label_each_memory_figure() {
     );
     assert!(
         text.contains(
-            "Critical path: 2 processes; its links: cc (pid 11) 499ms (98% of the wall time), make (pid 10) 11ms (2.16%)"
+            "Critical path: 2 processes; its links: cc a.c (pid 11) 499ms (98% of the wall time), make -j2 (pid 10) 11ms (2.16%)"
         ),
         "{text}"
     );
