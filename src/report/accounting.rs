@@ -142,6 +142,29 @@ fn label(f: &MemoryFigure) -> String {
     )
 }
 
+/// Why the cgroup's peak is below a process's peak or Max PSS, when it is (`ls`: 512 KiB
+/// against 2.4 MiB): a cgroup is charged for the pages its own tasks brought into memory; the
+/// libraries and files they map that were already in the page cache are charged to the
+/// cgroup that read them first, and count in their RSS and PSS all the same.
+pub(crate) fn group_peak_below(run: &Run) -> Option<String> {
+    let m = &run.accounting.as_ref()?.memory;
+    let group = m.group_peak.as_ref()?.bytes;
+    let process = m
+        .largest_process_peak
+        .as_ref()
+        .map(|l| l.bytes)
+        .or(run.totals.peak_rss_bytes)
+        .filter(|&p| p > group);
+    let what = match (process, run.totals.max_pss_bytes.filter(|&p| p > group)) {
+        (Some(_), _) => "the largest process's peak",
+        (None, Some(_)) => "Max PSS",
+        (None, None) => return None,
+    };
+    Some(format!(
+        "the group peak is below {what}: a cgroup is charged for the pages its processes brought in, not for libraries and files already in the page cache"
+    ))
+}
+
 fn memory_lines(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
     let m = &a.memory;
     if let Some(g) = &m.group_peak {
@@ -170,6 +193,9 @@ fn memory_lines(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> 
             group_thousands(g.bytes),
             label(g)
         )?;
+        if let Some(why) = group_peak_below(run) {
+            writeln!(w, "  {why}")?;
+        }
     }
     if let Some(l) = &m.largest_process_peak {
         let who = l

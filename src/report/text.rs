@@ -232,18 +232,16 @@ fn verbose_lines(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     crate::report::accounting::render(run, w, style)
 }
 
-/// `group peak 1.2 MiB (exact), largest process 16 MiB, pid 7 cc1 (exact)`: the tree's
-/// memory as the kernel charged it, and its largest process. Max PSS is above.
+/// `group peak 1,257,472 bytes (exact), largest process 16,777,216 bytes, pid 7 cc1 a.c
+/// (exact)`: the tree's memory as the kernel charged it, and its largest process, in bytes as
+/// Max PSS above is; then, on a line of its own, why the group peak is the smaller, when it is.
 fn memory_text(run: &Run) -> String {
     let tag = |exact: bool| if exact { "exact" } else { "sampled" };
+    let bytes = |b: u64| format!("{} bytes", group_thousands(b));
     let mut parts = Vec::new();
     let reconciled = run.accounting.as_ref().map(|a| &a.memory);
     if let Some(g) = reconciled.and_then(|m| m.group_peak.as_ref()) {
-        parts.push(format!(
-            "group peak {} ({})",
-            bytes_human(g.bytes),
-            tag(g.exact)
-        ));
+        parts.push(format!("group peak {} ({})", bytes(g.bytes), tag(g.exact)));
     }
     let name = |pid: i32| {
         run.processes
@@ -260,7 +258,7 @@ fn memory_text(run: &Run) -> String {
     match reconciled.and_then(|m| m.largest_process_peak.as_ref()) {
         Some(l) => parts.push(format!(
             "largest process {}{} ({})",
-            bytes_human(l.bytes),
+            bytes(l.bytes),
             l.pid.map(name).unwrap_or_default(),
             tag(l.exact)
         )),
@@ -269,7 +267,7 @@ fn memory_text(run: &Run) -> String {
             parts.push(match run.totals.peak_rss_bytes {
                 Some(b) => format!(
                     "largest process {}{} ({})",
-                    bytes_human(b),
+                    bytes(b),
                     run.totals.peak_rss_pid.map(name).unwrap_or_default(),
                     tag(exact)
                 ),
@@ -277,11 +275,15 @@ fn memory_text(run: &Run) -> String {
             });
         }
     }
-    parts.join(", ")
+    let below = crate::report::accounting::group_peak_below(run)
+        .map(|why| format!("\n  {why}"))
+        .unwrap_or_default();
+    format!("{}{below}", parts.join(", "))
 }
 
-/// `102ms, 2.55 CPUs busy on average; 17.8ms more runnable, waiting for a CPU`: the tree's
-/// CPU (the Walltime line's, summed), and the run-queue wait when taskstats measured it.
+/// `102ms, 2.55 CPUs busy on average; runnable but waiting for a CPU 17ms (both summed over
+/// tasks)`: the tree's CPU (the Walltime line's, summed, in its unit), and the run-queue wait
+/// when a source measured it. Both add up every task's time, so either may pass the wall time.
 fn cpu_line(run: &Run) -> Option<String> {
     let t = &run.totals;
     let cpu = t.cpu_ns()?;
@@ -298,10 +300,15 @@ fn cpu_line(run: &Run) -> Option<String> {
         .as_ref()
         .and_then(|a| a.time.as_ref())
         .and_then(|tb| tb.run_queue_ns)
-        .filter(|&r| r > 0)
-        .map(|r| format!("; runnable but waiting for a CPU {}", duration_human(r)))
-        .unwrap_or_default();
-    Some(format!("{}{busy}{waited}", duration_human(cpu)))
+        .filter(|&r| r > 0);
+    Some(match waited {
+        Some(r) => format!(
+            "{}{busy}; runnable but waiting for a CPU {} (both summed over tasks)",
+            millis(cpu),
+            millis(r)
+        ),
+        None => format!("{} summed over tasks{busy}", millis(cpu)),
+    })
 }
 
 fn exit_text(run: &Run) -> String {
@@ -762,6 +769,48 @@ mod tests {
             let text = render_to_string(&run);
             assert!(text.contains(words), "{tracker}: {text}");
         }
+    }
+
+    /// The summary's memory lines in one unit, Max PSS's; a group peak below a process's
+    /// peak says why; the CPU line says its figures are summed over tasks (issue 45).
+    #[test]
+    fn memory_in_bytes_and_sums_said_to_be_sums() {
+        let run = crate::report::testing::build_accounting();
+        let mut out = Vec::new();
+        render_summary(&run, &mut out, PLAIN).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let memory = text.lines().find(|l| l.starts_with("Memory: ")).unwrap();
+        assert!(
+            memory.contains("group peak 109,064,249 bytes (exact)"),
+            "{text}"
+        );
+        assert!(
+            memory.contains("largest process 116,654,080 bytes"),
+            "{text}"
+        );
+        assert!(!memory.contains("MiB"), "{text}");
+        assert!(
+            text.contains("\n  the group peak is below the largest process's peak: a cgroup is charged for the pages its processes brought in"),
+            "{text}"
+        );
+        assert!(
+            text.contains("; runnable but waiting for a CPU 70ms (both summed over tasks)\n"),
+            "{text}"
+        );
+        // A group peak above every process's peak and Max PSS needs no word.
+        let mut above = run.clone();
+        above
+            .accounting
+            .as_mut()
+            .unwrap()
+            .memory
+            .group_peak
+            .as_mut()
+            .unwrap()
+            .bytes = 1 << 40;
+        let mut out = Vec::new();
+        render_summary(&above, &mut out, PLAIN).unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains("below"));
     }
 
     #[test]
