@@ -13,9 +13,9 @@ mod syscalls;
 mod timeline;
 
 pub use accounting::{
-    AccountEvent, Accounting, BeforeRelease, Figures, Group, GroupEnd, GroupRound, Ledger,
-    LedgerSource, Lingering, MemoryFigure, MemoryReconciled, PathLink, TimeBreakdown, Unavailable,
-    process_peak,
+    AccountEvent, Accounting, BeforeRelease, DELAYS_OFF, Figures, Group, GroupEnd, GroupRound,
+    Ledger, LedgerSource, Lingering, MemoryFigure, MemoryReconciled, PathLink, TimeBreakdown,
+    Unavailable, process_peak,
 };
 pub use arg::{Arg, Escaped, join_escaped};
 pub use syscalls::{CallCount, Counts, ErrnoCount, ImageCalls, SyscallRow, Syscalls, Uncounted};

@@ -31,10 +31,16 @@ pub fn render_short(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()
     critical_path_line(run, a, w, style)?;
     lingering_line(run, a, w)?;
     accounting_lost_line(a, w)?;
-    if !a.unavailable.is_empty() {
+    // Delay accounting off and not asked for is the machine's setting, on every run: `-v`
+    // says it; the rest could have been measured here.
+    let missing: Vec<&crate::model::Unavailable> = a
+        .unavailable
+        .iter()
+        .filter(|u| u.figure != crate::model::DELAYS_OFF)
+        .collect();
+    if !missing.is_empty() {
         // The figure's name without its gloss: `taskstats (per-process delays, …)` → `taskstats`.
-        let names: Vec<&str> = a
-            .unavailable
+        let names: Vec<&str> = missing
             .iter()
             .map(|u| u.figure.split(" (").next().unwrap_or(&u.figure))
             .collect();

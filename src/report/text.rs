@@ -182,9 +182,14 @@ fn summary(run: &Run, w: &mut dyn Write, style: Style, verbose: bool) -> io::Res
     Ok(())
 }
 
-/// A note that says what went as planned (the capabilities ste kept as root): `-v` only.
+/// A note that says what went as planned, the same on every run of its kind: the
+/// capabilities ste kept as root, and an unprivileged run's fall back from ebpf (which needs
+/// root) to ptrace. `-v` only.
 fn is_routine(note: &str) -> bool {
     note.starts_with("once the command was released, ste kept only these capabilities")
+        || (note.starts_with(
+            "the ebpf tracker is not available (loading BPF programs needs CAP_BPF and CAP_PERFMON (run ste as root)",
+        ) && note.ends_with("): using the ptrace tracker"))
 }
 
 /// The default lines after the exit status: each figure once, with a short tag; losses only
@@ -811,6 +816,21 @@ mod tests {
         let mut out = Vec::new();
         render_summary(&above, &mut out, PLAIN).unwrap();
         assert!(!String::from_utf8(out).unwrap().contains("below"));
+    }
+
+    /// An unprivileged run's fall back from ebpf to ptrace is `-v`'s; a fall back as root
+    /// (BPF refused for another reason) or to netlink is said by default (issue 45).
+    #[test]
+    fn the_unprivileged_fall_back_is_routine() {
+        let unprivileged = "the ebpf tracker is not available (loading BPF programs needs CAP_BPF and CAP_PERFMON (run ste as root); kernel.unprivileged_bpf_disabled=2): using the ptrace tracker";
+        assert!(is_routine(unprivileged));
+        assert!(!is_routine(
+            "the ebpf tracker is not available (the kernel has no BTF): using the ptrace tracker"
+        ));
+        assert!(!is_routine(&unprivileged.replace(
+            ": using the ptrace tracker",
+            ", and ptrace could not attach (EPERM): fell back to the netlink tracker"
+        )));
     }
 
     #[test]

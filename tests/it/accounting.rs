@@ -395,13 +395,16 @@ fn unprivileged_runs_say_which_exact_figures_are_missing() {
             .lines()
             .find(|l| l.starts_with("Not measured: "))
             .unwrap_or_else(|| panic!("no Not measured line\n{err}"));
-        for figure in [
-            "taskstats",
-            "group memory peak, group CPU, pids.peak",
-            "block-I/O",
-        ] {
+        for figure in ["taskstats", "group memory peak, group CPU, pids.peak"] {
             assert!(missing.contains(figure), "{missing}");
         }
+        // Delay accounting off is the machine's setting, not this run's loss: -v alone
+        // says so (issue 45); so is the fall back from ebpf, which needs root.
+        assert!(!missing.contains("block-I/O"), "{missing}");
+        assert!(
+            !err.contains("Note: the ebpf tracker is not available"),
+            "{err}"
+        );
         let o = ste(mode, &["-v"], &[&fixture(), "fill", "10"]);
         assert_eq!(o.status(), 0, "{}", o.stderr());
         let err = o.stderr();
@@ -413,7 +416,11 @@ fn unprivileged_runs_say_which_exact_figures_are_missing() {
             err.contains("Unavailable: group memory peak, group CPU, pids.peak: ste could not make a cgroup of its own: "),
             "{err}"
         );
-        assert!(err.contains("Unavailable: block-I/O and swap/reclaim waits: "));
+        let delays_on = std::fs::read_to_string("/proc/sys/kernel/task_delayacct")
+            .is_ok_and(|v| v.trim() != "0");
+        if !delays_on {
+            assert!(err.contains("Unavailable: block-I/O and swap/reclaim waits: "));
+        }
         if tracker == Tracker::Netlink {
             assert!(err.contains("Unavailable: per-process ledger: the netlink tracker cannot stop a process at its exit"), "{err}");
         }
@@ -736,13 +743,13 @@ fn run_programs(o: &Outcome) -> Vec<serde_json::Value> {
 }
 
 /// Runs `ste monitor ARGS` as `who` while the fixture runs `fixture_args` (and `others`);
-/// returns the monitor's JSON lines and what each fixture printed.
+/// returns the monitor's JSON lines, what each fixture printed and the monitor's stderr.
 fn catch(
     who: Who,
     args: &[&str],
     fixture_args: &[&str],
     others: &[&[&str]],
-) -> (Vec<serde_json::Value>, Vec<std::process::Output>) {
+) -> (Vec<serde_json::Value>, Vec<std::process::Output>, String) {
     let m = command_as(who, &bins().ste)
         .arg("monitor")
         .args(args)
@@ -772,7 +779,11 @@ fn catch(
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
-    (lines, runs)
+    (
+        lines,
+        runs,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Exits in a stream, close enough together that the monitor drains them in batches rather
@@ -782,7 +793,7 @@ fn catch(
 fn monitor_shows_every_exit_of_a_stream() {
     const N: usize = 300;
     let runs: Vec<&[&str]> = vec![&["fill", "1", "7"]; N - 1];
-    let (lines, runs) = catch(
+    let (lines, runs, _) = catch(
         Who::Root,
         &[
             "--duration",
@@ -818,7 +829,7 @@ fn pid_and_peak(o: &std::process::Output) -> (i32, u64) {
 #[test]
 #[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn monitor_catches_a_known_exit_with_its_exact_peak() {
-    let (lines, runs) = catch(
+    let (lines, runs, _) = catch(
         Who::Root,
         &[
             "--duration",
@@ -859,7 +870,7 @@ fn monitor_catches_a_known_exit_with_its_exact_peak() {
     ignore = "needs root: drops to nobody with setpriv"
 )]
 fn monitor_without_privileges_uses_the_proc_connector() {
-    let (lines, runs) = catch(
+    let (lines, runs, err) = catch(
         Who::Nobody,
         &["--duration", "2s", "--json"],
         &["fill", "8", "5"],
@@ -876,6 +887,14 @@ fn monitor_without_privileges_uses_the_proc_connector() {
         e["peak_rss_bytes"].is_null(),
         "no peak from the connector: unknown, not 0"
     );
+    // Why, and what it does instead, once (a run's wording of the fallback read as two).
+    assert!(
+        err.starts_with(
+            "ste monitor: taskstats needs CAP_NET_ADMIN (root) since Linux 3.0: using the proc connector and /proc instead;"
+        ),
+        "{err}"
+    );
+    assert_eq!(err.matches("instead").count(), 1, "{err}");
 }
 
 /// A cgroup v2 subtree delegated to `nobody`, as systemd delegates `user@UID.service` to its

@@ -674,6 +674,30 @@ fn falls_back_to_netlink_when_ste_is_itself_traced() {
     assert!(err.contains(NO_BPF), "{err}");
 }
 
+/// An unprivileged run falls back from ebpf to ptrace every time: the Run keeps the note,
+/// `-v` prints it, the default report leaves it out (issue 45).
+#[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
+fn the_unprivileged_fall_back_to_ptrace_is_said_by_v_only() {
+    let mode = Mode {
+        tracker: Tracker::Ebpf,
+        who: Who::Nobody,
+    };
+    let o = ste(mode, &["-q"], &["/bin/true"]);
+    assert_eq!(o.run().tracker, "ptrace");
+    assert!(!o.stderr().contains(NO_BPF), "{}", o.stderr());
+    let o = ste(mode, &["-q", "-v"], &["/bin/true"]);
+    assert!(
+        o.stderr()
+            .contains("Note: the ebpf tracker is not available (loading BPF programs needs"),
+        "{}",
+        o.stderr()
+    );
+}
+
 #[test]
 #[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
 fn under_sudo_the_command_runs_as_the_invoking_user() {

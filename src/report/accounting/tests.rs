@@ -252,3 +252,38 @@ fn lost_records_are_said_by_how_they_were_lost() {
         "Accounting lost: 3 taskstats exit records were longer than ste reads, cut short; some processes miss their exit records\n"
     );
 }
+
+/// Delay accounting off and not asked for is the machine's setting on every run: the default
+/// report leaves it to `-v`; a figure this run could have measured is still named (issue 45).
+#[test]
+fn delays_off_is_not_named_by_the_default_report() {
+    let short = |figures: &[&str]| {
+        let mut run = run();
+        run.accounting.as_mut().unwrap().unavailable = figures
+            .iter()
+            .map(|f| crate::model::Unavailable {
+                figure: f.to_string(),
+                why: "why".into(),
+            })
+            .collect();
+        let mut out = Vec::new();
+        render_short(
+            &run,
+            &mut out,
+            Style {
+                width: 100,
+                color: false,
+                fit: true,
+            },
+        )
+        .unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    assert!(!short(&[crate::model::DELAYS_OFF]).contains("Not measured"));
+    let both = short(&[crate::model::DELAYS_OFF, "taskstats (per-process delays)"]);
+    assert!(
+        both.contains("Not measured: taskstats (-v says why"),
+        "{both}"
+    );
+    assert!(!both.contains("block-I/O"), "{both}");
+}
