@@ -186,6 +186,9 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
             ppid: std::process::id() as i32,
         },
     );
+    if let Some(cpus) = crate::kernel::proc::online_cpus() {
+        sink.emit_at(0, Event::Machine { cpus });
+    }
     if let Some(c) = prepared.credentials() {
         sink.emit(Event::Note {
             text: format!("the command ran as {} (uid {}, gid {}), the user who invoked sudo; --keep-root runs it as root", c.user, c.uid, c.gid),

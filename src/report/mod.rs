@@ -14,6 +14,7 @@ pub mod maps;
 pub mod names;
 pub mod perfetto;
 pub mod programs;
+pub mod rates;
 pub mod style;
 pub mod syscalls;
 pub mod terminal;

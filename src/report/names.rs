@@ -208,35 +208,25 @@ pub struct Reading {
     /// Index in `run.processes`.
     pub process: usize,
     pub pss_bytes: u64,
-    /// CPU the process used since `since_ns`; `None` when its CPU could not be read.
-    pub cpu_delta_ns: Option<u64>,
-    /// Its previous reading, or its creation for the first.
-    pub since_ns: u64,
+    /// The CPU it had used since its start, as read (`None` in carried samples, and when it
+    /// could not be read): `rates` makes rates of it.
+    pub cpu_ns: Option<u64>,
 }
 
 /// Every per-process reading of every round, in the order of the rounds.
 pub fn readings(run: &Run, tree: &Tree) -> Vec<Reading> {
-    let mut last: HashMap<usize, (u64, Option<u64>)> = HashMap::new();
     let mut out = Vec::new();
     for (k, s) in run.samples.iter().enumerate() {
         for r in s.per_process.iter().flatten() {
             let Some(i) = tree.at(r.pid, s.t_ns) else {
                 continue;
             };
-            let (since, before) = last
-                .get(&i)
-                .copied()
-                .unwrap_or((run.processes[i].start_ns, Some(0)));
             out.push(Reading {
                 sample: k,
                 process: i,
                 pss_bytes: r.pss_bytes,
-                cpu_delta_ns: r
-                    .cpu_ns
-                    .map(|now| now.saturating_sub(before.unwrap_or(now))),
-                since_ns: since.min(s.t_ns),
+                cpu_ns: r.cpu_ns,
             });
-            last.insert(i, (s.t_ns, r.cpu_ns.or(before)));
         }
     }
     out
@@ -331,7 +321,7 @@ mod tests {
     }
 
     #[test]
-    fn cpu_readings_are_deltas_since_the_previous_reading() {
+    fn readings_are_resolved_to_their_process() {
         let run = crate::report::testing::build();
         let tree = Tree::new(&run);
         let r = readings(&run, &tree);
@@ -341,9 +331,6 @@ mod tests {
             .collect();
         // Forked at 10 ms, read at 50, 100, ... 350 ms.
         assert_eq!(cc1.len(), 7);
-        assert_eq!(cc1[0].since_ns, 10_000_000);
-        assert_eq!(cc1[1].since_ns, 50_000_000);
-        let total: u64 = cc1.iter().map(|r| r.cpu_delta_ns.unwrap()).sum();
-        assert_eq!(total, 306_000_000);
+        assert_eq!(cc1.last().unwrap().cpu_ns, Some(306_000_000));
     }
 }
