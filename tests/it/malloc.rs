@@ -281,6 +281,21 @@ fn programs_out_of_reach_are_reported() {
     assert!(err.contains("its own malloc"), "{err}");
 }
 
+/// Issue 45: Debian's python3 (not PIE) takes malloc's address, so the process's malloc is a
+/// PLT entry of the program, undefined there: the shim took it for a malloc of the program's
+/// own and the text said it saw none of the calls it counted. Such a program is glibc's.
+#[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
+fn a_program_that_takes_malloc_s_address_is_glibc_s() {
+    let taker = c_program("malloc_address", &["-fno-pie", "-no-pie"]);
+    let o = ste(root_ptrace(), &["--malloc"], &[&taker]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let img = only_image(o.run(), &taker, &o.stderr());
+    assert_eq!(img.allocator.kind, AllocatorKind::Glibc, "{:?}", img.allocator);
+    assert!(img.calls.malloc >= 1000, "{:?}", img.calls);
+    assert!(!o.stderr().contains("its own malloc"), "{}", o.stderr());
+}
+
 #[test]
 #[cfg_attr(
     not(ste_test_root),
