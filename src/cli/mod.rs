@@ -115,6 +115,29 @@ pub enum Subcommand {
     Bench(BenchArgs),
     /// Compare two runs (records or `--json` runs): totals, then by program.
     Diff(DiffArgs),
+    /// Print a completion script for SHELL on stdout (e.g. `ste completions bash >
+    /// /usr/share/bash-completion/completions/ste`).
+    #[command(hide = true)]
+    Completions(CompletionsArgs),
+    /// Print ste's man page (roff) on stdout, or a subcommand's (e.g. `ste manpage >
+    /// /usr/local/share/man/man1/ste.1`). Not `man`: `ste man ls` runs man.
+    #[command(hide = true)]
+    Manpage(ManArgs),
+}
+
+/// `ste completions SHELL`.
+#[derive(Args, Debug, Clone)]
+pub struct CompletionsArgs {
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+/// `ste manpage [SUBCOMMAND]`.
+#[derive(Args, Debug, Clone)]
+pub struct ManArgs {
+    /// The subcommand whose page to print (`ste-record.1`); without one, ste's (`ste.1`).
+    #[arg(value_name = "SUBCOMMAND")]
+    pub subcommand: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -405,26 +428,33 @@ pub struct ReportFileArgs {
     /// Write a trace for ui.perfetto.dev and chrome://tracing to FILE (trace-event JSON).
     #[arg(long, value_name = "FILE")]
     pub perfetto: Option<PathBuf>,
+
+    /// Write a record of the run to FILE (e.g. run.ste), to render later with `ste report`:
+    /// the run's events, compressed, written as they happen, so a killed run still leaves a
+    /// readable record.
+    #[arg(long = "record", id = "record_file", value_name = "FILE")]
+    pub record: Option<PathBuf>,
 }
 
-/// `ste record`: everything `ste` takes, with `-o` naming the record. The text report still
-/// goes to stderr, or to `--report-file`.
+/// `ste record`: everything `ste` takes, with `-o` naming the record: the older spelling of
+/// `ste --record FILE` (where `-o`, as everywhere else, is the text report). The text report
+/// still goes to stderr, or to `--report-file`.
 #[derive(Args, Debug, Clone)]
 #[command(mut_arg("output", |a| a
     .short(None)
     .long("report-file")
     .help("Write ste's text report to FILE instead of stderr")))]
 pub struct RecordArgs {
-    /// Write the record to FILE (e.g. run.ste): the run's events, compressed, written as they
-    /// happen, so a killed run still leaves a readable record.
+    /// Write the record to FILE (e.g. run.ste), as `--record FILE` does.
     #[arg(
         short = 'o',
         long = "output",
         id = "record",
         value_name = "FILE",
-        required = true
+        required_unless_present = "record_file",
+        conflicts_with = "record_file"
     )]
-    pub record: PathBuf,
+    pub record: Option<PathBuf>,
 
     #[command(flatten)]
     pub run: RunArgs,

@@ -57,8 +57,9 @@ pub enum MapsOptions {
 }
 
 impl MapsOptions {
-    pub fn from_args(a: MapsArgs) -> MapsOptions {
-        match a.pid {
+    pub fn from_args(a: MapsArgs) -> anyhow::Result<MapsOptions> {
+        crate::export::one_on_stdout(&[("-o", &a.output), ("--json", &a.json)])?;
+        Ok(match a.pid {
             Some(pid) => MapsOptions::Pid {
                 pid,
                 summary: a.summary,
@@ -90,7 +91,7 @@ impl MapsOptions {
                 syscalls: None,
                 budgets: Vec::new(),
             })),
-        }
+        })
     }
 }
 
@@ -122,7 +123,29 @@ fn style(to_stderr: bool, choice: ColorChoice, width: Option<u16>) -> Style {
 const MIN_WIDTH: usize = 40;
 
 impl RunOptions {
-    pub fn from_args(a: RunArgs) -> RunOptions {
+    pub fn from_args(a: RunArgs) -> anyhow::Result<RunOptions> {
+        RunOptions::unchecked(a).checked()
+    }
+
+    /// Refuses outputs that would mix on standard output (`-`): two of them, or the record,
+    /// which is written while the command runs and writes to the same standard output.
+    fn checked(self) -> anyhow::Result<RunOptions> {
+        let outputs = [
+            ("-o", &self.output),
+            ("--json", &self.json),
+            ("--html", &self.html),
+            ("--perfetto", &self.perfetto),
+        ];
+        crate::export::one_on_stdout(&outputs)?;
+        if self.record.as_deref().is_some_and(crate::output::is_stdout) {
+            anyhow::bail!(
+                "the record cannot go to standard output (-): it is written while the command runs, and the command writes to the same standard output; give a file"
+            );
+        }
+        Ok(self)
+    }
+
+    fn unchecked(a: RunArgs) -> RunOptions {
         let acc = &a.accounting;
         let linger = match (a.tracking.linger, acc.kill_lingering) {
             (None, true) => Some(KILL_LINGERING_AFTER),
@@ -143,7 +166,7 @@ impl RunOptions {
             json: a.output.json,
             html: a.reports.html,
             perfetto: a.reports.perfetto,
-            record: None,
+            record: a.reports.record,
             tracker: a.tracking.tracker.map(TrackerKind::from),
             linger,
             pace: match a.memory.interval {
@@ -164,12 +187,14 @@ impl RunOptions {
         }
     }
 
-    /// `ste record`: a run that also writes a record.
-    pub fn from_record_args(a: RecordArgs) -> RunOptions {
-        RunOptions {
-            record: Some(a.record),
-            ..RunOptions::from_args(a.run)
-        }
+    /// `ste record`: a run that also writes a record (`-o FILE`, or `--record FILE`).
+    pub fn from_record_args(a: RecordArgs) -> anyhow::Result<RunOptions> {
+        let o = RunOptions::from_args(a.run)?;
+        Ok(RunOptions {
+            record: a.record.or(o.record.clone()),
+            ..o
+        })
+        .and_then(RunOptions::checked)
     }
 }
 

@@ -69,6 +69,7 @@ pub struct ProgramChange {
 
 pub fn run(opts: &DiffOptions) -> Result<i32> {
     budget::require(&opts.budgets, true, "ste diff")?;
+    crate::export::one_on_stdout(&[("--json", &opts.json), ("--markdown", &opts.markdown)])?;
     let json = opts
         .json
         .as_ref()
@@ -82,14 +83,23 @@ pub fn run(opts: &DiffOptions) -> Result<i32> {
     let a = load(&opts.a)?;
     let b = load(&opts.b)?;
     let diff = Diff::new(&opts.a, &a, &opts.b, &b);
-    let mut out = std::io::stdout().lock();
+    // The table on stdout; on stderr when an export takes stdout (`--json -`).
+    let to_stdout = [&opts.json, &opts.markdown]
+        .iter()
+        .all(|p| !p.as_deref().is_some_and(crate::output::is_stdout));
+    let mut out: Box<dyn Write> = if to_stdout {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(std::io::stderr().lock())
+    };
     let text = diff.text();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            return Err(anyhow::Error::new(e).context("writing to stdout"));
+            return Err(anyhow::Error::new(e).context("writing the table"));
         }
         _ => {}
     }
+    drop(out);
     if let (Some(o), Some(p)) = (json, &opts.json) {
         write_file(
             "--json",

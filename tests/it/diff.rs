@@ -202,6 +202,12 @@ fn a_diff_of_failed_runs_says_they_failed() {
     let o = ste_in_dir(&["diff", s(&ok), s(&b)]);
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(text.contains("\nRun B failed: "), "{text}");
+    // `--json -`: the JSON alone on stdout, the table on stderr.
+    let o = ste_in_dir(&["diff", s(&ok), s(&b), "--json", "-"]);
+    assert_eq!(o.status.code(), Some(0));
+    let d = conforms::<Diff>(&o.stdout);
+    assert_eq!(d.b_exit_status, 3);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("\nRun B failed: "));
 }
 
 /// `ste --json` of `script` with `extra` options, and the Run it wrote.

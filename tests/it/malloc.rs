@@ -291,7 +291,12 @@ fn a_program_that_takes_malloc_s_address_is_glibc_s() {
     let o = ste(root_ptrace(), &["--malloc"], &[&taker]);
     assert_eq!(o.status(), 0, "{}", o.stderr());
     let img = only_image(o.run(), &taker, &o.stderr());
-    assert_eq!(img.allocator.kind, AllocatorKind::Glibc, "{:?}", img.allocator);
+    assert_eq!(
+        img.allocator.kind,
+        AllocatorKind::Glibc,
+        "{:?}",
+        img.allocator
+    );
     assert!(img.calls.malloc >= 1000, "{:?}", img.calls);
     assert!(!o.stderr().contains("its own malloc"), "{}", o.stderr());
 }

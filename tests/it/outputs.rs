@@ -38,11 +38,12 @@ fn s(p: &Path) -> String {
 fn forms(record: &Path) -> Vec<Form> {
     let (record, me) = (s(record), std::process::id().to_string());
     let command = ["--", "touch", "RAN"];
-    let forms: [(&str, &[&str]); 8] = [
+    let forms: [(&str, &[&str]); 9] = [
         ("-o", &["-o", "OUT"]),
         ("--json", &["--json", "OUT"]),
         ("--html", &["--html", "OUT"]),
         ("--perfetto", &["--perfetto", "OUT"]),
+        ("--record", &["--record", "OUT"]),
         ("record -o", &["record", "-o", "OUT"]),
         ("maps --json -- COMMAND", &["maps", "--json", "OUT"]),
         ("report -o", &["report", &record, "-f", "json", "-o", "OUT"]),
@@ -105,6 +106,41 @@ fn a_record() -> PathBuf {
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `-` is standard output wherever ste takes an output file, not a file named `-` (issue 45);
+/// a record, written while the command writes to the same standard output, is refused before
+/// the command starts.
+#[test]
+fn a_dash_is_standard_output() {
+    let record = a_record();
+    let cwd = scratch("dash");
+    std::fs::create_dir(&cwd).unwrap();
+    set_mode(&cwd, 0o1777);
+    for form in forms(&record) {
+        let ran = cwd.join(format!("ran-{}", form.name.replace([' ', '-'], "_")));
+        let args = form.args(Path::new("-"), &ran);
+        let o = Command::new(&bins().ste)
+            .current_dir(&cwd)
+            .args(&args)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        if form.name.contains("record") {
+            assert_eq!(o.status.code(), Some(125), "{}: {o:?}", form.name);
+            assert!(
+                stderr(&o).contains("the record cannot go to standard output"),
+                "{}",
+                stderr(&o)
+            );
+            assert!(!ran.exists(), "{}: the command ran", form.name);
+            continue;
+        }
+        assert!(o.status.success(), "{}: {}", form.name, stderr(&o));
+        assert!(!o.stdout.is_empty(), "{}: nothing on stdout", form.name);
+        assert!(!cwd.join("-").exists(), "{}: a file named -", form.name);
+    }
 }
 
 #[test]
