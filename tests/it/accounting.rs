@@ -377,10 +377,6 @@ fn per_process_cpu_adds_up_to_the_groups_cpu() {
 }
 
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
 fn unprivileged_runs_say_which_exact_figures_are_missing() {
     for tracker in [Tracker::Ptrace, Tracker::Netlink] {
         let mode = Mode {
@@ -571,10 +567,6 @@ matrix!(
 );
 
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
 fn tree_and_top_views() {
     let mode = Mode {
         tracker: Tracker::Ptrace,
@@ -604,10 +596,6 @@ fn tree_and_top_views() {
 /// each process by what tells it apart (here its source file), rows are whole into a file,
 /// and `--width` or `COLUMNS` cut them to fit, the name kept.
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
 fn views_name_each_process_by_its_input_at_the_width_asked() {
     let mode = Mode {
         tracker: Tracker::Ptrace,
@@ -865,10 +853,6 @@ fn monitor_catches_a_known_exit_with_its_exact_peak() {
 }
 
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
 fn monitor_without_privileges_uses_the_proc_connector() {
     let (lines, runs, err) = catch(
         Who::Nobody,

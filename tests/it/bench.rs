@@ -122,10 +122,6 @@ pub fn close(a: Option<f64>, b: Option<f64>) -> bool {
 /// `null` with its reason (never 0), a verdict is printed exactly where the interval excludes
 /// 1, and the mirror refuses a field missing, unknown or retyped.
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
 fn the_json_follows_its_schema() {
     let json = scratch("schema-bench.json");
     let commands = ["true", "sleep 0.01"];

@@ -302,10 +302,7 @@ fn a_program_that_takes_malloc_s_address_is_glibc_s() {
 }
 
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: makes a setuid-root program")]
 fn a_setuid_program_is_reported() {
     // As nobody under the netlink tracker (ptrace would run it without its privileges), a
     // setuid-root copy of the fixture runs in secure mode: ld.so ignores LD_PRELOAD.
@@ -543,10 +540,6 @@ fn sdt_hits_outside_the_tree_are_not_counted() {
 
 /// As nobody, BPF cannot load: the report says the probes were found but not attached, and why.
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
 fn sdt_probes_need_bpf() {
     let fx = sdt_fixture("-O1");
     let o = ste(
@@ -820,7 +813,7 @@ fn run_dirs_of(pid: u32) -> Vec<PathBuf> {
 #[test]
 #[cfg_attr(
     not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
+    ignore = "needs root: runs ste as root beside a watcher as nobody"
 )]
 fn a_hostile_user_cannot_plant_the_shim_or_redirect_ste() {
     // A local user (nobody) watches /dev/shm with inotify and, in every directory ste makes

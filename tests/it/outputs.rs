@@ -146,7 +146,7 @@ fn a_dash_is_standard_output() {
 #[test]
 #[cfg_attr(
     not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
+    ignore = "needs root: plants links as another user (nobody) with setpriv"
 )]
 fn names_planted_in_a_sticky_world_writable_directory_are_refused() {
     // Root's secret, in a directory only root writes.
@@ -211,7 +211,7 @@ fn names_planted_in_a_sticky_world_writable_directory_are_refused() {
 #[test]
 #[cfg_attr(
     not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
+    ignore = "needs root: plants a link as another user (nobody) with setpriv"
 )]
 fn a_refused_output_costs_the_others_nothing() {
     let shared = dir("shared", 0o1777);

@@ -2,6 +2,13 @@
 
 use super::*;
 
+/// 100 columns, no colour, rows cut to fit.
+const WIDE: Style = Style {
+    width: 100,
+    color: false,
+    fit: true,
+};
+
 /// taskstats's CPU well below the tree's exact CPU: the time line says so; close to it,
 /// from another source, or without the tree's figure, it says nothing.
 #[test]
@@ -116,11 +123,7 @@ fn run() -> Run {
 
 #[test]
 fn tree_and_top() {
-    let style = Style {
-        width: 100,
-        color: false,
-        fit: true,
-    };
+    let style = WIDE;
     let mut out = Vec::new();
     render_views(
         &run(),
@@ -197,16 +200,7 @@ fn a_deep_tree_fits_80_columns() {
 #[test]
 fn summary_lines_label_each_memory_figure() {
     let mut out = Vec::new();
-    render(
-        &run(),
-        &mut out,
-        Style {
-            width: 100,
-            color: false,
-            fit: true,
-        },
-    )
-    .unwrap();
+    render(&run(), &mut out, WIDE).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(
         text.contains("Memory, largest process peak: 31,457,280 bytes, pid 11 (cc a.c) [taskstats hiwater_rss, exact]"),
@@ -267,16 +261,7 @@ fn delays_off_is_not_named_by_the_default_report() {
             })
             .collect();
         let mut out = Vec::new();
-        render_short(
-            &run,
-            &mut out,
-            Style {
-                width: 100,
-                color: false,
-                fit: true,
-            },
-        )
-        .unwrap();
+        render_short(&run, &mut out, WIDE).unwrap();
         String::from_utf8(out).unwrap()
     };
     assert!(!short(&[crate::model::DELAYS_OFF]).contains("Not measured"));
