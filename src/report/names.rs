@@ -36,8 +36,9 @@ pub fn program(p: &Process) -> String {
 /// `src/lib.rs`; a build script's crate is always `build_script_build`, so its source file
 /// instead); the first argument naming a source file (by its extension, outside /tmp: gcc's
 /// cc1 and clang's -cc1 take the driver's input, `as` takes a temporary `.s`); else the file
-/// after `-o` (`as` and `ld` write the object or binary that names their job). `None` when no
-/// argument says: the caller shows the pid and argv. Escaped: the words are the program's.
+/// after `-o`, outside /tmp too (`as` and `ld` write the object or binary that names their
+/// job). `None` when no argument says: the caller shows the pid and argv. Escaped: the words
+/// are the program's.
 pub fn distinct(argv: &[Arg]) -> Option<String> {
     let words: Vec<String> = argv.iter().skip(1).map(Arg::to_string_lossy).collect();
     let after = |flag: &str| {
@@ -69,13 +70,16 @@ pub fn distinct(argv: &[Arg]) -> Option<String> {
                 .map(|short| if w.starts_with('/') { w.clone() } else { short })
         })
     };
+    // A temporary file's name tells nothing (a configure probe's `as -o /tmp/ccX.o`).
     let output = || {
-        after("-o").or_else(|| {
-            words
-                .iter()
-                .find_map(|w| w.strip_prefix("-o").filter(|v| !v.is_empty()))
-                .map(str::to_string)
-        })
+        after("-o")
+            .or_else(|| {
+                words
+                    .iter()
+                    .find_map(|w| w.strip_prefix("-o").filter(|v| !v.is_empty()))
+                    .map(str::to_string)
+            })
+            .filter(|o| !o.starts_with("/tmp/"))
     };
     let found = match crate_name {
         Some(name) if name != "build_script_build" => Some(name),
@@ -286,6 +290,9 @@ mod tests {
             Some("/root/.cargo/registry/src/serde-1.0.228/build.rs")
         );
         assert_eq!(d("gcc -ofill fill.o").as_deref(), Some("fill"));
+        // A configure probe's temporary files tell nothing.
+        assert_eq!(d("as --64 -o /tmp/ccmXV1JK.o /tmp/ccRwbEVw.s"), None);
+        assert_eq!(d("cc1 -quiet - -o /tmp/ccRwbEVw.s"), None);
         // Nothing tells it apart: the caller falls back to the pid and argv.
         assert_eq!(d("make -j2"), None);
         assert_eq!(d("sh -c echo"), None);
