@@ -642,6 +642,13 @@ fn views_name_each_process_by_its_input_at_the_width_asked() {
             "{row}"
         );
     }
+    // EXEC lines keep their whole argv at any width.
+    let o = ste(mode, &["--width", "40"], &command);
+    let execs = o.exec_lines();
+    assert!(
+        execs.iter().any(|l| *l == format!("EXEC: [{slow}]")),
+        "{execs:?}"
+    );
 }
 
 // `--by-program` on a known mix: two runs of the fixture burning 200 and 100 ms, three of
