@@ -13,10 +13,11 @@ use std::io::Write;
 /// The completion script for `shell`, on stdout.
 pub fn completions(shell: clap_complete::Shell) -> Result<i32> {
     let mut cmd = Cli::command();
-    let mut out = std::io::stdout().lock();
+    // Into memory first: clap_complete panics when its writer fails, as it does when the reader
+    // of a pipe has seen enough (`ste completions bash | head`).
+    let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "ste", &mut out);
-    out.flush().context("writing to stdout")?;
-    Ok(0)
+    to_stdout(&out)
 }
 
 /// The man page of ste (`ste.1`), or of one of its subcommands (`ste-record.1`), on stdout.
@@ -47,10 +48,14 @@ pub fn manpage(subcommand: Option<&str>) -> Result<i32> {
     clap_mangen::Man::new(cmd)
         .render(&mut out)
         .context("rendering the man page")?;
+    to_stdout(&out)
+}
+
+/// `text` on stdout; a reader that closed the pipe early has seen enough, as for `ste report`.
+fn to_stdout(text: &[u8]) -> Result<i32> {
     let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(&out)
-        .and_then(|()| stdout.flush())
-        .context("writing to stdout")?;
-    Ok(0)
+    match stdout.write_all(text).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+        other => other.context("writing to stdout").map(|()| 0),
+    }
 }

@@ -2,7 +2,8 @@
 //! names another user planted in a sticky world-writable directory are refused by root's ste
 //! and their targets left alone; under sudo the outputs belong to the invoking user; unknown
 //! options and a subcommand's name after options are errors, not programs; a closed stdout
-//! reaches the command closed; a low limit on open files is the command's, not ste's.
+//! reaches the command closed; a low limit on open files is the command's, not ste's; `-` and
+//! the completions and man pages are standard output (issue 45).
 
 use crate::harness::*;
 use std::os::unix::fs::MetadataExt;
@@ -140,6 +141,39 @@ fn a_dash_is_standard_output() {
         assert!(o.status.success(), "{}: {}", form.name, stderr(&o));
         assert!(!o.stdout.is_empty(), "{}: nothing on stdout", form.name);
         assert!(!cwd.join("-").exists(), "{}: a file named -", form.name);
+    }
+}
+
+/// `ste completions SHELL` and `ste manpage [SUBCOMMAND]` print on stdout what the parser
+/// takes (issue 45), and a reader that stops early (`| head`) is no failure: clap_complete
+/// panicked on the closed pipe.
+#[test]
+fn completions_and_man_pages_on_stdout_even_into_a_short_reader() {
+    let bash = run_ste(&["completions", "bash"].map(String::from), &[]);
+    assert!(bash.status.success(), "{bash:?}");
+    let script = String::from_utf8_lossy(&bash.stdout);
+    assert!(
+        script.contains("--perfetto") && script.contains("--width"),
+        "{script}"
+    );
+    let man = run_ste(&["manpage", "record"].map(String::from), &[]);
+    assert!(man.status.success(), "{man:?}");
+    assert!(String::from_utf8_lossy(&man.stdout).contains(".TH ste-record 1"));
+    let unknown = run_ste(&["manpage", "nosuch"].map(String::from), &[]);
+    assert_eq!(unknown.status.code(), Some(125), "{unknown:?}");
+    for args in [["completions", "bash"], ["manpage", "report"]] {
+        // A pipe whose reader is gone before ste writes: every write fails with EPIPE.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = Command::new(&bins().ste)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
     }
 }
 
