@@ -425,6 +425,7 @@ fn synth_record(n: usize, out: &std::path::Path, accounting: bool) {
         Style {
             width: 80,
             color: false,
+            fit: true,
         },
     )
     .unwrap_or_else(|e| panic!("cannot create {}: {e}", out.display()));

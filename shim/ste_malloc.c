@@ -37,6 +37,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -571,7 +572,12 @@ static void which_allocator(struct ste_segment *s) {
     void *in_use = dlsym(RTLD_DEFAULT, "malloc");
     Dl_info info;
     Dl_info self;
-    int own = in_use && dladdr(in_use, &info) && dladdr((void *)which_allocator, &self) &&
+    const ElfW(Sym) *sym = NULL;
+    /* A program linked without PIE that takes malloc's address gives it a canonical address in
+     * its own PLT: dlsym finds the program, whose symbol is undefined there (Debian's python3).
+     * Only a defined symbol is a malloc of the program's own. */
+    int own = in_use && dladdr1(in_use, &info, (void **)&sym, RTLD_DL_SYMENT) && sym &&
+              sym->st_shndx != SHN_UNDEF && dladdr((void *)which_allocator, &self) &&
               info.dli_fbase != self.dli_fbase;
     if (own) {
         /* The program defines malloc (it comes before the shim): the shim sees nothing. */

@@ -20,6 +20,23 @@ pub fn open(flag: &str, path: &Path) -> Result<Opened> {
     output::open(path).with_context(|| format!("cannot create {flag} file {}", path.display()))
 }
 
+/// Refuses a second output on standard output (`-`): their texts would mix. `outputs` are
+/// the outputs of one command, by their flag.
+pub fn one_on_stdout(outputs: &[(&str, &Option<PathBuf>)]) -> Result<()> {
+    let on: Vec<&str> = outputs
+        .iter()
+        .filter(|(_, p)| p.as_deref().is_some_and(output::is_stdout))
+        .map(|(flag, _)| *flag)
+        .collect();
+    if on.len() > 1 {
+        anyhow::bail!(
+            "{} all name standard output (-): give all but one of them a file",
+            on.join(" and ")
+        );
+    }
+    Ok(())
+}
+
 /// The report files asked for, by their flag.
 pub struct Requested<'a> {
     pub json: Option<&'a Path>,

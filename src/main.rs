@@ -101,18 +101,26 @@ fn main() -> ExitCode {
         ste::launch::raise_descriptor_limit();
     }
     let result = match cli.subcommand {
-        None => ste::command::run::run(&RunOptions::from_args(cli.run)),
-        Some(Subcommand::Run(args)) => ste::command::run::run(&RunOptions::from_args(args)),
+        None => RunOptions::from_args(cli.run).and_then(|o| ste::command::run::run(&o)),
+        Some(Subcommand::Run(args)) => {
+            RunOptions::from_args(args).and_then(|o| ste::command::run::run(&o))
+        }
         Some(Subcommand::Monitor(args)) => ste::command::monitor::run(&args),
         Some(Subcommand::Record(args)) => {
-            ste::command::run::run(&RunOptions::from_record_args(args))
+            RunOptions::from_record_args(args).and_then(|o| ste::command::run::run(&o))
         }
         Some(Subcommand::Report(args)) => {
-            ste::command::report::run(&ReportOptions::from_args(args))
+            ReportOptions::from_args(args).and_then(|o| ste::command::report::run(&o))
         }
-        Some(Subcommand::Maps(args)) => ste::command::maps::run(MapsOptions::from_args(args)),
+        Some(Subcommand::Maps(args)) => {
+            MapsOptions::from_args(args).and_then(ste::command::maps::run)
+        }
         Some(Subcommand::Bench(args)) => ste::compare::bench::run(&ste::cli::compare::bench(args)),
         Some(Subcommand::Diff(args)) => ste::compare::diff::run(&ste::cli::compare::diff(args)),
+        Some(Subcommand::Completions(args)) => ste::command::manual::completions(args.shell),
+        Some(Subcommand::Manpage(args)) => {
+            ste::command::manual::manpage(args.subcommand.as_deref())
+        }
     };
     match result {
         Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),

@@ -83,9 +83,24 @@ impl Opened {
     }
 }
 
+/// The path that names standard output wherever ste takes an output file.
+pub const STDOUT: &str = "-";
+
+/// Whether `path` is `-`, standard output.
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == STDOUT
+}
+
 /// Opens `path` to write an output, as the user who invoked sudo when there is one (see the
-/// module header for every check). Errors are one line without the path: callers name it.
+/// module header for every check); `-` is standard output (a copy of its descriptor, which
+/// ste's invoker opened). Errors are one line without the path: callers name it.
 pub fn open(path: &Path) -> io::Result<Opened> {
+    if is_stdout(path) {
+        return Ok(Opened {
+            file: File::from(io::stdout().as_fd().try_clone_to_owned()?),
+            empty: false,
+        });
+    }
     as_invoking_user(|me| walk(path, me))
 }
 

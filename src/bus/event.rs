@@ -29,6 +29,8 @@ pub enum Event {
         pid: i32,
         ppid: i32,
     },
+    /// The machine the run ran on: its CPUs online, which no CPU rate of the run can pass.
+    Machine { cpus: u32 },
     /// Something the report must say for the figures to be trusted (a fallback, a limit).
     Note { text: String },
     /// Where a figure of the Run comes from; declared by the source that produces it.

@@ -115,6 +115,29 @@ pub enum Subcommand {
     Bench(BenchArgs),
     /// Compare two runs (records or `--json` runs): totals, then by program.
     Diff(DiffArgs),
+    /// Print a completion script for SHELL on stdout (e.g. `ste completions bash >
+    /// /usr/share/bash-completion/completions/ste`).
+    #[command(hide = true)]
+    Completions(CompletionsArgs),
+    /// Print ste's man page (roff) on stdout, or a subcommand's (e.g. `ste manpage >
+    /// /usr/local/share/man/man1/ste.1`). Not `man`: `ste man ls` runs man.
+    #[command(hide = true)]
+    Manpage(ManArgs),
+}
+
+/// `ste completions SHELL`.
+#[derive(Args, Debug, Clone)]
+pub struct CompletionsArgs {
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+/// `ste manpage [SUBCOMMAND]`.
+#[derive(Args, Debug, Clone)]
+pub struct ManArgs {
+    /// The subcommand whose page to print (`ste-record.1`); without one, ste's (`ste.1`).
+    #[arg(value_name = "SUBCOMMAND")]
+    pub subcommand: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -387,6 +410,11 @@ pub struct OutputArgs {
     /// Colour the report: auto (a terminal, unless NO_COLOR is set), always, never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
     pub color: ColorChoice,
+
+    /// Lay the report out for this many columns, cutting --tree's and --top's rows to fit
+    /// (default: COLUMNS, else the terminal's width; into a file, rows are whole).
+    #[arg(long, value_name = "COLUMNS", value_parser = clap::value_parser!(u16).range(40..))]
+    pub width: Option<u16>,
 }
 
 /// Report files written when the run is over (with `--json`).
@@ -400,26 +428,33 @@ pub struct ReportFileArgs {
     /// Write a trace for ui.perfetto.dev and chrome://tracing to FILE (trace-event JSON).
     #[arg(long, value_name = "FILE")]
     pub perfetto: Option<PathBuf>,
+
+    /// Write a record of the run to FILE (e.g. run.ste), to render later with `ste report`:
+    /// the run's events, compressed, written as they happen, so a killed run still leaves a
+    /// readable record.
+    #[arg(long = "record", id = "record_file", value_name = "FILE")]
+    pub record: Option<PathBuf>,
 }
 
-/// `ste record`: everything `ste` takes, with `-o` naming the record. The text report still
-/// goes to stderr, or to `--report-file`.
+/// `ste record`: everything `ste` takes, with `-o` naming the record: the older spelling of
+/// `ste --record FILE` (where `-o`, as everywhere else, is the text report). The text report
+/// still goes to stderr, or to `--report-file`.
 #[derive(Args, Debug, Clone)]
 #[command(mut_arg("output", |a| a
     .short(None)
     .long("report-file")
     .help("Write ste's text report to FILE instead of stderr")))]
 pub struct RecordArgs {
-    /// Write the record to FILE (e.g. run.ste): the run's events, compressed, written as they
-    /// happen, so a killed run still leaves a readable record.
+    /// Write the record to FILE (e.g. run.ste), as `--record FILE` does.
     #[arg(
         short = 'o',
         long = "output",
         id = "record",
         value_name = "FILE",
-        required = true
+        required_unless_present = "record_file",
+        conflicts_with = "record_file"
     )]
-    pub record: PathBuf,
+    pub record: Option<PathBuf>,
 
     #[command(flatten)]
     pub run: RunArgs,
@@ -510,7 +545,13 @@ pub struct AnatomyArgs {
     pub maps_at_peak: bool,
 
     /// CPU the maps at the peak may use, in percent of one core (their cost is reported).
-    #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value = "5",
+        value_parser = parse_percent,
+        requires = "maps_at_peak"
+    )]
     pub maps_budget: f64,
 
     /// Count every malloc/calloc/realloc/free/memalign call of every process (an LD_PRELOAD
@@ -540,15 +581,23 @@ pub struct MapsArgs {
     pub json: Option<PathBuf>,
 
     /// With a COMMAND: write ste's report to FILE instead of stderr.
-    #[arg(short = 'o', long, value_name = "FILE")]
+    #[arg(short = 'o', long, value_name = "FILE", conflicts_with = "pid")]
     pub output: Option<PathBuf>,
 
-    /// With a COMMAND: CPU the maps may use, in percent of one core.
-    #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
+    /// With a COMMAND: CPU the maps may use, in percent of one core (as a run's
+    /// --maps-budget; `--budget` is the old spelling).
+    #[arg(
+        long = "maps-budget",
+        alias = "budget",
+        value_name = "PERCENT",
+        default_value = "5",
+        value_parser = parse_percent,
+        conflicts_with = "pid"
+    )]
     pub budget: f64,
 
     /// With a COMMAND: how to follow its tree.
-    #[arg(long, value_enum, value_name = "TRACKER")]
+    #[arg(long, value_enum, value_name = "TRACKER", conflicts_with = "pid")]
     pub tracker: Option<TrackerArg>,
 }
 

@@ -7,6 +7,7 @@ use crate::report::style::Style;
 use crate::source::maps::peak::PeakOptions;
 use crate::source::sample::Pace;
 use crate::source::track::{SyscallRequest, TrackerKind};
+use clap::ValueEnum;
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -56,8 +57,9 @@ pub enum MapsOptions {
 }
 
 impl MapsOptions {
-    pub fn from_args(a: MapsArgs) -> MapsOptions {
-        match a.pid {
+    pub fn from_args(a: MapsArgs) -> anyhow::Result<MapsOptions> {
+        crate::export::one_on_stdout(&[("-o", &a.output), ("--json", &a.json)])?;
+        Ok(match a.pid {
             Some(pid) => MapsOptions::Pid {
                 pid,
                 summary: a.summary,
@@ -69,7 +71,7 @@ impl MapsOptions {
                 html: None,
                 perfetto: None,
                 record: None,
-                style: style(a.output.is_none(), ColorChoice::Auto),
+                style: style(a.output.is_none(), ColorChoice::Auto, None),
                 output: a.output,
                 tracker: a.tracker.map(TrackerKind::from),
                 linger: None,
@@ -89,29 +91,61 @@ impl MapsOptions {
                 syscalls: None,
                 budgets: Vec::new(),
             })),
-        }
+        })
     }
 }
 
-/// How the report is drawn: on a terminal (stderr, no `--output`), its width, and colour as
-/// asked (`auto`: only there, and never with `NO_COLOR`).
-fn style(to_stderr: bool, choice: ColorChoice) -> Style {
+/// How the report is drawn: its width, whether rows are cut to it, and colour as asked
+/// (`auto`: only on a terminal, and never with `NO_COLOR`). The width is `--width`, else
+/// `COLUMNS`, else the terminal's (the report on stderr, no `--output`), and rows are cut to it;
+/// into a file or a pipe, none of them given, rows are whole and the chart takes 80 columns.
+fn style(to_stderr: bool, choice: ColorChoice, width: Option<u16>) -> Style {
     let to_terminal = to_stderr && std::io::stderr().is_terminal();
-    let width = if to_terminal {
-        terminal_size::terminal_size_of(std::io::stderr())
-            .map(|(w, _)| w.0 as usize)
-            .unwrap_or(80)
-    } else {
-        80
+    let columns = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .filter(|&c| c > 0);
+    let terminal = to_terminal
+        .then(|| terminal_size::terminal_size_of(std::io::stderr()).map(|(w, _)| w.0))
+        .map(|w| w.unwrap_or(80));
+    let (width, fit) = match width.or(columns).or(terminal) {
+        Some(w) => (usize::from(w), true),
+        None => (80, false),
     };
     Style {
-        width: width.max(40),
+        width: width.max(MIN_WIDTH),
         color: color(choice, to_terminal),
+        fit,
     }
 }
 
+/// The narrowest layout: the chart's axis and the views' columns need this much.
+const MIN_WIDTH: usize = 40;
+
 impl RunOptions {
-    pub fn from_args(a: RunArgs) -> RunOptions {
+    pub fn from_args(a: RunArgs) -> anyhow::Result<RunOptions> {
+        RunOptions::unchecked(a).checked()
+    }
+
+    /// Refuses outputs that would mix on standard output (`-`): two of them, or the record,
+    /// which is written while the command runs and writes to the same standard output.
+    fn checked(self) -> anyhow::Result<RunOptions> {
+        let outputs = [
+            ("-o", &self.output),
+            ("--json", &self.json),
+            ("--html", &self.html),
+            ("--perfetto", &self.perfetto),
+        ];
+        crate::export::one_on_stdout(&outputs)?;
+        if self.record.as_deref().is_some_and(crate::output::is_stdout) {
+            anyhow::bail!(
+                "the record cannot go to standard output (-): it is written while the command runs, and the command writes to the same standard output; give a file"
+            );
+        }
+        Ok(self)
+    }
+
+    fn unchecked(a: RunArgs) -> RunOptions {
         let acc = &a.accounting;
         let linger = match (a.tracking.linger, acc.kill_lingering) {
             (None, true) => Some(KILL_LINGERING_AFTER),
@@ -127,12 +161,12 @@ impl RunOptions {
             },
             text: text_options(&a.view),
             command: a.command,
-            style: style(a.output.output.is_none(), a.output.color),
+            style: style(a.output.output.is_none(), a.output.color, a.output.width),
             output: a.output.output,
             json: a.output.json,
             html: a.reports.html,
             perfetto: a.reports.perfetto,
-            record: None,
+            record: a.reports.record,
             tracker: a.tracking.tracker.map(TrackerKind::from),
             linger,
             pace: match a.memory.interval {
@@ -153,12 +187,14 @@ impl RunOptions {
         }
     }
 
-    /// `ste record`: a run that also writes a record.
-    pub fn from_record_args(a: RecordArgs) -> RunOptions {
-        RunOptions {
-            record: Some(a.record),
-            ..RunOptions::from_args(a.run)
-        }
+    /// `ste record`: a run that also writes a record (`-o FILE`, or `--record FILE`).
+    pub fn from_record_args(a: RecordArgs) -> anyhow::Result<RunOptions> {
+        let o = RunOptions::from_args(a.run)?;
+        Ok(RunOptions {
+            record: a.record.or(o.record.clone()),
+            ..o
+        })
+        .and_then(RunOptions::checked)
     }
 }
 
@@ -200,9 +236,31 @@ pub struct ReportOptions {
 }
 
 impl ReportOptions {
-    pub fn from_args(a: ReportArgs) -> ReportOptions {
+    /// The settings, or why they are refused: the text report's options with another format
+    /// would do nothing.
+    pub fn from_args(a: ReportArgs) -> anyhow::Result<ReportOptions> {
+        if a.format != ReportFormat::Text {
+            let v = &a.view;
+            let text_only = [
+                (v.quiet, "-q"),
+                (v.verbose, "-v"),
+                (v.by_program, "--by-program"),
+                (v.tree, "--tree"),
+                (v.top.is_some(), "--top"),
+                (a.color.is_some(), "--color"),
+                (a.width.is_some(), "--width"),
+            ];
+            if let Some((_, flag)) = text_only.iter().find(|(given, _)| *given) {
+                anyhow::bail!(
+                    "{flag} lays out the text report: -f {} takes none of -q, -v, --by-program, --tree, --top, --color, --width",
+                    a.format
+                        .to_possible_value()
+                        .map_or_else(String::new, |v| v.get_name().to_string())
+                );
+            }
+        }
         let to_terminal = a.output.is_none() && std::io::stdout().is_terminal();
-        ReportOptions {
+        Ok(ReportOptions {
             input: a.input,
             format: match a.format {
                 ReportFormat::Text => Format::Text,
@@ -216,7 +274,7 @@ impl ReportOptions {
             color: a.color.map(|c| color(c, to_terminal)),
             width: a.width.map(usize::from),
             text: text_options(&a.view),
-        }
+        })
     }
 }
 

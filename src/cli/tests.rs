@@ -154,7 +154,7 @@ fn record_takes_every_run_option_and_o_for_the_record() {
     let Some(Subcommand::Record(r)) = cli.subcommand else {
         panic!("not a record")
     };
-    assert_eq!(r.record, PathBuf::from("run.ste"));
+    assert_eq!(r.record, Some(PathBuf::from("run.ste")));
     assert_eq!(r.run.output.output, Some(PathBuf::from("r.txt")));
     assert_eq!(r.run.reports.html, Some(PathBuf::from("r.html")));
     assert_eq!(r.run.command, ["make", "-j2"]);
@@ -257,4 +257,142 @@ fn maps_of_a_pid_or_of_a_command() {
     assert!(Cli::try_parse_from(["ste", "maps", "42", "--", "ls"]).is_err());
     let cli = Cli::try_parse_from(["ste", "--maps-at-peak", "true"]).unwrap();
     assert!(cli.run.anatomy.maps_at_peak);
+}
+
+/// An option that only means something beside another is refused when it comes alone, before
+/// anything runs, rather than silently doing nothing (issue 45).
+#[test]
+fn options_that_need_another_are_refused_alone() {
+    use clap::error::ErrorKind::{ArgumentConflict, MissingRequiredArgument};
+    for (line, kind) in [
+        (
+            &["ste", "--maps-budget", "2", "true"][..],
+            MissingRequiredArgument,
+        ),
+        (&["ste", "--allow-ptrace", "true"], MissingRequiredArgument),
+        // `ste maps PID` maps a process now: the options of a run of a COMMAND clash.
+        (
+            &["ste", "maps", "--maps-budget", "2", "1"],
+            ArgumentConflict,
+        ),
+        (&["ste", "maps", "--budget", "2", "1"], ArgumentConflict),
+        (&["ste", "maps", "-o", "report.txt", "1"], ArgumentConflict),
+        (
+            &["ste", "maps", "--tracker", "ptrace", "1"],
+            ArgumentConflict,
+        ),
+    ] {
+        let e = Cli::parse_args(line).expect_err(&format!("{line:?}"));
+        assert_eq!(e.kind(), kind, "{line:?}: {e}");
+    }
+    for line in [
+        &["ste", "--maps-at-peak", "--maps-budget", "2", "true"][..],
+        &["ste", "maps", "--maps-budget", "2", "--", "true"],
+        &["ste", "maps", "--budget", "2", "--", "true"],
+        &["ste", "maps", "1"],
+    ] {
+        Cli::parse_args(line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+    }
+}
+
+/// `ste report -f html --tree` would draw no tree: refused, naming the option.
+#[test]
+fn the_text_report_s_options_are_refused_with_another_format() {
+    let report = |line: &[&str]| match Cli::parse_args(line).unwrap().subcommand {
+        Some(Subcommand::Report(a)) => options::ReportOptions::from_args(a),
+        other => panic!("{other:?}"),
+    };
+    let e = report(&["ste", "report", "r.ste", "-f", "html", "--tree"]).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("--tree lays out the text report: -f html takes none of"),
+        "{e}"
+    );
+    assert!(
+        report(&[
+            "ste",
+            "report",
+            "r.ste",
+            "-f",
+            "csv-processes",
+            "--width",
+            "100"
+        ])
+        .is_err()
+    );
+    assert!(report(&["ste", "report", "r.ste", "--tree", "--width", "100"]).is_ok());
+    assert!(report(&["ste", "report", "r.ste", "-f", "json"]).is_ok());
+}
+
+/// `-o` is the text report wherever a run takes it; the record is `--record FILE`, as the
+/// other files a run writes are `--json`, `--html`, `--perfetto` (issue 45). `ste record -o`
+/// stays its older spelling.
+#[test]
+fn a_run_records_with_record_and_o_is_its_report() {
+    let run = |line: &[&str]| {
+        let cli = Cli::parse_args(line).unwrap();
+        match cli.subcommand {
+            None => options::RunOptions::from_args(cli.run),
+            Some(Subcommand::Record(a)) => options::RunOptions::from_record_args(a),
+            other => panic!("{other:?}"),
+        }
+    };
+    let o = run(&["ste", "--record", "r.ste", "-o", "report.txt", "make"]).unwrap();
+    assert_eq!(o.record, Some(PathBuf::from("r.ste")));
+    assert_eq!(o.output, Some(PathBuf::from("report.txt")));
+    let old = run(&["ste", "record", "-o", "r.ste", "make"]).unwrap();
+    assert_eq!(old.record, Some(PathBuf::from("r.ste")));
+    let new = run(&["ste", "record", "--record", "r.ste", "make"]).unwrap();
+    assert_eq!(new.record, Some(PathBuf::from("r.ste")));
+    assert!(Cli::parse_args(["ste", "record", "-o", "a", "--record", "b", "make"]).is_err());
+}
+
+/// `-` is standard output; two outputs there, or the record (written while the command
+/// writes there too), are refused before anything runs (issue 45).
+#[test]
+fn standard_output_takes_one_output() {
+    let run = |line: &[&str]| options::RunOptions::from_args(Cli::parse_args(line).unwrap().run);
+    let o = run(&["ste", "--json", "-", "make"]).unwrap();
+    assert_eq!(o.json, Some(PathBuf::from("-")));
+    let e = run(&["ste", "--json", "-", "--html", "-", "make"]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "--json and --html all name standard output (-): give all but one of them a file"
+    );
+    let e = run(&["ste", "--record", "-", "make"]).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("the record cannot go to standard output")
+    );
+}
+
+/// The completions and the man pages come from the parser's own definition.
+#[test]
+fn completions_and_man_pages_are_made_from_the_parser() {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let mut bash = Vec::new();
+    clap_complete::generate(
+        clap_complete::Shell::Bash,
+        &mut cmd.clone(),
+        "ste",
+        &mut bash,
+    );
+    let bash = String::from_utf8(bash).unwrap();
+    for option in ["--perfetto", "--record", "--width", "--maps-budget"] {
+        assert!(bash.contains(option), "{option}");
+    }
+    let mut man = Vec::new();
+    clap_mangen::Man::new(cmd).render(&mut man).unwrap();
+    let man = String::from_utf8(man).unwrap();
+    assert!(
+        man.starts_with(".ie \\n(.g .ds Aq \\(aq") || man.contains(".TH ste 1"),
+        "{man}"
+    );
+    assert!(man.contains("\\-\\-perfetto"), "{man}");
+    assert!(matches!(
+        Cli::parse_args(["ste", "completions", "zsh"])
+            .unwrap()
+            .subcommand,
+        Some(Subcommand::Completions(_))
+    ));
 }

@@ -23,6 +23,8 @@ pub fn run(opts: &ReportOptions) -> Result<i32> {
     let style = Style {
         width: opts.width.unwrap_or(recorded.width),
         color: opts.color.unwrap_or(recorded.color),
+        // `--width` cuts rows to it, as a live run's does.
+        fit: opts.width.is_some() || recorded.fit,
     };
     let result = match &opts.output {
         Some(path) => {

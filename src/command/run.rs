@@ -51,6 +51,14 @@ pub fn run(opts: &RunOptions) -> Result<i32> {
 
 fn run_inner(opts: &RunOptions) -> Result<i32> {
     crate::compare::budget::require(&opts.budgets, false, "a run")?;
+    crate::compare::budget::require_measured(
+        &opts.budgets,
+        crate::compare::budget::Measured {
+            syscalls: opts.syscalls.is_some(),
+            cgroup: opts.accounting.cgroup,
+        },
+        "a run",
+    )?;
     // Start-up side by side: BPF loads on a thread of its own, begun before anything else
     // (it is the longest part of the start-up), while this thread opens the outputs, forks
     // the command and prepares the accounting (the command joins the cgroup itself, once
@@ -181,6 +189,9 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
             ppid: std::process::id() as i32,
         },
     );
+    if let Some(cpus) = crate::kernel::proc::online_cpus() {
+        sink.emit_at(0, Event::Machine { cpus });
+    }
     if let Some(c) = prepared.credentials() {
         sink.emit(Event::Note {
             text: format!("the command ran as {} (uid {}, gid {}), the user who invoked sudo; --keep-root runs it as root", c.user, c.uid, c.gid),

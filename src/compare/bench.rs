@@ -71,12 +71,25 @@ struct Stop {
 
 pub fn run(opts: &BenchOptions) -> Result<i32> {
     budget::require(&opts.budgets, false, "ste bench")?;
+    budget::require_measured(
+        &opts.budgets,
+        budget::Measured {
+            syscalls: opts.syscalls.is_some(),
+            cgroup: true,
+        },
+        "ste bench",
+    )?;
     crate::launch::signals::catch_interrupts().context("cannot catch SIGINT and SIGTERM")?;
     let argvs = opts
         .commands
         .iter()
         .map(|c| split(c, opts.shell))
         .collect::<Result<Vec<_>>>()?;
+    crate::export::one_on_stdout(&[
+        ("--json", &opts.json),
+        ("--csv", &opts.csv),
+        ("--markdown", &opts.markdown),
+    ])?;
     // Open every export before the first run: a bad path must not cost a bench.
     let exports: Vec<(&str, PathBuf, crate::output::Opened)> = [
         ("--json", &opts.json),
@@ -146,8 +159,20 @@ pub fn run(opts: &BenchOptions) -> Result<i32> {
     progress.clear();
 
     let report = Report::new(opts, &figures, &rounds, seed, stop.as_ref(), &mut rng);
+    // The results on stdout, as hyperfine prints them; on stderr when an export takes stdout.
+    let text = report.text();
     let mut err = std::io::stderr().lock();
-    let _ = err.write_all(report.text().as_bytes());
+    if exports.iter().any(|(_, p, _)| crate::output::is_stdout(p)) {
+        let _ = err.write_all(text.as_bytes());
+    } else {
+        let mut out = std::io::stdout().lock();
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                return Err(anyhow::Error::new(e).context("writing to stdout"));
+            }
+            _ => {}
+        }
+    }
     for (flag, path, opened) in exports {
         let text = match flag {
             "--json" => serde_json::to_string_pretty(&report)? + "\n",
@@ -587,11 +612,14 @@ impl Report {
         out
     }
 
-    /// What ste prints on stderr.
+    /// What ste prints: the heading, the table, what its columns mean, the figures some run
+    /// did not measure and the verdicts.
     pub fn text(&self) -> String {
         let mut s = self.heading();
         s.push('\n');
         s.push_str(&self.table().text());
+        s.push_str(SPREAD);
+        s.push('\n');
         for line in self.unmeasured() {
             s.push_str(&line);
             s.push('\n');
@@ -610,7 +638,7 @@ impl Report {
     /// `--markdown`: the heading as a list, the table, the verdicts.
     pub fn markdown(&self) -> String {
         let mut s = format!(
-            "{} rounds, each command once per round in a random order (seed {}); ratios are medians of per-round ratios with 95 % bootstrap intervals.\n\n",
+            "{} rounds, each command once per round in a random order (seed {}). {SPREAD}\n\n",
             self.rounds, self.seed
         );
         for (i, c) in self.commands.iter().enumerate() {
@@ -668,6 +696,9 @@ impl Report {
         t
     }
 }
+
+/// What the table's columns mean, printed under it.
+const SPREAD: &str = "spread: (max − min) / median of the rounds' values; × #1: the median of the per-round ratios to #1, with its 95 % bootstrap interval.";
 
 fn ratio_text(r: &RatioStats) -> String {
     match r.ci95 {

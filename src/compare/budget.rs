@@ -98,6 +98,35 @@ pub fn require(budgets: &[Budget], changes: bool, what: &str) -> anyhow::Result<
     Ok(())
 }
 
+/// What a run will measure, as its options say before it starts: the figures only an option
+/// brings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Measured {
+    /// `--syscalls`: the `calls` figure.
+    pub syscalls: bool,
+    /// ste's cgroup (not `--no-cgroup`, not `--no-accounting`): the `group-peak` figure.
+    pub cgroup: bool,
+}
+
+/// Refuses, before anything runs, a budget on a figure the options leave unmeasured: the
+/// run would only end in an error after the command had run (125, with nothing checked).
+pub fn require_measured(budgets: &[Budget], m: Measured, what: &str) -> anyhow::Result<()> {
+    for b in budgets {
+        match b.figure {
+            Figure::Calls if !m.syscalls => anyhow::bail!(
+                "--budget {}: system calls are counted only with --syscalls; {what} without it has no calls to check",
+                b.describe()
+            ),
+            Figure::GroupPeak if !m.cgroup => anyhow::bail!(
+                "--budget {}: the group peak is the memory of ste's cgroup, which --no-cgroup and --no-accounting leave out",
+                b.describe()
+            ),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// What a check found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
@@ -227,6 +256,40 @@ mod tests {
         let change = parse("max-pss=+5%").unwrap();
         assert_eq!(check(&change, Ok(7.0), "change").verdict, Verdict::Exceeded);
         assert_eq!(check(&change, Ok(-30.0), "change").verdict, Verdict::Ok);
+    }
+
+    #[test]
+    fn budgets_on_figures_the_options_leave_out_are_refused() {
+        let calls = [parse("calls=10").unwrap()];
+        let group = [parse("group-peak=1GiB").unwrap()];
+        let all = Measured {
+            syscalls: true,
+            cgroup: true,
+        };
+        assert!(require_measured(&calls, all, "a run").is_ok());
+        assert!(require_measured(&group, all, "a run").is_ok());
+        let e = require_measured(
+            &calls,
+            Measured {
+                syscalls: false,
+                ..all
+            },
+            "a run",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--budget calls=10: system calls are counted only with --syscalls"));
+        let e = require_measured(
+            &group,
+            Measured {
+                cgroup: false,
+                ..all
+            },
+            "a run",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--no-cgroup"), "{e}");
     }
 
     #[test]

@@ -35,6 +35,10 @@ pub struct DiffOptions {
 pub struct Diff {
     pub a: String,
     pub b: String,
+    /// The status `ste COMMAND` exited with on each run (`Exit::ste_status`): the command's,
+    /// 128+N for a signal, 127/126/125 when it could not start.
+    pub a_exit_status: i32,
+    pub b_exit_status: i32,
     pub totals: Vec<TotalChange>,
     pub programs: Vec<ProgramChange>,
 }
@@ -65,6 +69,7 @@ pub struct ProgramChange {
 
 pub fn run(opts: &DiffOptions) -> Result<i32> {
     budget::require(&opts.budgets, true, "ste diff")?;
+    crate::export::one_on_stdout(&[("--json", &opts.json), ("--markdown", &opts.markdown)])?;
     let json = opts
         .json
         .as_ref()
@@ -78,14 +83,23 @@ pub fn run(opts: &DiffOptions) -> Result<i32> {
     let a = load(&opts.a)?;
     let b = load(&opts.b)?;
     let diff = Diff::new(&opts.a, &a, &opts.b, &b);
-    let mut out = std::io::stdout().lock();
+    // The table on stdout; on stderr when an export takes stdout (`--json -`).
+    let to_stdout = [&opts.json, &opts.markdown]
+        .iter()
+        .all(|p| !p.as_deref().is_some_and(crate::output::is_stdout));
+    let mut out: Box<dyn Write> = if to_stdout {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(std::io::stderr().lock())
+    };
     let text = diff.text();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            return Err(anyhow::Error::new(e).context("writing to stdout"));
+            return Err(anyhow::Error::new(e).context("writing the table"));
         }
         _ => {}
     }
+    drop(out);
     if let (Some(o), Some(p)) = (json, &opts.json) {
         write_file(
             "--json",
@@ -203,6 +217,8 @@ impl Diff {
         Diff {
             a: a_path.display().to_string(),
             b: b_path.display().to_string(),
+            a_exit_status: a.exit.ste_status(),
+            b_exit_status: b.exit.ste_status(),
             totals,
             programs,
         }
@@ -272,9 +288,12 @@ impl Diff {
     /// What `ste diff` prints.
     pub fn text(&self) -> String {
         format!(
-            "A: {}\nB: {}\n\n{}\nBy program (the largest change first):\n{}",
+            "A: {}{}\nB: {}{}\n{}\n{}\nBy program (the largest change first):\n{}",
             crate::model::Escaped::str(&self.a),
+            failed(self.a_exit_status),
             crate::model::Escaped::str(&self.b),
+            failed(self.b_exit_status),
+            self.failures(),
             self.totals_table().text(),
             self.programs_table().text()
         )
@@ -283,12 +302,37 @@ impl Diff {
     /// `--markdown`.
     pub fn markdown(&self) -> String {
         format!(
-            "A: `{}`, B: `{}`\n\n{}\nBy program (the largest change first):\n\n{}",
+            "A: `{}`{}, B: `{}`{}\n{}\n{}\nBy program (the largest change first):\n\n{}",
             self.a.replace('`', "'"),
+            failed(self.a_exit_status),
             self.b.replace('`', "'"),
+            failed(self.b_exit_status),
+            self.failures(),
             self.totals_table().markdown(),
             self.programs_table().markdown()
         )
+    }
+
+    /// What a failed run means for the comparison, in a line, when A or B failed.
+    fn failures(&self) -> String {
+        let which = match (self.a_exit_status != 0, self.b_exit_status != 0) {
+            (false, false) => return String::new(),
+            (true, true) => "Both runs failed",
+            (true, false) => "Run A failed",
+            (false, true) => "Run B failed",
+        };
+        format!(
+            "{which}: a failed command may have stopped early, so the figures compare how far each run got, not two whole runs.\n"
+        )
+    }
+}
+
+/// ` (failed: exit status 2)` after a run that failed; nothing after one that succeeded.
+fn failed(status: i32) -> String {
+    if status == 0 {
+        String::new()
+    } else {
+        format!(" (failed: exit status {status})")
     }
 }
 

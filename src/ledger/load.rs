@@ -16,10 +16,12 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-/// The layout of a Run read from `--json`, which keeps none: the live run's default.
+/// The layout of a Run read from `--json`, which keeps none: the live run's default into a
+/// file or a pipe (80 columns, rows whole); `ste report --width N` cuts them.
 const JSON_STYLE: Style = Style {
     width: 80,
     color: false,
+    fit: false,
 };
 
 /// The largest `--json` Run read: the Run of 100,000 processes is about 100 MB.

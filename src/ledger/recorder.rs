@@ -70,6 +70,7 @@ impl Recorder {
                 generator: format!("ste {}", env!("CARGO_PKG_VERSION")),
                 command: Vec::new(),
                 tracker: String::new(),
+                machine_cpus: None,
                 notes: Vec::new(),
                 exit: Exit::default(),
                 totals: Totals::default(),
@@ -155,6 +156,7 @@ impl Recorder {
                 self.new_process(*pid, Some(*ppid), t);
                 self.root = self.by_pid.get(pid).and_then(|v| v.last().copied());
             }
+            Event::Machine { cpus } => self.run.machine_cpus = Some(*cpus),
             Event::Note { text } => self.run.notes.push(text.clone()),
             Event::Source { figure, source } => {
                 self.run.sources.insert(figure.clone(), source.clone());

@@ -500,6 +500,11 @@ pub struct Unavailable {
     pub why: String,
 }
 
+/// The figure of the [`Unavailable`] that says delay accounting was off and not asked for
+/// (`--delays`): the machine's setting, the same on every run, which the default report
+/// leaves to `-v`.
+pub const DELAYS_OFF: &str = "block-I/O and swap/reclaim waits";
+
 /// A process's high-water RSS and where it came from, as (bytes, source, exact). `VmHWM`
 /// read at the ptrace exit stop comes first: the kernel sums its per-CPU RSS counters for
 /// /proc, while taskstats reads them unsummed and can be a few dozen pages off.

@@ -13,9 +13,9 @@ mod syscalls;
 mod timeline;
 
 pub use accounting::{
-    AccountEvent, Accounting, BeforeRelease, Figures, Group, GroupEnd, GroupRound, Ledger,
-    LedgerSource, Lingering, MemoryFigure, MemoryReconciled, PathLink, TimeBreakdown, Unavailable,
-    process_peak,
+    AccountEvent, Accounting, BeforeRelease, DELAYS_OFF, Figures, Group, GroupEnd, GroupRound,
+    Ledger, LedgerSource, Lingering, MemoryFigure, MemoryReconciled, PathLink, TimeBreakdown,
+    Unavailable, process_peak,
 };
 pub use arg::{Arg, Escaped, TOO_MANY_ARGS, bounded_args, invisible, join_escaped};
 pub use syscalls::{CallCount, Counts, ErrnoCount, ImageCalls, SyscallRow, Syscalls, Uncounted};
@@ -37,6 +37,10 @@ pub struct Run {
     pub command: Vec<Arg>,
     /// The process tracker that followed the tree: `ebpf`, `ptrace` or `netlink`.
     pub tracker: String,
+    /// CPUs online on the machine when the run began: no CPU rate drawn of the run passes it.
+    /// `None` in runs of older versions, which did not record it.
+    #[serde(default)]
+    pub machine_cpus: Option<u32>,
     /// Things the reader must know to trust the figures (fallbacks, missing privileges).
     pub notes: Vec<String>,
     /// How the command ended.

@@ -9,7 +9,7 @@ use crate::model::{
     Accounting, MemoryFigure, Process, Run, TimeBreakdown, Totals, join_escaped, process_peak,
     signal_name,
 };
-use crate::report::names::program;
+use crate::report::names::{cut_middle, described, distinct, program};
 use crate::report::style::Style;
 use crate::units::{bytes_human, duration_human, group_thousands, percent};
 use std::collections::HashMap;
@@ -31,10 +31,16 @@ pub fn render_short(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()
     critical_path_line(run, a, w, style)?;
     lingering_line(run, a, w)?;
     accounting_lost_line(a, w)?;
-    if !a.unavailable.is_empty() {
+    // Delay accounting off and not asked for is the machine's setting, on every run: `-v`
+    // says it; the rest could have been measured here.
+    let missing: Vec<&crate::model::Unavailable> = a
+        .unavailable
+        .iter()
+        .filter(|u| u.figure != crate::model::DELAYS_OFF)
+        .collect();
+    if !missing.is_empty() {
         // The figure's name without its gloss: `taskstats (per-process delays, …)` → `taskstats`.
-        let names: Vec<&str> = a
-            .unavailable
+        let names: Vec<&str> = missing
             .iter()
             .map(|u| u.figure.split(" (").next().unwrap_or(&u.figure))
             .collect();
@@ -142,6 +148,29 @@ fn label(f: &MemoryFigure) -> String {
     )
 }
 
+/// Why the cgroup's peak is below a process's peak or Max PSS, when it is (`ls`: 512 KiB
+/// against 2.4 MiB): a cgroup is charged for the pages its own tasks brought into memory; the
+/// libraries and files they map that were already in the page cache are charged to the
+/// cgroup that read them first, and count in their RSS and PSS all the same.
+pub(crate) fn group_peak_below(run: &Run) -> Option<String> {
+    let m = &run.accounting.as_ref()?.memory;
+    let group = m.group_peak.as_ref()?.bytes;
+    let process = m
+        .largest_process_peak
+        .as_ref()
+        .map(|l| l.bytes)
+        .or(run.totals.peak_rss_bytes)
+        .filter(|&p| p > group);
+    let what = match (process, run.totals.max_pss_bytes.filter(|&p| p > group)) {
+        (Some(_), _) => "the largest process's peak",
+        (None, Some(_)) => "Max PSS",
+        (None, None) => return None,
+    };
+    Some(format!(
+        "the group peak is below {what}: a cgroup is charged for the pages its processes brought in, not for libraries and files already in the page cache"
+    ))
+}
+
 fn memory_lines(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> {
     let m = &a.memory;
     if let Some(g) = &m.group_peak {
@@ -170,12 +199,15 @@ fn memory_lines(run: &Run, a: &Accounting, w: &mut dyn Write) -> io::Result<()> 
             group_thousands(g.bytes),
             label(g)
         )?;
+        if let Some(why) = group_peak_below(run) {
+            writeln!(w, "  {why}")?;
+        }
     }
     if let Some(l) = &m.largest_process_peak {
         let who = l
             .pid
             .and_then(|pid| run.processes.iter().find(|p| p.pid == pid))
-            .map(|p| format!(", pid {} ({})", p.pid, program(p)))
+            .map(|p| format!(", pid {} ({})", p.pid, described(p, NAME_CHARS)))
             .unwrap_or_default();
         writeln!(
             w,
@@ -298,6 +330,10 @@ fn time_line(a: &Accounting, totals: &Totals, w: &mut dyn Write) -> io::Result<(
     )
 }
 
+/// The most a process's words take in a line of the summary when nothing shorter tells it
+/// apart (`names::described`).
+pub(crate) const NAME_CHARS: usize = 40;
+
 /// The critical path as its few longest links (a build's path of 851 processes is a list no
 /// one reads): each link's own time on the path and its share of the wall time.
 fn critical_path_line(
@@ -325,7 +361,7 @@ fn critical_path_line(
         .map(|(k, l)| {
             let name = by_pid
                 .get(&(l.pid, l.start_ns))
-                .map(|p| program(p))
+                .map(|p| described(p, NAME_CHARS))
                 .unwrap_or_default();
             let share = if wall == 0 {
                 String::new()
@@ -427,21 +463,6 @@ fn argv_text(p: &Process) -> String {
     }
 }
 
-/// `s` in `width` columns, cut in the middle: an argv's program and its last words (the
-/// output file) say more than its middle.
-fn cut_middle(s: &str, width: usize) -> String {
-    let n = s.chars().count();
-    if n <= width {
-        return s.to_string();
-    }
-    let head = width.saturating_sub(1).div_ceil(2);
-    let tail = width.saturating_sub(1) - head;
-    let mut out: String = s.chars().take(head).collect();
-    out.push('…');
-    out.extend(s.chars().skip(n - tail));
-    out
-}
-
 /// The argv with its first word's directory left out: `cc1 -quiet a.c`.
 fn short_argv(p: &Process) -> Option<String> {
     let argv = p.execs.last()?.argv.as_ref()?;
@@ -499,7 +520,11 @@ const DRAWN_LEVELS: usize = 3;
 
 const HEADER: &str = "    PID  LIFETIME       CPU  PEAK RSS       I/O  EXIT  COMMAND";
 
-fn row_line(p: &Process, r: &Row, prefix: &str, width: usize) -> String {
+/// A row of `--tree` or `--top`: the figures, then the tree's lines (`prefix`) and the
+/// process's command. When `width` is `None` (into a file) the argv is whole; else, when it
+/// does not fit, the program and what tells it apart come first (`cc1 lib/zstd.c: -quiet …`),
+/// or without such a word, the argv cut in its middle (its program and last words kept).
+fn row_line(p: &Process, r: &Row, prefix: &str, width: Option<usize>) -> String {
     let head = format!(
         "{:>7}  {:>8}  {:>8}  {:>8}  {:>8}  {:>4}  ",
         p.pid,
@@ -509,17 +534,34 @@ fn row_line(p: &Process, r: &Row, prefix: &str, width: usize) -> String {
         cut(&r.io, 8),
         cut(&r.exit, 7)
     );
+    let argv = argv_text(p);
+    let Some(width) = width else {
+        return format!("{head}{prefix}{argv}");
+    };
     let room = width
         .saturating_sub(head.chars().count() + prefix.chars().count())
         .max(12);
-    let mut argv = argv_text(p);
-    if argv.chars().count() > room
-        && let Some(short) = short_argv(p)
-    {
-        // No room for the whole: the program's base name, then its words.
-        argv = short;
+    if argv.chars().count() <= room {
+        return format!("{head}{prefix}{argv}");
     }
-    format!("{head}{prefix}{}", cut_middle(&argv, room))
+    let named = p
+        .execs
+        .last()
+        .and_then(|e| e.argv.as_deref())
+        .and_then(|a| {
+            let d = distinct(a)?;
+            let name = format!("{} {d}", program(p));
+            Some(if name.chars().count() + 3 > room {
+                cut_middle(&name, room)
+            } else {
+                cut(&format!("{name}: {}", join_escaped(&a[1..])), room)
+            })
+        });
+    let command = named.unwrap_or_else(|| {
+        // No room for the whole: the program's base name, then its words.
+        cut_middle(&short_argv(p).unwrap_or(argv), room)
+    });
+    format!("{head}{prefix}{command}")
 }
 
 /// `--tree` and `--top N`, after the summary.
@@ -553,8 +595,18 @@ fn tree(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
         }
         latest.insert(p.pid, i);
     }
-    writeln!(w, "Process tree (ledger):")?;
+    let deep = tree_depths(&children, &roots).any(|d| d > DRAWN_LEVELS);
+    writeln!(
+        w,
+        "Process tree (ledger){}:",
+        if deep {
+            format!("; levels past {DRAWN_LEVELS} are numbered on their branch (└4─)")
+        } else {
+            String::new()
+        }
+    )?;
     writeln!(w, "{HEADER}")?;
+    let width = style.fit.then_some(style.width);
     // Depth-first, iteratively: a deep tree must not exhaust the stack.
     let mut stack: Vec<(usize, String, bool, usize)> = roots
         .iter()
@@ -567,12 +619,15 @@ fn tree(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
         let branch = if last { "└─ " } else { "├─ " };
         let prefix = match depth {
             0 => String::new(),
-            // Past a few levels the lines would leave the argv no room at 80 columns: the
-            // depth is a number instead.
-            d if d > DRAWN_LEVELS => format!("{d} {branch}"),
+            // Past a few levels the lines would leave the argv no room at 80 columns: they
+            // stop growing and the level is written on the branch, inside the tree's lines
+            // (a bare number before them read as a second EXIT column).
+            d if d > DRAWN_LEVELS => {
+                format!("{indent}{}{d}─ ", if last { '└' } else { '├' })
+            }
             _ => format!("{indent}{branch}"),
         };
-        writeln!(w, "{}", row_line(p, &row(run, p), &prefix, style.width))?;
+        writeln!(w, "{}", row_line(p, &row(run, p), &prefix, width))?;
         let child_indent = match depth {
             0 => String::new(),
             // Not drawn deeper: the indent stops growing (a tree 10,000 deep stays small).
@@ -589,6 +644,19 @@ fn tree(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The depth of every process below `roots` (0 for a root), walked without recursion.
+fn tree_depths<'a>(
+    children: &'a [Vec<usize>],
+    roots: &[usize],
+) -> impl Iterator<Item = usize> + 'a {
+    let mut stack: Vec<(usize, usize)> = roots.iter().map(|&i| (i, 0)).collect();
+    std::iter::from_fn(move || {
+        let (i, d) = stack.pop()?;
+        stack.extend(children[i].iter().map(|&c| (c, d + 1)));
+        Some(d)
+    })
 }
 
 fn top(run: &Run, w: &mut dyn Write, style: Style, n: usize) -> io::Result<()> {
@@ -611,7 +679,11 @@ fn top(run: &Run, w: &mut dyn Write, style: Style, n: usize) -> io::Result<()> {
         }
         writeln!(w, "{HEADER}")?;
         for p in list {
-            writeln!(w, "{}", row_line(p, &row(run, p), "", style.width))?;
+            writeln!(
+                w,
+                "{}",
+                row_line(p, &row(run, p), "", style.fit.then_some(style.width))
+            )?;
         }
     }
     Ok(())

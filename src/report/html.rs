@@ -57,8 +57,10 @@ pub struct View {
     pub execs: Execs,
     /// Every scalar field of `samples`, one array each.
     pub samples: Map<String, Value>,
-    /// Each sample's per-process readings.
+    /// Each sample's per-process readings (PSS).
     pub readings: Readings,
+    /// Each process's CPU over time.
+    pub cpu: CpuSpans,
     /// Words the text report derives for the system calls, malloc and memory-at-peak
     /// sections, so that the page says the same.
     pub labels: Labels,
@@ -186,9 +188,18 @@ pub struct Readings {
     pub sample: Vec<usize>,
     pub process: Vec<usize>,
     pub pss_bytes: Vec<u64>,
-    /// CPU used since `since_ns` (null when unknown).
-    pub cpu_delta_ns: Vec<Option<u64>>,
-    pub since_ns: Vec<u64>,
+}
+
+/// Each process's CPU over the spans `rates` takes its rates from, in process order.
+#[derive(Serialize, Debug, Default)]
+pub struct CpuSpans {
+    pub process: Vec<usize>,
+    pub from_ns: Vec<u64>,
+    pub to_ns: Vec<u64>,
+    pub cpu_ns: Vec<u64>,
+    /// The shortest span between two readings (`rates::MIN_SPAN_NS`): the chart's bins are
+    /// never shorter.
+    pub min_span_ns: u64,
 }
 
 /// Builds the view of a Run.
@@ -261,8 +272,16 @@ pub fn view(run: &Run) -> View {
         readings_view.sample.push(r.sample);
         readings_view.process.push(r.process);
         readings_view.pss_bytes.push(r.pss_bytes);
-        readings_view.cpu_delta_ns.push(r.cpu_delta_ns);
-        readings_view.since_ns.push(r.since_ns);
+    }
+    let mut cpu = CpuSpans {
+        min_span_ns: crate::report::rates::MIN_SPAN_NS,
+        ..CpuSpans::default()
+    };
+    for s in crate::report::rates::cpu_spans(run, &tree) {
+        cpu.process.push(s.process);
+        cpu.from_ns.push(s.from_ns);
+        cpu.to_ns.push(s.to_ns);
+        cpu.cpu_ns.push(s.cpu_ns);
     }
 
     let mut rest = match serde_json::to_value(without_lists(run)) {
@@ -272,7 +291,7 @@ pub fn view(run: &Run) -> View {
     rest.shift_remove("processes");
     rest.shift_remove("samples");
     View {
-        view_version: 2,
+        view_version: 3,
         run: rest,
         strings: strings.list,
         programs,
@@ -280,6 +299,7 @@ pub fn view(run: &Run) -> View {
         execs,
         samples: columns(&sample_rows, &["per_process"]),
         readings: readings_view,
+        cpu,
         labels: labels(run),
         by_program: crate::report::programs::by_program(run),
     }
@@ -297,6 +317,7 @@ pub(crate) fn without_lists(run: &Run) -> Run {
         generator,
         command,
         tracker,
+        machine_cpus,
         notes,
         exit,
         totals,
@@ -315,6 +336,7 @@ pub(crate) fn without_lists(run: &Run) -> Run {
         generator: generator.clone(),
         command: command.clone(),
         tracker: tracker.clone(),
+        machine_cpus: *machine_cpus,
         notes: notes.clone(),
         exit: exit.clone(),
         totals: totals.clone(),
@@ -575,6 +597,7 @@ mod tests {
             crate::report::style::Style {
                 width: 80,
                 color: false,
+                fit: true,
             },
         )
         .unwrap();

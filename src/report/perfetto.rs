@@ -14,8 +14,10 @@
 //! - the lifetime slice's args carry the process's exact figures (its `ledger`, grouped by
 //!   the source that measured them, as in the JSON) and, for a process on the critical path,
 //!   its own time on it;
-//! - counters: each process's PSS and CPU (cores) from the per-process samples; on a
-//!   "whole tree" process, the tree's PSS, RSS, live processes and CPU, and the Max PSS instant;
+//! - counters: each process's PSS from the per-process samples and its CPU (cores) from
+//!   `rates` (intervals long enough for 10 ms ticks, capped by its threads and the machine's
+//!   CPUs); on a "whole tree" process, the tree's PSS, RSS, live processes and CPU (the sum,
+//!   never above the machine's CPUs), and the Max PSS instant;
 //!   with a cgroup, its memory, anonymous memory and page cache as high-water marks (the
 //!   highest seen so far: the Run keeps only the rounds that raised one), the memory ending
 //!   at the exact peak the kernel kept.
@@ -26,6 +28,7 @@
 
 use crate::model::{Run, join_escaped, signal_name};
 use crate::report::names::{Tree, readings};
+use crate::report::rates::{cpu_spans, tree_steps};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::borrow::Cow;
@@ -237,11 +240,11 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
         }
     }
 
-    // Counters from the samples. A CPU rate is set at the start of the interval it was
-    // measured over and holds until the next reading; PSS holds from its reading.
+    // Counters from the samples: PSS holds from its reading; a process's CPU (cores) holds
+    // over each span it was measured on (`rates`: at least 100 ms between readings of its
+    // 10 ms ticks), the tree's is their sum, never above the machine's CPUs.
     let reads = readings(run, &tree);
     let mut next = 0;
-    let mut prev_t: Option<u64> = None;
     let mut read: std::collections::BTreeSet<usize> = Default::default();
     for (k, s) in run.samples.iter().enumerate() {
         t.counter(s.t_ns, "PSS", TREE_PID, "bytes", s.pss_bytes as f64);
@@ -253,34 +256,29 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
             "live",
             f64::from(s.processes),
         );
-        let mut cpu_ns = None;
         while let Some(r) = reads.get(next).filter(|r| r.sample == k) {
             next += 1;
-            let pid = pids[r.process];
-            t.counter(s.t_ns, "PSS", pid, "bytes", r.pss_bytes as f64);
+            t.counter(s.t_ns, "PSS", pids[r.process], "bytes", r.pss_bytes as f64);
             read.insert(r.process);
-            if let Some(d) = r.cpu_delta_ns {
-                let span = s.t_ns.saturating_sub(r.since_ns).max(1);
-                t.counter(r.since_ns, "CPU", pid, "cores", d as f64 / span as f64);
-                cpu_ns = Some(cpu_ns.unwrap_or(0u64).saturating_add(d));
-            }
         }
-        if let (Some(p), Some(c)) = (prev_t, cpu_ns) {
-            let span = s.t_ns.saturating_sub(p).max(1);
-            t.counter(p, "CPU", TREE_PID, "cores", c as f64 / span as f64);
-        }
-        prev_t = Some(s.t_ns);
     }
-    // The counters drop to 0 when a process ends, and the tree's CPU when the run ends.
+    // PSS drops to 0 when a process ends.
     for &i in &read {
         if let Some(end) = run.processes[i].end_ns {
             t.counter(end, "PSS", pids[i], "bytes", 0.0);
-            t.counter(end, "CPU", pids[i], "cores", 0.0);
         }
     }
-    if let Some(p) = prev_t {
-        // After the last round, the tree's CPU is not known.
-        t.counter(p, "CPU", TREE_PID, "cores", 0.0);
+    let spans = cpu_spans(run, &tree);
+    for (k, s) in spans.iter().enumerate() {
+        let pid = pids[s.process];
+        t.counter(s.from_ns, "CPU", pid, "cores", s.cores());
+        // After a process's last span its CPU is not known: the counter drops to 0.
+        if spans.get(k + 1).is_none_or(|n| n.process != s.process) {
+            t.counter(s.to_ns, "CPU", pid, "cores", 0.0);
+        }
+    }
+    for (at, cores) in tree_steps(run, &spans) {
+        t.counter(at, "CPU", TREE_PID, "cores", cores);
     }
     group_counters(&mut t, run);
     if let (Some(b), Some(at)) = (run.totals.max_pss_bytes, run.totals.max_pss_t_ns) {
@@ -302,6 +300,8 @@ pub fn render(run: &Run, w: &mut dyn Write) -> io::Result<()> {
         "command": join_escaped(&run.command),
         "tracker": run.tracker,
         "schema_version": run.schema_version,
+        "machine_cpus": run.machine_cpus,
+        "cpu_counters": cpu_note(run),
     });
     // What the trace leaves out (`report::drawn`) is said where its metadata is.
     if let Some(note) = run.notes.iter().find(|n| n.starts_with(super::DRAWN_NOTE)) {
@@ -371,6 +371,20 @@ fn group_counters(t: &mut Trace, run: &Run) {
         let end = run.totals.wall_ns;
         raise(t, end, "cgroup memory (high-water)", &mut usage, peak);
     }
+}
+
+/// What the `CPU` counters are, for the trace's metadata: how they were taken and what caps
+/// them, saying so when the Run does not know the machine's CPUs (a run of an older ste).
+fn cpu_note(run: &Run) -> String {
+    let cap = match run.machine_cpus {
+        Some(n) => format!("never above the machine's {n} CPUs"),
+        None => "not capped by the machine's CPUs, which this run did not record (an older ste)"
+            .to_string(),
+    };
+    format!(
+        "cores, each process's over the intervals between its readings of /proc/PID/stat (10 ms ticks; at least {} ms apart) and its end; a process at most its threads, the whole tree {cap}",
+        crate::report::rates::MIN_SPAN_NS / 1_000_000
+    )
 }
 
 fn shorten(name: String) -> String {
@@ -461,6 +475,60 @@ mod tests {
             cc1["args"]["ledger"]["taskstats"]["blkio_delay_ns"],
             19_500_000
         );
+    }
+
+    /// Issue 45: a round 32 µs after a carried tick drew one compiler at 20,333 cores. The
+    /// CPU counters are rates over intervals long enough for their ticks, and none passes
+    /// what the process or the machine could run.
+    #[test]
+    fn no_cpu_counter_passes_the_machine() {
+        let mut run = testing::build();
+        let k = run
+            .samples
+            .iter()
+            .position(|s| s.t_ns == 250_000_000)
+            .unwrap();
+        let mut tick = run.samples[k].clone();
+        tick.t_ns -= 32_000;
+        tick.kind = crate::model::SampleKind::Carried;
+        for p in tick.per_process.iter_mut().flatten() {
+            p.cpu_ns = None;
+        }
+        run.samples.insert(k, tick);
+        let cores = |run: &Run| -> Vec<(u64, f64)> {
+            let mut out = Vec::new();
+            render(run, &mut out).unwrap();
+            let v: Value = serde_json::from_slice(&out).unwrap();
+            v["traceEvents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["ph"] == "C" && e["name"] == "CPU")
+                .map(|e| {
+                    (
+                        e["pid"].as_u64().unwrap(),
+                        e["args"]["cores"].as_f64().unwrap(),
+                    )
+                })
+                .collect()
+        };
+        let all = cores(&run);
+        assert!(all.iter().any(|c| c.0 == u64::from(TREE_PID)));
+        for (pid, c) in &all {
+            let most = if *pid == u64::from(TREE_PID) {
+                2.0
+            } else {
+                1.0
+            };
+            assert!(*c <= most, "pid {pid}: {c} cores");
+        }
+        // A run of an older ste does not know the machine: the trace says so.
+        run.machine_cpus = None;
+        let mut out = Vec::new();
+        render(&run, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("\"machine_cpus\":null"), "{text}");
+        assert!(text.contains("which this run did not record (an older ste)"));
     }
 
     #[test]

@@ -15,4 +15,14 @@ pub struct Style {
     pub width: usize,
     /// ANSI colours (only on a terminal, never with `NO_COLOR`).
     pub color: bool,
+    /// Whether a row longer than `width` (an argv in `--tree` and `--top`) is cut to fit: on
+    /// a terminal, and with `--width` or `COLUMNS`; into a file, rows are whole and `width`
+    /// is the chart's alone. Records of older versions cut theirs.
+    #[serde(default = "cut_before")]
+    pub fit: bool,
+}
+
+/// What records written before `Style::fit` did: every row cut to the width.
+fn cut_before() -> bool {
+    true
 }

@@ -172,6 +172,7 @@ pub fn events() -> Vec<Stamped> {
             ppid: 1,
         },
     )];
+    ev.push((0, Event::Machine { cpus: 2 }));
     for (figure, source) in [
         ("wall_ns", Source::exact("CLOCK_MONOTONIC")),
         ("user_ns", Source::exact("getrusage(RUSAGE_CHILDREN)")),

@@ -8,7 +8,7 @@
 //! record reaches the terminal), and the strings it quotes are escaped where it takes them.
 
 use crate::model::{Escaped, Exec, Process, Run, SampleKind, join_escaped, signal_name};
-use crate::report::names::program;
+use crate::report::names::{described, program};
 use crate::report::style::Style;
 use crate::report::{chart, programs, syscalls, terminal};
 use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
@@ -182,9 +182,14 @@ fn summary(run: &Run, w: &mut dyn Write, style: Style, verbose: bool) -> io::Res
     Ok(())
 }
 
-/// A note that says what went as planned (the capabilities ste kept as root): `-v` only.
+/// A note that says what went as planned, the same on every run of its kind: the
+/// capabilities ste kept as root, and an unprivileged run's fall back from ebpf (which needs
+/// root) to ptrace. `-v` only.
 fn is_routine(note: &str) -> bool {
     note.starts_with("once the command was released, ste kept only these capabilities")
+        || (note.starts_with(
+            "the ebpf tracker is not available (loading BPF programs needs CAP_BPF and CAP_PERFMON (run ste as root)",
+        ) && note.ends_with("): using the ptrace tracker"))
 }
 
 /// The default lines after the exit status: each figure once, with a short tag; losses only
@@ -232,30 +237,33 @@ fn verbose_lines(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     crate::report::accounting::render(run, w, style)
 }
 
-/// `group peak 1.2 MiB (exact), largest process 16 MiB, pid 7 cc1 (exact)`: the tree's
-/// memory as the kernel charged it, and its largest process. Max PSS is above.
+/// `group peak 1,257,472 bytes (exact), largest process 16,777,216 bytes, pid 7 cc1 a.c
+/// (exact)`: the tree's memory as the kernel charged it, and its largest process, in bytes as
+/// Max PSS above is; then, on a line of its own, why the group peak is the smaller, when it is.
 fn memory_text(run: &Run) -> String {
     let tag = |exact: bool| if exact { "exact" } else { "sampled" };
+    let bytes = |b: u64| format!("{} bytes", group_thousands(b));
     let mut parts = Vec::new();
     let reconciled = run.accounting.as_ref().map(|a| &a.memory);
     if let Some(g) = reconciled.and_then(|m| m.group_peak.as_ref()) {
-        parts.push(format!(
-            "group peak {} ({})",
-            bytes_human(g.bytes),
-            tag(g.exact)
-        ));
+        parts.push(format!("group peak {} ({})", bytes(g.bytes), tag(g.exact)));
     }
     let name = |pid: i32| {
         run.processes
             .iter()
             .find(|p| p.pid == pid)
-            .map(|p| format!(", pid {pid} {}", program(p)))
+            .map(|p| {
+                format!(
+                    ", pid {pid} {}",
+                    described(p, crate::report::accounting::NAME_CHARS)
+                )
+            })
             .unwrap_or_default()
     };
     match reconciled.and_then(|m| m.largest_process_peak.as_ref()) {
         Some(l) => parts.push(format!(
             "largest process {}{} ({})",
-            bytes_human(l.bytes),
+            bytes(l.bytes),
             l.pid.map(name).unwrap_or_default(),
             tag(l.exact)
         )),
@@ -264,7 +272,7 @@ fn memory_text(run: &Run) -> String {
             parts.push(match run.totals.peak_rss_bytes {
                 Some(b) => format!(
                     "largest process {}{} ({})",
-                    bytes_human(b),
+                    bytes(b),
                     run.totals.peak_rss_pid.map(name).unwrap_or_default(),
                     tag(exact)
                 ),
@@ -272,11 +280,15 @@ fn memory_text(run: &Run) -> String {
             });
         }
     }
-    parts.join(", ")
+    let below = crate::report::accounting::group_peak_below(run)
+        .map(|why| format!("\n  {why}"))
+        .unwrap_or_default();
+    format!("{}{below}", parts.join(", "))
 }
 
-/// `102ms, 2.55 CPUs busy on average; 17.8ms more runnable, waiting for a CPU`: the tree's
-/// CPU (the Walltime line's, summed), and the run-queue wait when taskstats measured it.
+/// `102ms, 2.55 CPUs busy on average; runnable but waiting for a CPU 17ms (both summed over
+/// tasks)`: the tree's CPU (the Walltime line's, summed, in its unit), and the run-queue wait
+/// when a source measured it. Both add up every task's time, so either may pass the wall time.
 fn cpu_line(run: &Run) -> Option<String> {
     let t = &run.totals;
     let cpu = t.cpu_ns()?;
@@ -293,10 +305,15 @@ fn cpu_line(run: &Run) -> Option<String> {
         .as_ref()
         .and_then(|a| a.time.as_ref())
         .and_then(|tb| tb.run_queue_ns)
-        .filter(|&r| r > 0)
-        .map(|r| format!("; runnable but waiting for a CPU {}", duration_human(r)))
-        .unwrap_or_default();
-    Some(format!("{}{busy}{waited}", duration_human(cpu)))
+        .filter(|&r| r > 0);
+    Some(match waited {
+        Some(r) => format!(
+            "{}{busy}; runnable but waiting for a CPU {} (both summed over tasks)",
+            millis(cpu),
+            millis(r)
+        ),
+        None => format!("{} summed over tasks{busy}", millis(cpu)),
+    })
 }
 
 fn exit_text(run: &Run) -> String {
@@ -719,6 +736,7 @@ mod tests {
     const PLAIN: Style = Style {
         width: 80,
         color: false,
+        fit: true,
     };
 
     fn render_to_string(run: &Run) -> String {
@@ -729,6 +747,7 @@ mod tests {
             Style {
                 width: 80,
                 color: false,
+                fit: true,
             },
         )
         .unwrap();
@@ -893,6 +912,63 @@ mod tests {
             let text = render_to_string(&run);
             assert!(text.contains(words), "{tracker}: {text}");
         }
+    }
+
+    /// The summary's memory lines in one unit, Max PSS's; a group peak below a process's
+    /// peak says why; the CPU line says its figures are summed over tasks (issue 45).
+    #[test]
+    fn memory_in_bytes_and_sums_said_to_be_sums() {
+        let run = crate::report::testing::build_accounting();
+        let mut out = Vec::new();
+        render_summary(&run, &mut out, PLAIN).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let memory = text.lines().find(|l| l.starts_with("Memory: ")).unwrap();
+        assert!(
+            memory.contains("group peak 109,064,249 bytes (exact)"),
+            "{text}"
+        );
+        assert!(
+            memory.contains("largest process 116,654,080 bytes"),
+            "{text}"
+        );
+        assert!(!memory.contains("MiB"), "{text}");
+        assert!(
+            text.contains("\n  the group peak is below the largest process's peak: a cgroup is charged for the pages its processes brought in"),
+            "{text}"
+        );
+        assert!(
+            text.contains("; runnable but waiting for a CPU 70ms (both summed over tasks)\n"),
+            "{text}"
+        );
+        // A group peak above every process's peak and Max PSS needs no word.
+        let mut above = run.clone();
+        above
+            .accounting
+            .as_mut()
+            .unwrap()
+            .memory
+            .group_peak
+            .as_mut()
+            .unwrap()
+            .bytes = 1 << 40;
+        let mut out = Vec::new();
+        render_summary(&above, &mut out, PLAIN).unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains("below"));
+    }
+
+    /// An unprivileged run's fall back from ebpf to ptrace is `-v`'s; a fall back as root
+    /// (BPF refused for another reason) or to netlink is said by default (issue 45).
+    #[test]
+    fn the_unprivileged_fall_back_is_routine() {
+        let unprivileged = "the ebpf tracker is not available (loading BPF programs needs CAP_BPF and CAP_PERFMON (run ste as root); kernel.unprivileged_bpf_disabled=2): using the ptrace tracker";
+        assert!(is_routine(unprivileged));
+        assert!(!is_routine(
+            "the ebpf tracker is not available (the kernel has no BTF): using the ptrace tracker"
+        ));
+        assert!(!is_routine(&unprivileged.replace(
+            ": using the ptrace tracker",
+            ", and ptrace could not attach (EPERM): fell back to the netlink tracker"
+        )));
     }
 
     #[test]

@@ -128,6 +128,7 @@ fn run_json_target(input: &[u8]) {
     let style = Style {
         width: input.len() % 300,
         color: input.len().is_multiple_of(2),
+        fit: true,
     };
     render_all(&run, style);
 }
@@ -229,6 +230,7 @@ fn a_run_near_the_time_limit_renders_in_bounded_time() {
         Style {
             width: 200,
             color: true,
+            fit: true,
         },
     );
     assert!(start.elapsed() < Duration::from_secs(5));

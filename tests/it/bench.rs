@@ -122,10 +122,6 @@ pub fn close(a: Option<f64>, b: Option<f64>) -> bool {
 /// `null` with its reason (never 0), a verdict is printed exactly where the interval excludes
 /// 1, and the mirror refuses a field missing, unknown or retyped.
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
 fn the_json_follows_its_schema() {
     let json = scratch("schema-bench.json");
     let commands = ["true", "sleep 0.01"];
@@ -138,8 +134,8 @@ fn the_json_follows_its_schema() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = String::from_utf8_lossy(&o.stdout).into_owned();
     let bytes = std::fs::read(&json).unwrap();
     let r = conforms::<Report>(&bytes);
     assert_eq!((r.rounds, r.rounds_asked, r.warmup, r.seed), (3, 3, 0, 11));
@@ -275,10 +271,13 @@ fn memory_bench(seed: &str) -> (Value, String) {
         &format!("{f} fill-until 64 400"),
         &format!("{f} fill-until 128 400"),
     ]);
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(0), "{err}");
-    assert!(o.stdout.is_empty(), "nothing on stdout");
-    (read_json(&json), err)
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The results on stdout, as hyperfine prints them, with what "spread" means (issue 45).
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(out.starts_with("ste bench: 5 rounds"), "{out}");
+    assert!(out.contains("\nspread: (max − min) / median"), "{out}");
+    assert!(!stderr(&o).contains("ste bench:"), "{}", stderr(&o));
+    (read_json(&json), out)
 }
 
 /// The interval of the ratio of `figure` of the second command to the first.
@@ -396,6 +395,21 @@ fn a_failing_run_stops_the_bench_and_keeps_the_complete_rounds() {
     assert!(stderr(&o).contains("quote is not closed"), "{}", stderr(&o));
 }
 
+/// `--json -` puts the export on stdout, alone: the table goes to stderr then (issue 45).
+#[test]
+fn an_export_on_standard_output_has_it_alone() {
+    let o = bench(&["-n", "1", "-w", "0", "--json", "-", "true"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)));
+    assert_eq!(v["rounds"], 1);
+    assert!(stderr(&o).contains("ste bench: 1 round"), "{}", stderr(&o));
+    assert!(!bins().dir.join("-").exists(), "a file named -");
+    let o = bench(&["-n", "1", "--json", "-", "--csv", "-", "true"]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(stderr(&o).contains("--json and --csv all name standard output"));
+}
+
 #[test]
 fn budgets_are_checked_against_the_median() {
     let f = fixture();
@@ -408,11 +422,11 @@ fn budgets_are_checked_against_the_median() {
     let o = bench(&["-n", "2", "-w", "0", "--budget", "max-pss=32MiB", &cmd]);
     assert_eq!(o.status.code(), Some(120), "{}", stderr(&o));
     assert!(stderr(&o).contains("limit 32 MiB: EXCEEDED"));
-    // A figure the bench did not measure is an error, never a pass.
+    // A figure the bench cannot measure is refused before the first run (issue 45).
     let o = bench(&["-n", "1", "-w", "0", "--budget", "calls=10", &cmd]);
     assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("calls is not measured"),
+        stderr(&o).contains("system calls are counted only with --syscalls"),
         "{}",
         stderr(&o)
     );

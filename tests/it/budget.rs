@@ -57,13 +57,22 @@ fn the_commands_failure_wins_and_unmeasured_figures_are_errors() {
         o.stderr()
             .contains("budget processes: 1, limit 0: EXCEEDED")
     );
-    // Calls are counted only with --syscalls: an error that says why, after the report.
-    let o = ste(ROOT, &["--budget", "calls=10"], &[&f, "exit", "0"]);
+    // A figure no source measured on the run (an unprivileged ste gets no cgroup of its own
+    // here): an error that says why, after the report.
+    let unprivileged = Mode {
+        tracker: Tracker::Ptrace,
+        who: Who::Nobody,
+    };
+    let o = ste(
+        unprivileged,
+        &["--budget", "group-peak=1GiB"],
+        &[&f, "exit", "0"],
+    );
     assert_eq!(o.status(), 125, "{}", o.stderr());
     let err = o.stderr();
     let report = err.find("Exit status: 0").expect("the report comes first");
     let why = err
-        .find("ste: the budget calls=10 cannot be checked: system calls were not counted")
+        .find("ste: the budget group-peak=1 GiB cannot be checked: the run had no cgroup peak")
         .unwrap_or_else(|| panic!("{err}"));
     assert!(report < why, "{err}");
     assert!(o.run.is_some(), "the run is kept");
@@ -90,10 +99,20 @@ fn bad_budgets_are_refused_before_the_command_runs() {
         ("max-pss=lots", "max-pss: \"lots\""),
         ("wall=soon", "wall"),
         ("wall=+5%", "a change in percent compares two runs"),
+        // Knowable before the start: calls are counted only with --syscalls (issue 45).
+        ("calls=10", "system calls are counted only with --syscalls"),
     ] {
         let o = ste(ROOT, &["--budget", budget], &touch);
         assert_eq!(o.status(), 125, "{budget}: {}", o.stderr());
         assert!(o.stderr().contains(says), "{budget}: {}", o.stderr());
         assert!(!marker.exists(), "{budget}: the command ran");
     }
+    let o = ste(
+        ROOT,
+        &["--no-cgroup", "--budget", "group-peak=1GiB"],
+        &touch,
+    );
+    assert_eq!(o.status(), 125, "{}", o.stderr());
+    assert!(o.stderr().contains("--no-cgroup"), "{}", o.stderr());
+    assert!(!marker.exists(), "group-peak: the command ran");
 }

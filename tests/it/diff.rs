@@ -19,6 +19,8 @@ use std::path::Path;
 struct Diff {
     a: String,
     b: String,
+    a_exit_status: i32,
+    b_exit_status: i32,
     totals: Vec<TotalChange>,
     programs: Vec<ProgramChange>,
 }
@@ -172,6 +174,42 @@ fn a_run_of_another_schema_version_is_refused() {
     assert!(o.stdout.is_empty());
 }
 
+/// Two failed builds compare how far each got: the diff says so, in its text and its JSON
+/// (issue 45).
+#[test]
+fn a_diff_of_failed_runs_says_they_failed() {
+    let (a, b) = (scratch("failed-a.json"), scratch("failed-b.json"));
+    for (json, script) in [(&a, "/bin/true; exit 2"), (&b, "sleep 0.01; exit 3")] {
+        let o = ste_in_dir(&["--json", s(json), "-q", "--", "sh", "-c", script]);
+        assert!(matches!(o.status.code(), Some(2 | 3)), "{o:?}");
+    }
+    let json = scratch("failed-diff.json");
+    let o = ste_in_dir(&["diff", s(&a), s(&b), "--json", s(&json)]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "A: {} (failed: exit status 2)\nB: {} (failed: exit status 3)\nBoth runs failed: ",
+            s(&a),
+            s(&b)
+        )),
+        "{text}"
+    );
+    let d = conforms::<Diff>(&std::fs::read(&json).unwrap());
+    assert_eq!((d.a_exit_status, d.b_exit_status), (2, 3));
+    let ok = scratch("ok.json");
+    run_json(&ok, &[], ":");
+    let o = ste_in_dir(&["diff", s(&ok), s(&b)]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(text.contains("\nRun B failed: "), "{text}");
+    // `--json -`: the JSON alone on stdout, the table on stderr.
+    let o = ste_in_dir(&["diff", s(&ok), s(&b), "--json", "-"]);
+    assert_eq!(o.status.code(), Some(0));
+    let d = conforms::<Diff>(&o.stdout);
+    assert_eq!(d.b_exit_status, 3);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("\nRun B failed: "));
+}
+
 /// `ste --json` of `script` with `extra` options, and the Run it wrote.
 fn run_json(json: &Path, extra: &[&str], script: &str) -> ste::model::Run {
     let args = [
@@ -204,6 +242,8 @@ fn the_json_follows_its_schema() {
     let bytes = std::fs::read(&json).unwrap();
     let d = conforms::<Diff>(&bytes);
     assert_eq!((d.a.as_str(), d.b.as_str()), (s(&a), s(&b)));
+    assert_eq!((d.a_exit_status, d.b_exit_status), (0, 0));
+    assert!(!text.contains("failed"), "{text}");
 
     // Every figure, `calls` too since A counted them.
     let names: Vec<&str> = d.totals.iter().map(|t| t.figure.as_str()).collect();

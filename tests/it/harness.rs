@@ -1,11 +1,15 @@
-//! Runs the real `ste` binary on fixture workloads, as root or as `nobody`, under a chosen
+//! Runs the real `ste` binary on fixture workloads, as root or unprivileged, under a chosen
 //! tracker, and hands back its exit status, output and parsed JSON.
 //!
-//! Unprivileged runs use `setpriv --reuid=65534`, so they need the tests to run as root (CI
-//! does). Built by another user, the tests that need root are ignored with the reason
-//! (`#[cfg_attr(not(ste_test_root), ignore = "needs root: …")]`, the cfg set by build.rs) and
-//! the rest run. The binaries are copied into a world-readable directory first, because the build
-//! tree may not be reachable for `nobody`.
+//! Unprivileged runs ([`Who::Nobody`]) use `setpriv --reuid=65534` when the tests run as root
+//! (CI does), and run as the user running the tests otherwise: a contributor without root
+//! tests the unprivileged path too. Built by another user, the tests that need root are
+//! ignored with the reason (`#[cfg_attr(not(ste_test_root), ignore = "needs root: …")]`, the
+//! cfg set by build.rs) and the rest run. The binaries are copied into a world-readable
+//! directory first, because the build tree may not be reachable for `nobody`.
+//!
+//! A test that needs a tool beyond Rust and gcc (Chromium, clang) asks [`tool`]: missing, the
+//! test passes saying it was skipped, except in CI (`CI=true`), where it fails.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -15,6 +19,7 @@ use ste::model::Run;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Who {
     Root,
+    /// Unprivileged: `nobody` when the tests run as root, else the user running them.
     Nobody,
 }
 
@@ -181,17 +186,34 @@ pub fn command_as(who: Who, program: &Path) -> Command {
             );
             Command::new(program)
         }
+        Who::Nobody if !is_root() => Command::new(program),
         Who::Nobody => {
-            assert!(
-                is_root(),
-                "switching to nobody needs root: run the tests as root (CI does)"
-            );
             let mut c = Command::new("setpriv");
             c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
                 .arg(program);
             c
         }
     }
+}
+
+/// Whether the tests run in CI (`CI=true`, as `.ci/run` and most CI services set it): there a
+/// missing tool is a failure, not a skip.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// The tool a test needs beyond Rust and gcc, where `found` says it is: `None` when it is not
+/// installed, after saying the test is skipped and how to install it; in CI, a failure.
+pub fn tool(name: &str, found: Option<PathBuf>, install: &str) -> Option<PathBuf> {
+    if found.is_some() {
+        return found;
+    }
+    assert!(
+        !in_ci(),
+        "{name} is not installed, and CI must run every test: {install}"
+    );
+    eprintln!("skipped: {name} not installed ({install})");
+    None
 }
 
 /// What one ste run produced.
@@ -354,8 +376,8 @@ pub fn fixture() -> String {
 
 /// Defines one test per tracker × privilege level, each calling `$body(Mode)`. The ebpf tracker
 /// needs root: its `nobody` variant runs the default tracker choice and checks the fallback.
-/// Every case needs root (`nobody` is reached with setpriv), so a build by another user marks
-/// them ignored, saying so (`cfg(ste_test_root)`, set by build.rs).
+/// The root cases need root, so a build by another user marks them ignored, saying so
+/// (`cfg(ste_test_root)`, set by build.rs); the unprivileged ones run as that user.
 #[macro_export]
 macro_rules! matrix {
     ($name:ident, $body:expr) => {
@@ -370,10 +392,6 @@ macro_rules! matrix {
                 })
             }
             #[test]
-            #[cfg_attr(
-                not(ste_test_root),
-                ignore = "needs root: drops to nobody with setpriv"
-            )]
             fn ebpf_nobody() {
                 ($body)(Mode {
                     tracker: Tracker::Ebpf,
@@ -389,10 +407,6 @@ macro_rules! matrix {
                 })
             }
             #[test]
-            #[cfg_attr(
-                not(ste_test_root),
-                ignore = "needs root: drops to nobody with setpriv"
-            )]
             fn ptrace_nobody() {
                 ($body)(Mode {
                     tracker: Tracker::Ptrace,
@@ -408,10 +422,6 @@ macro_rules! matrix {
                 })
             }
             #[test]
-            #[cfg_attr(
-                not(ste_test_root),
-                ignore = "needs root: drops to nobody with setpriv"
-            )]
             fn netlink_nobody() {
                 ($body)(Mode {
                     tracker: Tracker::Netlink,

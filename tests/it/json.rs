@@ -16,6 +16,7 @@ struct Run {
     generator: String,
     command: Vec<Arg>,
     tracker: String,
+    machine_cpus: Option<u32>,
     notes: Vec<String>,
     exit: Exit,
     totals: Totals,

@@ -201,10 +201,6 @@ fn one_gib_anonymous_as_root() {
 }
 
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
 fn one_gib_anonymous_as_nobody() {
     one_gib_anonymous(Who::Nobody);
 }
@@ -285,10 +281,6 @@ fn partly_touched_file_as_root() {
 }
 
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
 fn partly_touched_file_as_nobody() {
     partly_touched_file(Who::Nobody);
 }
@@ -323,10 +315,6 @@ fn shared_with_a_child_as_root() {
 }
 
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
 fn shared_with_a_child_as_nobody() {
     shared_with_a_child(Who::Nobody);
 }
@@ -334,7 +322,7 @@ fn shared_with_a_child_as_nobody() {
 #[test]
 #[cfg_attr(
     not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
+    ignore = "needs root: maps a process of nobody as root"
 )]
 fn summary_and_refusals() {
     let held = Held::start(Who::Nobody, &["anon", "8", "nothp"]);

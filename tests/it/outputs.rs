@@ -2,7 +2,8 @@
 //! names another user planted in a sticky world-writable directory are refused by root's ste
 //! and their targets left alone; under sudo the outputs belong to the invoking user; unknown
 //! options and a subcommand's name after options are errors, not programs; a closed stdout
-//! reaches the command closed; a low limit on open files is the command's, not ste's.
+//! reaches the command closed; a low limit on open files is the command's, not ste's; `-` and
+//! the completions and man pages are standard output (issue 45).
 
 use crate::harness::*;
 use std::os::unix::fs::MetadataExt;
@@ -38,11 +39,12 @@ fn s(p: &Path) -> String {
 fn forms(record: &Path) -> Vec<Form> {
     let (record, me) = (s(record), std::process::id().to_string());
     let command = ["--", "touch", "RAN"];
-    let forms: [(&str, &[&str]); 8] = [
+    let forms: [(&str, &[&str]); 9] = [
         ("-o", &["-o", "OUT"]),
         ("--json", &["--json", "OUT"]),
         ("--html", &["--html", "OUT"]),
         ("--perfetto", &["--perfetto", "OUT"]),
+        ("--record", &["--record", "OUT"]),
         ("record -o", &["record", "-o", "OUT"]),
         ("maps --json -- COMMAND", &["maps", "--json", "OUT"]),
         ("report -o", &["report", &record, "-f", "json", "-o", "OUT"]),
@@ -107,10 +109,78 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `-` is standard output wherever ste takes an output file, not a file named `-` (issue 45);
+/// a record, written while the command writes to the same standard output, is refused before
+/// the command starts.
+#[test]
+fn a_dash_is_standard_output() {
+    let record = a_record();
+    let cwd = scratch("dash");
+    std::fs::create_dir(&cwd).unwrap();
+    set_mode(&cwd, 0o1777);
+    for form in forms(&record) {
+        let ran = cwd.join(format!("ran-{}", form.name.replace([' ', '-'], "_")));
+        let args = form.args(Path::new("-"), &ran);
+        let o = Command::new(&bins().ste)
+            .current_dir(&cwd)
+            .args(&args)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        if form.name.contains("record") {
+            assert_eq!(o.status.code(), Some(125), "{}: {o:?}", form.name);
+            assert!(
+                stderr(&o).contains("the record cannot go to standard output"),
+                "{}",
+                stderr(&o)
+            );
+            assert!(!ran.exists(), "{}: the command ran", form.name);
+            continue;
+        }
+        assert!(o.status.success(), "{}: {}", form.name, stderr(&o));
+        assert!(!o.stdout.is_empty(), "{}: nothing on stdout", form.name);
+        assert!(!cwd.join("-").exists(), "{}: a file named -", form.name);
+    }
+}
+
+/// `ste completions SHELL` and `ste manpage [SUBCOMMAND]` print on stdout what the parser
+/// takes (issue 45), and a reader that stops early (`| head`) is no failure: clap_complete
+/// panicked on the closed pipe.
+#[test]
+fn completions_and_man_pages_on_stdout_even_into_a_short_reader() {
+    let bash = run_ste(&["completions", "bash"].map(String::from), &[]);
+    assert!(bash.status.success(), "{bash:?}");
+    let script = String::from_utf8_lossy(&bash.stdout);
+    assert!(
+        script.contains("--perfetto") && script.contains("--width"),
+        "{script}"
+    );
+    let man = run_ste(&["manpage", "record"].map(String::from), &[]);
+    assert!(man.status.success(), "{man:?}");
+    assert!(String::from_utf8_lossy(&man.stdout).contains(".TH ste-record 1"));
+    let unknown = run_ste(&["manpage", "nosuch"].map(String::from), &[]);
+    assert_eq!(unknown.status.code(), Some(125), "{unknown:?}");
+    for args in [["completions", "bash"], ["manpage", "report"]] {
+        // A pipe whose reader is gone before ste writes: every write fails with EPIPE.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = Command::new(&bins().ste)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    }
+}
+
 #[test]
 #[cfg_attr(
     not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
+    ignore = "needs root: plants links as another user (nobody) with setpriv"
 )]
 fn names_planted_in_a_sticky_world_writable_directory_are_refused() {
     // Root's secret, in a directory only root writes.
@@ -175,7 +245,7 @@ fn names_planted_in_a_sticky_world_writable_directory_are_refused() {
 #[test]
 #[cfg_attr(
     not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
+    ignore = "needs root: plants a link as another user (nobody) with setpriv"
 )]
 fn a_refused_output_costs_the_others_nothing() {
     let shared = dir("shared", 0o1777);

@@ -126,10 +126,6 @@ fn sixty_four_threads_for_5_ms_ptrace_root() {
 }
 
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
 fn sixty_four_threads_for_5_ms_ptrace_nobody() {
     sixty_four_threads(Mode {
         tracker: Tracker::Ptrace,
@@ -320,10 +316,6 @@ fn freed_before_exit_ptrace_root() {
 }
 
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
 fn freed_before_exit_ptrace_nobody() {
     freed_before_exit(Mode {
         tracker: Tracker::Ptrace,

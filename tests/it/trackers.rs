@@ -93,10 +93,6 @@ fn exit_and_exec_figures_with_files_held_root() {
 }
 
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
 fn exit_and_exec_figures_with_files_held_nobody() {
     check(&run(Who::Nobody, None));
 }
@@ -110,10 +106,6 @@ fn exit_and_exec_figures_beyond_the_descriptor_budget_root() {
 }
 
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
 fn exit_and_exec_figures_beyond_the_descriptor_budget_nobody() {
     check(&run(Who::Nobody, Some(24)));
 }
@@ -475,10 +467,6 @@ fn netlink_reader_runs_with_the_shortest_slice_root() {
 }
 
 #[test]
-#[cfg_attr(
-    not(ste_test_root),
-    ignore = "needs root: drops to nobody with setpriv"
-)]
 fn netlink_reader_runs_with_the_shortest_slice_nobody() {
     reader_slice(Who::Nobody);
 }

@@ -29,6 +29,14 @@ pub fn clock_ticks_per_second() -> u64 {
     if v > 0 { v as u64 } else { 100 }
 }
 
+/// CPUs online now (`_SC_NPROCESSORS_ONLN`, from `/sys/devices/system/cpu/online`); `None`
+/// when it cannot be told.
+pub fn online_cpus() -> Option<u32> {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    u32::try_from(v).ok().filter(|&n| n > 0)
+}
+
 /// A process's `statm`, opened once and read with `pread`: the kernel makes the text afresh
 /// from the process's current memory at every read (across execs too), for a fraction of the
 /// cost of an open, a read and a close each time (bench/README.md).

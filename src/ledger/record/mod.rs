@@ -155,6 +155,7 @@ mod tests {
         Style {
             width: 100,
             color: true,
+            fit: true,
         }
     }
 

@@ -2,6 +2,13 @@
 
 use super::*;
 
+/// 100 columns, no colour, rows cut to fit.
+const WIDE: Style = Style {
+    width: 100,
+    color: false,
+    fit: true,
+};
+
 /// taskstats's CPU well below the tree's exact CPU: the time line says so; close to it,
 /// from another source, or without the tree's figure, it says nothing.
 #[test]
@@ -116,10 +123,7 @@ fn run() -> Run {
 
 #[test]
 fn tree_and_top() {
-    let style = Style {
-        width: 100,
-        color: false,
-    };
+    let style = WIDE;
     let mut out = Vec::new();
     render_views(
         &run(),
@@ -173,6 +177,7 @@ fn a_deep_tree_fits_80_columns() {
         Style {
             width: 80,
             color: false,
+            fit: true,
         },
     )
     .unwrap();
@@ -180,28 +185,25 @@ fn a_deep_tree_fits_80_columns() {
     for line in text.lines() {
         assert!(line.chars().count() <= 80, "{line}");
     }
+    // The level is on the branch, not a column of its own beside EXIT (issue 45), and the
+    // process is named by its input file.
     let deepest = text.lines().last().unwrap();
-    assert!(deepest.contains("11 └─ cc1 -quie"), "{text}");
-    assert!(deepest.ends_with("/cc11.s"), "{text}");
-    assert!(deepest.contains('…'), "{text}");
+    assert!(deepest.contains("     0        └11─ cc1 src"), "{text}");
+    assert!(deepest.ends_with("e11.c"), "{text}");
+    assert!(
+        text.contains("levels past 3 are numbered on their branch"),
+        "{text}"
+    );
     insta::assert_snapshot!(text);
 }
 
 #[test]
 fn summary_lines_label_each_memory_figure() {
     let mut out = Vec::new();
-    render(
-        &run(),
-        &mut out,
-        Style {
-            width: 100,
-            color: false,
-        },
-    )
-    .unwrap();
+    render(&run(), &mut out, WIDE).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(
-        text.contains("Memory, largest process peak: 31,457,280 bytes, pid 11 (cc) [taskstats hiwater_rss, exact]"),
+        text.contains("Memory, largest process peak: 31,457,280 bytes, pid 11 (cc a.c) [taskstats hiwater_rss, exact]"),
         "{text}"
     );
     assert!(
@@ -214,7 +216,7 @@ fn summary_lines_label_each_memory_figure() {
     );
     assert!(
         text.contains(
-            "Critical path: 2 processes; its links: cc (pid 11) 499ms (98% of the wall time), make (pid 10) 11ms (2.16%)"
+            "Critical path: 2 processes; its links: cc a.c (pid 11) 499ms (98% of the wall time), make -j2 (pid 10) 11ms (2.16%)"
         ),
         "{text}"
     );
@@ -243,4 +245,30 @@ fn lost_records_are_said_by_how_they_were_lost() {
         lines(0, 3),
         "Accounting lost: 3 taskstats exit records were longer than ste reads, cut short; some processes miss their exit records\n"
     );
+}
+
+/// Delay accounting off and not asked for is the machine's setting on every run: the default
+/// report leaves it to `-v`; a figure this run could have measured is still named (issue 45).
+#[test]
+fn delays_off_is_not_named_by_the_default_report() {
+    let short = |figures: &[&str]| {
+        let mut run = run();
+        run.accounting.as_mut().unwrap().unavailable = figures
+            .iter()
+            .map(|f| crate::model::Unavailable {
+                figure: f.to_string(),
+                why: "why".into(),
+            })
+            .collect();
+        let mut out = Vec::new();
+        render_short(&run, &mut out, WIDE).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    assert!(!short(&[crate::model::DELAYS_OFF]).contains("Not measured"));
+    let both = short(&[crate::model::DELAYS_OFF, "taskstats (per-process delays)"]);
+    assert!(
+        both.contains("Not measured: taskstats (-v says why"),
+        "{both}"
+    );
+    assert!(!both.contains("block-I/O"), "{both}");
 }

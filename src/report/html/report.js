@@ -441,27 +441,26 @@
 
   const TOP = 10;
 
-  // Groups per-process readings into series: by program or by process, the TOP largest
-  // (by peak) and "other". `units[u]` is the range of readings that make value u (a sample's,
-  // or several samples' for CPU); `value(r)` is a reading's contribution and `scale(u)`
-  // divides unit u's sums (CPU: by the interval's length).
-  function groupSeries(M, units, value, scale) {
-    const V = M.V, R = V.readings, P = V.processes;
+  // Groups per-process values into series: by program or by process, the TOP largest (by
+  // peak) and "other". There are U values per series; `each(k, add)` calls `add(i, v)` for
+  // every contribution v of process i to value k, and `scale(k)` divides value k's sums (CPU:
+  // by the bin's length). With `cap`, a value whose series add up past it is scaled down to
+  // it, every series alike (CPU: the machine's CPUs).
+  function groupSeries(M, U, each, scale, cap) {
+    const V = M.V, P = V.processes;
     const byProcess = view.group === 'process';
     const groupOf = (i) => (byProcess ? i : P.program[i]);
     const peak = new Map(), sparse = new Map();
-    const U = units.length;
     const totals = new Float64Array(U);
     for (let k = 0; k < U; k++) {
-      const [a, b] = units[k];
       const sums = new Map();
-      for (let r = a; r < b; r++) {
-        const v = value(r);
-        if (v == null) continue;
-        const g = groupOf(R.process[r]);
+      each(k, (i, v) => {
+        const g = groupOf(i);
         sums.set(g, (sums.get(g) || 0) + v);
-      }
-      const f = scale(k);
+      });
+      let f = scale(k), all = 0;
+      for (const v of sums.values()) all += v / f;
+      if (cap != null && all > cap) f *= all / cap;
       for (const [g, s] of sums) {
         const v = s / f;
         totals[k] += v;
@@ -590,6 +589,7 @@
       ['Execs', esc(fmtInt(t.execs)), [run.overhead.lost.argv_unread ? `${fmtInt(run.overhead.lost.argv_unread)} argv unreadable` : '', run.overhead.lost.argv_doubtful ? `${fmtInt(run.overhead.lost.argv_doubtful)} argv not shown (maybe a later image's)` : ''].filter(Boolean).join('; '), sourceBadge(run, 'execs')],
       ['Lost events', lost === 0 ? 'none' : lost == null ? '<span class="bad">some</span>' : `<span class="bad">${fmtInt(lost)}</span>`, lost === 0 ? '' : 'see Sampling and overhead', ''],
       ['Tracker', esc(run.tracker), '', ''],
+      ['Machine', run.machine_cpus != null ? esc(plural(run.machine_cpus, 'CPU')) : 'n/a', run.machine_cpus != null ? 'online when the run began: no CPU rate passes it' : 'not recorded (a run of an older ste)', ''],
     ];
     const known = new Set(['wall_ns', 'user_ns', 'sys_ns', 'processes', 'threads', 'execs', 'max_pss_bytes',
       'max_pss_t_ns', 'peak_rss_bytes', 'peak_rss_pid', 'still_running']);
@@ -664,8 +664,12 @@
     const draw = () => {
       let series;
       if (M.hasReadings) {
-        const units = T.map((_, k) => M.readingsOf(k));
-        series = groupSeries(M, units, (r) => V.readings.pss_bytes[r], () => 1).series;
+        const R = V.readings;
+        const each = (k, add) => {
+          const [a, b] = M.readingsOf(k);
+          for (let r = a; r < b; r++) add(R.process[r], R.pss_bytes[r]);
+        };
+        series = groupSeries(M, M.S, each, () => 1).series;
       } else {
         series = [{ name: 'whole tree', color: css('--accent'), values: V.samples.pss_bytes, peak: V.samples.pss_bytes.reduce((a, b) => Math.max(a, b), 0) }];
       }
@@ -677,7 +681,8 @@
       // Exact peaks: the largest process's high-water RSS, and any other peak of the tree.
       const hlines = [];
       for (const [k, v] of Object.entries(t)) {
-        if (v == null || k === 'max_pss_bytes' || !/(peak|max).*_bytes$/.test(k)) continue;
+        // A bound is how far a figure may be off, not a peak of the tree: not a line.
+        if (v == null || k === 'max_pss_bytes' || /_bound_bytes$/.test(k) || !/(peak|max).*_bytes$/.test(k)) continue;
         const src = run.sources && run.sources[k];
         const what = k === 'peak_rss_bytes' ? 'largest process peak RSS' : humanize(k).toLowerCase();
         hlines.push({ v, label: `${what} ${fmtBytes(v)}${src ? (src.exact ? ' (exact)' : ' (sampled)') : ''}` });
@@ -707,50 +712,56 @@
       leg.innerHTML = legend(series, (se) => 'peak ' + fmtBytes(se.peak), (n) => `and ${n} with no PSS read`);
       if (cgLegend) leg.firstChild.insertAdjacentHTML('beforeend', cgLegend);
       status.memory_series = series.length;
+      status.memory_lines = hlines.map((h) => h.label);
       status.memory_cgroup = showGroup ? { points: cg.points.length, peak: cg.exact ? cg.exact.bytes : null } : null;
     };
     keepDrawn(draw);
   }
 
   function drawCpu(M, s) {
-    const V = M.V, run = M.run;
+    const V = M.V, run = M.run, C = V.cpu;
     const { host, leg } = chartParts(s);
-    if (!M.hasReadings || !M.S) {
-      host.innerHTML = '<p class="empty">No per-process CPU readings in this run (it was recorded by an older ste, or ended before the first sampling round).</p>';
+    if (!C || !C.process.length) {
+      host.innerHTML = '<p class="empty">No per-process CPU in this run (it was recorded by an older ste, or no process was read long enough for a rate).</p>';
       status.cpu_series = 0;
       return;
     }
-    const T = V.samples.t_ns, R = V.readings;
-    // A sample's readings cover the interval since the previous sample. CPU comes in 10 ms
-    // clock ticks, so intervals are merged until they span at least MIN_SPAN: a rate over
-    // 100 ms is within 10 % of the truth, one over 10 ms can be off by a whole core.
-    const MIN_SPAN = 100e6;
-    const spans = [], units = [];
-    let from = null, first = 0;
-    for (let k = 0; k < M.S; k++) {
-      if (from == null) {
-        from = k > 0 ? T[k - 1] : T[0];
-        if (k === 0) {
-          const [a, b] = M.readingsOf(0);
-          for (let r = a; r < b; r++) from = Math.min(from, R.since_ns[r]);
-        }
-        first = k;
-      }
-      if (T[k] - from >= MIN_SPAN || k === M.S - 1) {
-        spans.push([from, T[k]]);
-        units.push([M.readingsOf(first)[0], M.readingsOf(k)[1]]);
-        from = null;
-      }
-    }
-    const scale = (u) => Math.max(1, spans[u][1] - spans[u][0]);
+    // Each span is a process's CPU between two moments it was known (its start, readings of
+    // its 10 ms ticks at least 100 ms apart, its exact CPU at its end), spread evenly over
+    // it; a bin's value is the CPU its spans put in it over its length. Bins are never
+    // shorter than the spans' own floor, so no rate is taken over less.
+    const cap = run.machine_cpus;
     const draw = () => {
-      const { series } = groupSeries(M, units, (r) => R.cpu_delta_ns[r], scale);
+      const t0 = view.t0, t1 = Math.max(view.t1, view.t0 + 1);
+      const bin = Math.max(C.min_span_ns, (t1 - t0) / 600);
+      const U = Math.max(1, Math.ceil((t1 - t0) / bin));
+      const spans = [];
+      for (let k = 0; k < U; k++) spans.push([t0 + k * bin, Math.min(t1, t0 + (k + 1) * bin)]);
+      // Each bin's spans, found once per drawing.
+      const inBin = Array.from({ length: U }, () => []);
+      for (let j = 0; j < C.process.length; j++) {
+        const a = C.from_ns[j], b = C.to_ns[j];
+        if (b <= a || b <= t0 || a >= t1) continue;
+        const k0 = Math.max(0, Math.floor((a - t0) / bin)), k1 = Math.min(U - 1, Math.floor((b - t0) / bin));
+        for (let k = k0; k <= k1; k++) inBin[k].push(j);
+      }
+      const each = (k, add) => {
+        const [x, y] = spans[k];
+        for (const j of inBin[k]) {
+          const a = C.from_ns[j], b = C.to_ns[j];
+          const overlap = Math.min(b, y) - Math.max(a, x);
+          if (overlap > 0) add(C.process[j], C.cpu_ns[j] * overlap / (b - a));
+        }
+      };
+      const scale = (k) => Math.max(1, spans[k][1] - spans[k][0]);
+      const { series, totals } = groupSeries(M, U, each, scale, cap);
       const t = run.totals;
       const hlines = [];
       if (t.user_ns != null && t.sys_ns != null && t.wall_ns > 0) {
         const avg = (t.user_ns + t.sys_ns) / t.wall_ns;
         hlines.push({ v: avg, cls: 'avgline', label: `average over the run ${fmtCores(avg)} (exact)` });
       }
+      if (cap != null) hlines.push({ v: cap, label: `the machine's ${cap} CPUs` });
       stackedChart(host, {
         label: 'CPU over time', height: narrow() ? 180 : 220, binary: false, spans, series, hlines,
         yFmt: (v) => (v === 0 ? '0' : trimZeros(v.toFixed(2))),
@@ -761,9 +772,13 @@
             seriesRows(series, k, fmtCores);
         },
       });
+      const machine = cap != null ? `never drawn above the machine's ${cap} CPUs` : 'the machine\'s CPU count is unknown (a run of an older ste): not capped by it';
       leg.innerHTML = legend(series, (se) => 'peak ' + fmtCores(se.peak),
-        (n) => `and ${n} with no CPU tick between rounds`);
+        (n) => `and ${n} with no CPU in this window`) +
+        `<div class="legend"><span class="lv">bins of ${esc(fmtDur(bin))}; ${esc(machine)}</span></div>`;
       status.cpu_series = series.length;
+      status.cpu_peak = totals.reduce((a, b) => Math.max(a, b), 0);
+      status.cpu_cap = cap == null ? null : cap;
     };
     keepDrawn(draw);
   }
@@ -1932,10 +1947,10 @@
   // ---------------------------------------------------------------- the page
 
   const SECTIONS = [
-    { id: 'summary', title: 'Summary', keys: ['command', 'tracker', 'exit', 'totals', 'notes', 'schema_version', 'generator'], draw: drawSummary },
+    { id: 'summary', title: 'Summary', keys: ['command', 'tracker', 'machine_cpus', 'exit', 'totals', 'notes', 'schema_version', 'generator'], draw: drawSummary },
     { id: 'accounting', title: 'Exact accounting', keys: ['accounting'], when: (M) => M.run.accounting != null, lead: 'Figures the kernel counted as each process ended and for ste\'s own cgroup: taskstats as root, the ptrace exit stop and wait4 otherwise. Sources are on the badges.', draw: drawAccounting },
     { id: 'memory', title: 'Memory over time', lead: 'PSS of the live tree at each sampling round, stacked by program or by process; the dot is the sampled maximum, dashed lines are exact peaks. Drag across a chart to zoom in, double-click to zoom out.', draw: drawMemory },
-    { id: 'cpu', title: 'CPU over time', lead: 'CPU used by the processes alive at each round, between rounds (/proc/PID/stat, 10 ms ticks); processes that start and end between two rounds do not show here but are in the exact totals.', draw: drawCpu },
+    { id: 'cpu', title: 'CPU over time', lead: 'CPU used by each process between the moments it was known: its start, sampling rounds that read its /proc/PID/stat (10 ms ticks, rates over at least 100 ms) and its exact CPU at its end; spread evenly over each interval. A process read by no round shows from its exact CPU over its life when a source measured it.', draw: drawCpu },
     { id: 'timeline', title: 'Processes over time', lead: 'One row per process, nested under its parent, coloured by program; ticks are execs. Hover or tap a bar for its argv and figures.', draw: drawTimeline },
     { id: 'programs', title: 'By program', when: (M) => (M.V.by_program || []).length > 0, lead: 'The tree by program (argv[0]\'s base name of each process\'s last exec, or what it was forked running), as --by-program prints it: its processes, their CPU and share of the tree\'s, from the first start to the last end, and the largest peak of one of them.', draw: drawPrograms },
     { id: 'ledger', title: 'Process ledger', lead: 'Every process of the tree. Click a column to sort; times are from the launch.', draw: drawLedger },

@@ -198,7 +198,7 @@ impl Session {
         });
         if !on {
             s.early.push(unavailable(
-                "block-I/O and swap/reclaim waits",
+                crate::model::DELAYS_OFF,
                 "delay accounting is off (kernel.task_delayacct = 0); --delays switches it on for the run (root)",
             ));
         }
@@ -330,9 +330,15 @@ impl Session {
         // Held only for that.
         self.registration = None;
         if !ledger_from_tracker && let Some(why) = self.taskstats_missing.take() {
+            // The monitor says its own fallback; a run's is the tracker.
+            let instead = if why.starts_with("--") {
+                ""
+            } else {
+                "; per-process figures come from the tracker instead"
+            };
             sink.emit(unavailable(
                 "taskstats (per-process delays, faults, I/O)",
-                why,
+                format!("{why}{instead}"),
             ));
         }
         if tracker == "ptrace" {
@@ -526,10 +532,7 @@ pub fn open_listener() -> Result<Taskstats, String> {
 /// [`open_listener`], with a handle on the registration that ends it from another thread.
 fn open_registered() -> Result<(Taskstats, taskstats::Registration), String> {
     if !is_root() {
-        return Err(
-            "taskstats needs CAP_NET_ADMIN (root) since Linux 3.0; per-process figures come from the tracker instead"
-                .into(),
-        );
+        return Err("taskstats needs CAP_NET_ADMIN (root) since Linux 3.0".into());
     }
     let mut t = Taskstats::open(TASKSTATS_RCVBUF)
         .map_err(|e| format!("cannot open the taskstats netlink family: {e}"))?;
