@@ -14,8 +14,8 @@ mod timeline;
 
 pub use accounting::{
     AccountEvent, Accounting, BeforeRelease, Figures, Group, GroupEnd, GroupRound, Ledger,
-    LedgerSource, Lingering, MemoryFigure, MemoryReconciled, PathLink, TimeBreakdown, Unavailable,
-    process_peak,
+    LedgerSource, Lingering, MemoryFigure, MemoryReconciled, PathLink, TimeBreakdown, TreeCpu,
+    Unavailable, process_peak,
 };
 pub use arg::{Arg, Escaped, join_escaped};
 pub use syscalls::{CallCount, Counts, ErrnoCount, ImageCalls, SyscallRow, Syscalls, Uncounted};

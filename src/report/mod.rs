@@ -5,6 +5,7 @@
 
 pub mod accounting;
 pub mod chart;
+pub mod cpu;
 pub mod csv;
 pub mod html;
 pub mod json;

@@ -134,13 +134,17 @@ fn summary(run: &Run, w: &mut dyn Write, style: Style, verbose: bool) -> io::Res
         )?;
     }
     let opt_ms = |v: Option<u64>| v.map_or_else(|| "n/a".to_string(), millis);
+    let cpu = crate::report::cpu::headline(run);
     writeln!(
         w,
         "Walltime: {} - user-space: {} - kernel-space: {}",
         millis(t.wall_ns),
-        opt_ms(t.user_ns),
-        opt_ms(t.sys_ns)
+        opt_ms(cpu.user_ns),
+        opt_ms(cpu.sys_ns)
     )?;
+    if let Some(line) = crate::report::cpu::note(run) {
+        writeln!(w, "  {line}")?;
+    }
     for line in chart::render(
         &run.samples,
         t.wall_ns,
@@ -276,10 +280,11 @@ fn memory_text(run: &Run) -> String {
 }
 
 /// `102ms, 2.55 CPUs busy on average; 17.8ms more runnable, waiting for a CPU`: the tree's
-/// CPU (the Walltime line's, summed), and the run-queue wait when taskstats measured it.
+/// CPU (the headline's, `report::cpu`), and the run-queue wait when taskstats measured it.
 fn cpu_line(run: &Run) -> Option<String> {
     let t = &run.totals;
-    let cpu = t.cpu_ns()?;
+    let headline = crate::report::cpu::headline(run);
+    let cpu = headline.cpu_ns?;
     let busy = if t.wall_ns > 0 {
         format!(
             ", {:.2} CPUs busy on average",
@@ -296,7 +301,7 @@ fn cpu_line(run: &Run) -> Option<String> {
         .filter(|&r| r > 0)
         .map(|r| format!("; runnable but waiting for a CPU {}", duration_human(r)))
         .unwrap_or_default();
-    Some(format!("{}{busy}{waited}", duration_human(cpu)))
+    Some(format!("{}{busy}{waited}", headline.cpu_text()?))
 }
 
 fn exit_text(run: &Run) -> String {

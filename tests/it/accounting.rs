@@ -970,3 +970,93 @@ fn a_delegated_cgroup_v2_subtree_gives_nobody_the_groups_cpu_and_its_members() {
         assert!(d.groups_left().is_empty(), "ste left {:?}", d.groups_left());
     }
 }
+
+/// A duration as the text report prints it (`1,504ms`, `1.02s`, `998ms`, `12.5µs`), in ns.
+fn printed_ns(text: &str) -> u64 {
+    let text = text.replace(',', "");
+    let (number, unit) = [("µs", 1e3), ("ms", 1e6), ("s", 1e9)]
+        .into_iter()
+        .find_map(|(suffix, unit)| Some((text.strip_suffix(suffix)?.to_string(), unit)))
+        .unwrap_or_else(|| (text.clone(), 1.0));
+    (number
+        .parse::<f64>()
+        .unwrap_or_else(|_| panic!("not a duration: {text}"))
+        * unit) as u64
+}
+
+/// The run's tree CPU by a source that counts every process.
+fn tree_cpu(o: &Outcome) -> &ste::model::TreeCpu {
+    let a = o.run().accounting.as_ref();
+    a.and_then(|a| a.tree_cpu.as_ref())
+        .unwrap_or_else(|| panic!("no tree CPU\n{}", o.stderr()))
+}
+
+/// What the line under the Walltime line says getrusage leaves out, and that nothing else
+/// measured it.
+const LEFT_OUT: &str = "it leaves out processes no wait reaped (the kernel reaps at once the children of a parent that ignores SIGCHLD)";
+const UNCHECKED: &str = "  user and kernel time of the processes a wait reaped only (getrusage): one the kernel reaped (its parent ignoring SIGCHLD) is left out";
+
+// A parent that ignores SIGCHLD has its children reaped by the kernel: no wait adds their CPU
+// to its children's usage, so ste's getrusage(RUSAGE_CHILDREN) never counts them (2 ms of the
+// 1 s here). The headline (the Walltime line's user and kernel time, the CPU line) takes the
+// group's CPU where ste has a group, else the per-process ledger's (ptrace's wait4 as nobody:
+// a lower bound, said "at least"); without either (netlink as nobody) it says what it cannot
+// see.
+matrix!(
+    the_headline_cpu_counts_children_the_kernel_reaped,
+    |mode: Mode| {
+        const SPUN: u64 = 4 * 250_000_000;
+        let o = ste(mode, &[], &[&fixture(), "ignored", "4", "250"]);
+        assert_eq!(o.status(), 0, "{}", o.stderr());
+        let err = o.stderr();
+        let cpu_line = err
+            .lines()
+            .find_map(|l| l.strip_prefix("CPU: "))
+            .unwrap_or_else(|| panic!("no CPU line\n{err}"));
+        let figure = cpu_line.split(',').next().unwrap();
+        let getrusage = o.run().totals.cpu_ns().unwrap();
+        if mode.tracker == Tracker::Netlink && mode.who == Who::Nobody {
+            assert!(getrusage < SPUN / 10, "{err}");
+            assert!(printed_ns(figure).abs_diff(getrusage) <= 100_000, "{err}");
+            assert!(err.contains(UNCHECKED), "{err}");
+            return;
+        }
+        let (bound, figure) = match figure.strip_prefix("at least ") {
+            Some(f) => (true, f),
+            None => (false, figure),
+        };
+        // Only ptrace as nobody has neither a group nor every process's last switch.
+        assert_eq!(
+            bound,
+            mode.used() == Tracker::Ptrace && mode.who == Who::Nobody,
+            "{err}"
+        );
+        let cpu = printed_ns(figure);
+        // Each child spun its own CPU clock to 250 ms; the rest is the parent's and the exits'.
+        assert!(
+            (SPUN - SPUN / 100..=SPUN + SPUN / 10).contains(&cpu),
+            "{cpu} ns\n{err}"
+        );
+        let walltime = err.lines().find(|l| l.starts_with("Walltime: ")).unwrap();
+        let part = |name: &str| {
+            printed_ns(
+                walltime
+                    .split(&format!("{name}: "))
+                    .nth(1)
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap(),
+            )
+        };
+        // The Walltime line's split is the same source's (to the millisecond it prints).
+        let both = part("user-space") + part("kernel-space");
+        assert!(both.abs_diff(cpu) <= 2_000_000 + cpu / 100, "{err}");
+        let counted = format!(
+            "; getrusage counts {}: {LEFT_OUT}",
+            ste::units::duration_human(getrusage)
+        );
+        assert!(err.contains(&counted), "{err}");
+        assert_eq!(tree_cpu(&o).exact, !bound);
+    }
+);

@@ -251,6 +251,17 @@ struct Accounting {
     lingering: Vec<Lingering>,
     killed_lingering: Option<String>,
     before_release: Option<BeforeRelease>,
+    tree_cpu: Option<TreeCpu>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct TreeCpu {
+    cpu_ns: u64,
+    user_ns: Option<u64>,
+    sys_ns: Option<u64>,
+    from: String,
+    exact: bool,
 }
 
 #[derive(Deserialize, Serialize)]
