@@ -58,9 +58,13 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     {
         let mut parts = Vec::new();
         if let Some(c) = e.cpu_ns {
+            let walltime = match crate::report::cpu::headline(run).instead {
+                Some(_) => "the Walltime line's too",
+                None => "the Walltime line's split is getrusage's, of the reaped processes",
+            };
             let split = match (e.cpu_user_ns, e.cpu_sys_ns) {
                 (Some(u), Some(s)) => format!(
-                    " (user {}, system {}: split by the kernel's tick samples, as getrusage does; the Walltime line's split is getrusage's, of the reaped processes)",
+                    " (user {}, system {}: split by the kernel's tick samples, as getrusage does; {walltime})",
                     ms(u),
                     ms(s)
                 ),
