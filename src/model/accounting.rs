@@ -353,6 +353,11 @@ pub struct GroupEnd {
     pub cpu_ns: Option<u64>,
     /// Most processes and threads alive at once in the group.
     pub pids_peak: Option<u64>,
+    /// Processes of the group the kernel's OOM killer killed, a limit's or the machine's (v2
+    /// `memory.events` `oom_kill`, v1 `memory.oom_control` `oom_kill`); absent in runs of
+    /// older versions and where the group has no memory controller.
+    #[serde(default)]
+    pub oom_kills: Option<u64>,
 }
 
 /// ste's cgroup and what it measured.

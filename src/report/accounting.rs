@@ -30,6 +30,7 @@ pub fn render_short(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()
     };
     critical_path_line(run, a, w, style)?;
     lingering_line(run, a, w)?;
+    oom_line(run, w)?;
     accounting_lost_line(a, w)?;
     if !a.unavailable.is_empty() {
         // The figure's name without its gloss: `taskstats (per-process delays, …)` → `taskstats`.
@@ -91,11 +92,19 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     time_line(a, &run.totals, w)?;
     critical_path_line(run, a, w, style)?;
     lingering_line(run, a, w)?;
+    oom_line(run, w)?;
     accounting_lost_line(a, w)?;
     for u in &a.unavailable {
         writeln!(w, "Unavailable: {}: {}", u.figure, u.why)?;
     }
     Ok(())
+}
+
+fn oom_line(run: &Run, w: &mut dyn Write) -> io::Result<()> {
+    match crate::report::oom::line(run) {
+        Some(line) => writeln!(w, "{line}"),
+        None => Ok(()),
+    }
 }
 
 fn accounting_lost_line(a: &Accounting, w: &mut dyn Write) -> io::Result<()> {

@@ -107,6 +107,9 @@ pub struct Labels {
     pub cpu_sys_ns: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_note: Option<String>,
+    /// The text's line naming the processes the OOM killer killed (`report::oom`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oom: Option<String>,
     /// The text's line under `Max PSS:`: how exact it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_pss_exactness: Option<String>,
@@ -125,6 +128,7 @@ fn labels(run: &Run) -> Labels {
         cpu_user_ns: cpu.user_ns,
         cpu_sys_ns: cpu.sys_ns,
         cpu_note: report::cpu::note(run),
+        oom: report::oom::line(run),
         max_pss_exactness: report::text::max_pss_line(run),
         summed_peaks_shown: report::accounting::all_lived_together(run),
         ..Labels::default()

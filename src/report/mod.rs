@@ -13,6 +13,7 @@ pub mod malloc;
 pub mod malloc_sdt;
 pub mod maps;
 pub mod names;
+pub mod oom;
 pub mod perfetto;
 pub mod programs;
 pub mod style;

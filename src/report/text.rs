@@ -306,11 +306,21 @@ fn cpu_line(run: &Run) -> Option<String> {
 
 fn exit_text(run: &Run) -> String {
     let e = &run.exit;
+    // The command's first process, as the OOM line judges it.
+    let oom = crate::report::oom::of(run).and_then(|o| {
+        let root = run.processes.first()?;
+        match o.killed(root) {
+            Some(true) => Some(" by the OOM killer"),
+            None => Some(", maybe by the OOM killer (below)"),
+            Some(false) => None,
+        }
+    });
     match (e.code, e.signal) {
         (Some(code), _) => code.to_string(),
         (None, Some(sig)) => format!(
-            "killed by signal {sig} ({}){} (ste exits {})",
+            "killed by signal {sig} ({}){}{} (ste exits {})",
             signal_name(sig),
+            oom.filter(|_| sig == 9).unwrap_or_default(),
             if e.core_dumped { ", core dumped" } else { "" },
             e.ste_status()
         ),

@@ -1060,3 +1060,74 @@ matrix!(
         assert_eq!(tree_cpu(&o).exact, !bound);
     }
 );
+
+// The OOM killer ends its victim with SIGKILL and counts it in the victim's cgroup: as root,
+// ste's group (limited to 64 MiB here, `STE_TEST_MEMORY_LIMIT`) counts the kill, and the
+// report names the process, a child the shell outlives and the command itself alike. As
+// nobody there is no group to count: a SIGKILL is said to be maybe the OOM killer's.
+matrix!(an_oom_kill_is_named_with_its_process, |mode: Mode| {
+    let fx = fixture();
+    if mode.who == Who::Nobody {
+        let o = ste(mode, &[], &["sh", "-c", "sleep 0.2; kill -9 $$"]);
+        assert_eq!(o.status(), 137, "{}", o.stderr());
+        let err = o.stderr();
+        let pid = o.run().processes[0].pid;
+        assert!(
+            err.contains("Exit status: killed by signal 9 (SIGKILL), maybe by the OOM killer (below) (ste exits 137)"),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("Killed by SIGKILL: pid {pid} (sh); it may have been the OOM killer (no cgroup memory controller counted its kills here)")),
+            "{err}"
+        );
+        return;
+    }
+    let limited = |c: &mut std::process::Command| {
+        c.env("STE_TEST_MEMORY_LIMIT", (64 * MIB).to_string());
+    };
+    let counted = |o: &Outcome| {
+        let g = o.run().accounting.as_ref().unwrap().group.as_ref().unwrap();
+        assert_eq!(g.end.unwrap().oom_kills, Some(1), "{}", o.stderr());
+        if g.version == 2 {
+            "[cgroup v2 memory.events oom_kill: 1]"
+        } else {
+            "[cgroup v1 memory.oom_control oom_kill: 1]"
+        }
+    };
+    // A child: the shell goes on and exits 0.
+    let o = ste_with(
+        mode,
+        &[],
+        &["sh", "-c", "\"$0\" fill 200; echo after $?", &fx],
+        limited,
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    assert_eq!(o.stdout().trim(), "after 137");
+    let child = o.run().processes.iter().find(|p| p.signal == Some(9));
+    let child = child.unwrap_or_else(|| panic!("no process killed\n{}", o.stderr()));
+    let err = o.stderr();
+    let from = counted(&o);
+    assert!(
+        err.contains(&format!(
+            "OOM killer: killed pid {} (accounting_fixture) {from}",
+            child.pid
+        )),
+        "{err}"
+    );
+    // The command itself.
+    let o = ste_with(mode, &[], &[&fx, "fill", "200"], limited);
+    assert_eq!(o.status(), 137, "{}", o.stderr());
+    let err = o.stderr();
+    let from = counted(&o);
+    assert!(
+        err.contains("Exit status: killed by signal 9 (SIGKILL) by the OOM killer (ste exits 137)"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "OOM killer: killed pid {} (accounting_fixture) {from}",
+            o.run().processes[0].pid
+        )),
+        "{err}"
+    );
+});

@@ -303,6 +303,7 @@ struct GroupEnd {
     cpu_sys_ns: Option<u64>,
     cpu_ns: Option<u64>,
     pids_peak: Option<u64>,
+    oom_kills: Option<u64>,
 }
 
 #[derive(Deserialize, Serialize)]

@@ -597,7 +597,7 @@
     h += '<div class="figures">' + figures.map(([k, v, d, b]) =>
       `<div class="figure"><div class="k">${esc(k)}${b}</div><div class="v">${v}</div>${d ? `<div class="d">${d}</div>` : ''}</div>`
     ).join('') + '</div>';
-    const notes = (L.cpu_note ? [L.cpu_note] : []).concat(run.notes || []);
+    const notes = [L.cpu_note, L.oom].filter(Boolean).concat(run.notes || []);
     if (notes.length) {
       h += '<ul class="notes">' + notes.map((n) => `<li>${esc(n)}</li>`).join('') + '</ul>';
     }
