@@ -482,3 +482,55 @@ fn netlink_reader_runs_with_the_shortest_slice_root() {
 fn netlink_reader_runs_with_the_shortest_slice_nobody() {
     reader_slice(Who::Nobody);
 }
+
+/// A process whose exec was seen without its argv (2 MiB of it, past the ebpf tracker's copy,
+/// read from /proc after `true` was gone; netlink's read alike) ran a program: the report
+/// calls it "exec'd, argv unknown", never "forked, no exec", wherever it names it (here the
+/// largest process: the argv on its stack makes it so). Where the argv was read, its program.
+fn an_exec_without_its_argv_is_named_so(mode: Mode) {
+    // 16 arguments of 130 KB: past 2 MiB, so the stack's limit must allow it (a quarter of
+    // it holds argv and the environment).
+    let args: Vec<String> = (0..16).map(big_arg).collect();
+    let mut command = vec!["/bin/true"];
+    command.extend(args.iter().map(String::as_str));
+    let o = ste_with(mode, &[], &command, |c| {
+        // SAFETY: setrlimit is async-signal-safe; the limit is the child's own.
+        unsafe {
+            c.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 64 << 20,
+                    rlim_max: libc::RLIM_INFINITY,
+                };
+                if libc::setrlimit(libc::RLIMIT_STACK, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+    });
+    assert_eq!(o.status(), 0);
+    // The report without its 2 MiB EXEC line.
+    let err: String = o
+        .stderr()
+        .lines()
+        .filter(|l| !l.starts_with("EXEC: "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let run = o.run();
+    let p = &run.processes[0];
+    assert_eq!(p.execs.len(), 1, "{err}");
+    let name = match &p.execs[0].argv {
+        Some(_) => "true",
+        None => "exec'd, argv unknown",
+    };
+    // Netlink as nobody has no peak to name it by.
+    if !err.contains("largest process n/a") {
+        assert!(err.contains(&format!(", pid {} {name} (", p.pid)), "{err}");
+    }
+    assert!(!err.contains("forked, no exec"), "{err}");
+}
+
+matrix!(
+    an_exec_without_its_argv_is_named_as_such,
+    an_exec_without_its_argv_is_named_so
+);
