@@ -1131,3 +1131,56 @@ matrix!(an_oom_kill_is_named_with_its_process, |mode: Mode| {
         "{err}"
     );
 });
+
+/// Under netlink as root each process's CPU is its taskstats records', written before its
+/// exit was over: a loop of `/bin/true` loses most of each process's CPU (the exec's loading
+/// after the last tick, the teardown), a third of the tree's held in all here. No program's
+/// figure can be scaled up by that share (each process loses its own amount), so each is
+/// marked a lower bound, its share of the tree's CPU too, and the JSON says the share held.
+#[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
+fn short_taskstats_records_make_every_program_figure_a_lower_bound() {
+    let mode = Mode {
+        tracker: Tracker::Netlink,
+        who: Who::Root,
+    };
+    let o = ste(
+        mode,
+        &[],
+        &["/bin/sh", "-c", "for i in $(seq 100); do /bin/true; done"],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let err = o.stderr();
+    let programs = run_programs(&o);
+    let held = programs[0]["cpu_partial"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("the records held 90 % of the tree's CPU or more\n{err}"));
+    assert!(held < 0.9, "{held}");
+    // Every program says the same share held, and their records add up to it.
+    let group = tree_cpu(&o);
+    let records: u64 = programs.iter().map(|p| p["cpu_ns"].as_u64().unwrap()).sum();
+    for p in &programs {
+        assert_eq!(p["cpu_partial"].as_f64(), Some(held), "{programs:?}");
+    }
+    let tree = o.run().totals.cpu_ns().unwrap().max(group.cpu_ns);
+    assert!(
+        (records as f64 / held - tree as f64).abs() < 0.02 * tree as f64,
+        "{records} ns held {held} of {tree} ns"
+    );
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("By program (CPU"))
+        .unwrap_or_else(|| panic!("no By program line\n{err}"));
+    assert!(
+        line.contains("written before each one's exit was over: each figure is a lower bound"),
+        "{line}"
+    );
+    let figures = line.split("): ").nth(1).unwrap();
+    for part in figures.split(", ") {
+        // `true ×90 ≥12.3ms (≥5.2%)`
+        assert!(
+            part.contains(" ≥") && part.contains("(≥"),
+            "{part} in {line}"
+        );
+    }
+}

@@ -44,6 +44,7 @@ pub(crate) struct Program {
     pub(crate) span_ns: u64,
     pub(crate) largest_peak_bytes: Option<u64>,
     pub(crate) cpu_share: Option<f64>,
+    pub(crate) cpu_partial: Option<f64>,
 }
 
 #[derive(Deserialize, Serialize)]
