@@ -12,6 +12,9 @@
 //!   floor PARENT CHILD       touch PARENT MiB, then fork a child that execs `fill CHILD`;
 //!                            prints `maxrss PID BYTES`, the child's ru_maxrss from wait4
 //!   daemon SECONDS           leave a detached grandchild running `sleep SECONDS`; exit at once
+//!   ignored N MS             ignore SIGCHLD, then fork N children that each spin MS ms of CPU
+//!                            (their own CPU clock): the kernel reaps them, so no wait counts
+//!                            their CPU in anyone's children's usage; returns once all are gone
 
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
@@ -35,12 +38,13 @@ fn main() {
         Some("readfile") => readfile(args.get(1).unwrap_or_else(|| usage())),
         Some("floor") => floor(num(1), num(2)),
         Some("daemon") => daemon(num(1)),
+        Some("ignored") => ignored(num(1), num(2)),
         _ => usage(),
     }
 }
 
 fn usage() -> ! {
-    eprintln!("usage: accounting_fixture fill|group|readfile|floor|daemon ARGS");
+    eprintln!("usage: accounting_fixture fill|group|readfile|floor|daemon|ignored ARGS");
     std::process::exit(2)
 }
 
@@ -186,6 +190,46 @@ fn floor(parent: u64, child: u64) {
         _ => panic!("fork failed"),
     }
     std::hint::black_box(keep);
+}
+
+fn ignored(children: u64, ms: u64) {
+    // SAFETY: setting a standard disposition in a single-threaded program.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+    for _ in 0..children {
+        // SAFETY: fork in a single-threaded program; the child spins and exits.
+        match unsafe { libc::fork() } {
+            0 => {
+                spin_cpu(std::time::Duration::from_millis(ms));
+                // SAFETY: leaving the child without running the parent's destructors.
+                unsafe { libc::_exit(0) };
+            }
+            pid if pid > 0 => {}
+            _ => panic!("fork failed"),
+        }
+    }
+    // With SIGCHLD ignored, wait blocks until every child is gone, then fails with ECHILD.
+    // SAFETY: waiting for any child, status not wanted.
+    while unsafe { libc::wait(std::ptr::null_mut()) } > 0 {}
+}
+
+/// Spins until this process's own CPU clock has advanced by `d`.
+fn spin_cpu(d: std::time::Duration) {
+    let now = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid timespec to fill.
+        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    };
+    let start = now();
+    let mut x = 0u64;
+    while now() - start < d {
+        for _ in 0..10_000 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    }
 }
 
 fn daemon(seconds: u64) {

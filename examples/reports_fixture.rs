@@ -374,6 +374,7 @@ fn synth_record(n: usize, out: &std::path::Path, accounting: bool) {
                     cpu_sys_ns: None,
                     cpu_ns: None,
                     pids_peak: Some(40),
+                    oom_kills: Some(0),
                 }),
             },
         },

@@ -44,6 +44,12 @@ pub fn euid() -> libc::uid_t {
     unsafe { libc::geteuid() }
 }
 
+/// ste's effective gid.
+pub fn egid() -> libc::gid_t {
+    // SAFETY: getegid cannot fail.
+    unsafe { libc::getegid() }
+}
+
 /// Whether ste runs as root (effective uid 0).
 pub fn is_root() -> bool {
     euid() == 0

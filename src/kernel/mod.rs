@@ -11,6 +11,7 @@ pub mod caps;
 pub mod cgroup;
 pub mod cn_proc;
 pub mod elf;
+pub mod exe;
 pub mod kpageflags;
 pub mod netlink;
 pub mod pagemap;

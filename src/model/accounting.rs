@@ -353,6 +353,11 @@ pub struct GroupEnd {
     pub cpu_ns: Option<u64>,
     /// Most processes and threads alive at once in the group.
     pub pids_peak: Option<u64>,
+    /// Processes of the group the kernel's OOM killer killed, a limit's or the machine's (v2
+    /// `memory.events` `oom_kill`, v1 `memory.oom_control` `oom_kill`); absent in runs of
+    /// older versions and where the group has no memory controller.
+    #[serde(default)]
+    pub oom_kills: Option<u64>,
 }
 
 /// ste's cgroup and what it measured.
@@ -492,6 +497,30 @@ pub struct Accounting {
     /// The command's first process before its release, left out of its ledger.
     #[serde(default)]
     pub before_release: Option<BeforeRelease>,
+    /// The tree's CPU from a source that counts every process, which getrusage (`Totals`'s
+    /// `user_ns` and `sys_ns`) does not: `None` when no such source measured any.
+    #[serde(default)]
+    pub tree_cpu: Option<TreeCpu>,
+}
+
+/// The tree's CPU by a source that sees every process, auto-reaped ones included: the kernel
+/// reaps a child at once when its parent ignores SIGCHLD (or set `SA_NOCLDWAIT`), so no wait
+/// adds its CPU to its parent's children's usage, and getrusage(RUSAGE_CHILDREN) of ste never
+/// counts it (nor anything it reaped itself).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct TreeCpu {
+    /// User + system.
+    pub cpu_ns: u64,
+    pub user_ns: Option<u64>,
+    pub sys_ns: Option<u64>,
+    /// The source: the group's (`cgroup v1 cpuacct.usage`, `cgroup v2 cpu.stat`), or the
+    /// per-process ledger summed (its sources, e.g. `last_switch`).
+    pub from: String,
+    /// `true` for the group's figure and for a ledger whose every process has its CPU from its
+    /// last switch; otherwise a lower bound (a process without a figure, one read early in its
+    /// exit, or wait4's, which takes a child the kernel reaped off its parent as if the parent had
+    /// reaped it).
+    pub exact: bool,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]

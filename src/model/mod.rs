@@ -15,6 +15,7 @@ mod timeline;
 pub use accounting::{
     AccountEvent, Accounting, BeforeRelease, DELAYS_OFF, Figures, Group, GroupEnd, GroupRound,
     Ledger, LedgerSource, Lingering, MemoryFigure, MemoryReconciled, PathLink, TimeBreakdown,
+    TreeCpu,
     Unavailable, process_peak,
 };
 pub use arg::{Arg, Escaped, TOO_MANY_ARGS, bounded_args, invisible, join_escaped};

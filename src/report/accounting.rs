@@ -30,6 +30,7 @@ pub fn render_short(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()
     };
     critical_path_line(run, a, w, style)?;
     lingering_line(run, a, w)?;
+    oom_line(run, w)?;
     accounting_lost_line(a, w)?;
     // Delay accounting off and not asked for is the machine's setting, on every run: `-v`
     // says it; the rest could have been measured here.
@@ -64,9 +65,13 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     {
         let mut parts = Vec::new();
         if let Some(c) = e.cpu_ns {
+            let walltime = match crate::report::cpu::headline(run).instead {
+                Some(_) => "the Walltime line's too",
+                None => "the Walltime line's split is getrusage's, of the reaped processes",
+            };
             let split = match (e.cpu_user_ns, e.cpu_sys_ns) {
                 (Some(u), Some(s)) => format!(
-                    " (user {}, system {}: split by the kernel's tick samples, as getrusage does; the Walltime line's split is getrusage's, of the reaped processes)",
+                    " (user {}, system {}: split by the kernel's tick samples, as getrusage does; {walltime})",
                     ms(u),
                     ms(s)
                 ),
@@ -93,11 +98,19 @@ pub fn render(run: &Run, w: &mut dyn Write, style: Style) -> io::Result<()> {
     time_line(a, &run.totals, w)?;
     critical_path_line(run, a, w, style)?;
     lingering_line(run, a, w)?;
+    oom_line(run, w)?;
     accounting_lost_line(a, w)?;
     for u in &a.unavailable {
         writeln!(w, "Unavailable: {}: {}", u.figure, u.why)?;
     }
     Ok(())
+}
+
+fn oom_line(run: &Run, w: &mut dyn Write) -> io::Result<()> {
+    match crate::report::oom::line(run) {
+        Some(line) => writeln!(w, "{line}"),
+        None => Ok(()),
+    }
 }
 
 fn accounting_lost_line(a: &Accounting, w: &mut dyn Write) -> io::Result<()> {

@@ -102,6 +102,16 @@ pub struct Labels {
     /// Per process of `memory_at_peak.snapshot`: where its page-level figures came from.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub peak_pages_from: Vec<String>,
+    /// The tree's user and system CPU as the text's Walltime line gives them (`report::cpu`:
+    /// getrusage's, or a source that also counts auto-reaped processes), and the line the
+    /// text prints under it, when it prints one.
+    pub cpu_user_ns: Option<u64>,
+    pub cpu_sys_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_note: Option<String>,
+    /// The text's line naming the processes the OOM killer killed (`report::oom`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oom: Option<String>,
     /// The text's line under `Max PSS:`: how exact it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_pss_exactness: Option<String>,
@@ -115,7 +125,12 @@ pub struct Labels {
 
 /// The labels of a Run's system calls, malloc and memory at the peak.
 fn labels(run: &Run) -> Labels {
+    let cpu = report::cpu::headline(run);
     let mut l = Labels {
+        cpu_user_ns: cpu.user_ns,
+        cpu_sys_ns: cpu.sys_ns,
+        cpu_note: report::cpu::note(run),
+        oom: report::oom::line(run),
         max_pss_exactness: report::text::max_pss_line(run),
         summed_peaks_shown: report::accounting::all_lived_together(run),
         ..Labels::default()
@@ -581,11 +596,13 @@ mod tests {
         };
         use crate::model::{ImageCalls, Syscalls, Uncounted};
         let mut run = testing::build();
-        // Without the three parts, only Max PSS's exactness (the text's line under it) and
-        // whether the text shows the summed peaks.
+        // Without the three parts, only the Walltime line's CPU, Max PSS's exactness (the
+        // text's line under it) and whether the text shows the summed peaks.
         assert_eq!(
             serde_json::to_value(view(&run).labels).unwrap(),
             serde_json::json!({
+                "cpu_user_ns": run.totals.user_ns,
+                "cpu_sys_ns": run.totals.sys_ns,
                 "max_pss_exactness": crate::report::text::max_pss_line(&run),
                 "summed_peaks_shown": crate::report::accounting::all_lived_together(&run),
             })

@@ -5,6 +5,7 @@
 
 pub mod accounting;
 pub mod chart;
+pub mod cpu;
 pub mod csv;
 pub mod html;
 pub mod json;
@@ -12,6 +13,7 @@ pub mod malloc;
 pub mod malloc_sdt;
 pub mod maps;
 pub mod names;
+pub mod oom;
 pub mod perfetto;
 pub mod programs;
 pub mod rates;

@@ -13,22 +13,28 @@ pub fn basename(arg0: &Arg) -> String {
     full.rsplit('/').next().unwrap_or(&full).to_string()
 }
 
-/// The program a process ran last (argv[0]'s basename), when it exec'd and its argv is known.
+/// What a process is called whose last exec was seen without its argv (the tracker read it
+/// from /proc too late, or doubted what it read): it ran a program, which one is unknown.
+pub const ARGV_UNKNOWN: &str = "exec'd, argv unknown";
+
+/// The program a process ran last (argv[0]'s basename), when it exec'd and the argv of its
+/// last exec is known. An earlier exec's program is not it: the process replaced it.
 pub fn last_program(p: &Process) -> Option<String> {
     p.execs
-        .iter()
-        .rev()
-        .find_map(|e| e.argv.as_ref().and_then(|a| a.first()))
+        .last()
+        .and_then(|e| e.argv.as_ref()?.first())
         .map(basename)
 }
 
-/// The program a process ran last, for short mentions (`sleep`), or how it came to be.
-/// Escaped: the name is the program's choice.
+/// The program a process ran last, for short mentions (`sleep`), or how it came to be:
+/// `forked, no exec`, or [`ARGV_UNKNOWN`] when it exec'd without its argv seen. Escaped: the
+/// name is the program's choice.
 pub fn program(p: &Process) -> String {
-    last_program(p).map_or_else(
-        || "forked, no exec".to_string(),
-        |name| Escaped::str(&name).to_string(),
-    )
+    match last_program(p) {
+        Some(name) => Escaped::str(&name).to_string(),
+        None if p.execs.is_empty() => "forked, no exec".to_string(),
+        None => ARGV_UNKNOWN.to_string(),
+    }
 }
 
 /// What tells a process apart from the others of its program: for a compiler, an assembler or
@@ -169,6 +175,7 @@ impl Tree {
             t.depth.push(parent.map_or(0, |j| t.depth[j] + 1));
             t.label.push(match (last_program(p), &inherited) {
                 (Some(prog), _) => prog,
+                (None, _) if !p.execs.is_empty() => ARGV_UNKNOWN.to_string(),
                 (None, Some(from)) => format!("{from} (fork)"),
                 (None, None) => format!("pid {}", p.pid),
             });
@@ -191,16 +198,13 @@ impl Tree {
             .copied()
     }
 
-    /// The program process `i` was running at `t_ns`.
+    /// The program process `i` was running at `t_ns`: its exec's before then, the one it
+    /// inherited at its fork before any; `None` when unknown (an exec without its argv).
     pub fn program_at(&self, run: &Run, i: usize, t_ns: u64) -> Option<String> {
-        run.processes[i]
-            .execs
-            .iter()
-            .rev()
-            .filter(|e| e.t_ns <= t_ns)
-            .find_map(|e| e.argv.as_ref().and_then(|a| a.first()))
-            .map(basename)
-            .or_else(|| self.inherited.get(i).cloned().flatten())
+        match run.processes[i].execs.iter().rev().find(|e| e.t_ns <= t_ns) {
+            Some(e) => e.argv.as_ref().and_then(|a| a.first()).map(basename),
+            None => self.inherited.get(i).cloned().flatten(),
+        }
     }
 }
 
@@ -263,6 +267,50 @@ mod tests {
         assert_eq!(t.program_at(&run, 0, 0), None);
         assert_eq!(t.program_at(&run, 2, 10).as_deref(), Some("sh"));
         assert_eq!(t.program_at(&run, 2, 11).as_deref(), Some("cc1"));
+    }
+
+    /// A process whose exec was seen without its argv ran some program: it is not called
+    /// "forked, no exec", nor by a program it replaced (its earlier exec, its parent's).
+    #[test]
+    fn an_exec_without_its_argv_is_named_as_such() {
+        let mut root = process(10, None, 0, Some(100));
+        root.execs.push(exec(1, &["/bin/sh", "-c", "exec big"]));
+        root.execs.push(crate::model::Exec {
+            t_ns: 2,
+            argv: None,
+        });
+        let mut child = process(11, Some(10), 5, Some(50));
+        child.execs.push(crate::model::Exec {
+            t_ns: 6,
+            argv: None,
+        });
+        let grandchild = process(12, Some(11), 10, Some(40));
+        let forked = process(13, Some(10), 1, Some(3));
+        let run = run_of(vec![root, child, grandchild, forked]);
+        let names: Vec<String> = run.processes.iter().map(program).collect();
+        assert_eq!(
+            names,
+            [
+                ARGV_UNKNOWN,
+                ARGV_UNKNOWN,
+                "forked, no exec",
+                "forked, no exec"
+            ]
+            .map(String::from)
+        );
+        let t = Tree::new(&run);
+        assert_eq!(
+            t.label,
+            [ARGV_UNKNOWN, ARGV_UNKNOWN, "pid 12", "sh (fork)"].map(String::from)
+        );
+        assert_eq!(t.program_at(&run, 0, 1).as_deref(), Some("sh"));
+        assert_eq!(t.program_at(&run, 0, 2), None);
+        assert_eq!(
+            t.program_at(&run, 1, 5),
+            None,
+            "the root's program was unknown then"
+        );
+        assert_eq!(t.program_at(&run, 3, 2).as_deref(), Some("sh"));
     }
 
     /// Each process of a build is named by the file it works on, whatever the tool (issue 45).

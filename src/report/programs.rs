@@ -39,6 +39,11 @@ pub struct Program {
     pub largest_peak_bytes: Option<u64>,
     /// `cpu_ns` over the CPU of every process of the tree that has a figure.
     pub cpu_share: Option<f64>,
+    /// The share of the tree's CPU the processes' figures hold, when every one is a taskstats
+    /// record and together they hold visibly less (under 90 %: each written before its
+    /// thread's exit was over). Then `cpu_ns`, `user_ns` and `sys_ns` are lower bounds, and
+    /// `cpu_share` is of the records, not of the tree's CPU; `None` otherwise.
+    pub cpu_partial: Option<f64>,
 }
 
 /// What a process whose last exec's argv was not read (the netlink tracker, a process gone
@@ -85,6 +90,7 @@ pub fn by_program(run: &Run) -> Vec<Program> {
                     span_ns: 0,
                     largest_peak_bytes: None,
                     cpu_share: None,
+                    cpu_partial: None,
                 },
                 u64::MAX,
                 0,
@@ -131,7 +137,49 @@ pub fn by_program(run: &Run) -> Vec<Program> {
             .then(b.largest_peak_bytes.cmp(&a.largest_peak_bytes))
             .then_with(|| a.program.cmp(&b.program))
     });
+    if let Some((seen, tree)) = short_records(run, &programs) {
+        for g in &mut programs {
+            g.cpu_partial = Some(seen as f64 / tree as f64);
+        }
+    }
     programs
+}
+
+/// (the records' CPU, the tree's) when every process's CPU is a taskstats record and together
+/// they hold visibly less than the tree's CPU (the headline's: `report::cpu`). taskstats writes
+/// a thread's record early in its exit, without the rest of its last time slice (up to a
+/// scheduler tick) and, for a process's last thread, without the teardown of its memory:
+/// short processes and large ones show less than they used (a loop of `/bin/true`: a third
+/// of the tree's CPU), each by its own amount, so no program's figure can be scaled up: each
+/// is a lower bound.
+fn short_records(run: &Run, programs: &[Program]) -> Option<(u64, u64)> {
+    // Only where that is the reason: every process's figure from taskstats.
+    if !run.sources.contains_key("ledger.taskstats") || programs.iter().any(|g| g.cpu_unknown > 0) {
+        return None;
+    }
+    let seen = crate::units::sum(programs.iter().filter_map(|g| g.cpu_ns));
+    let tree = crate::report::cpu::headline(run)
+        .cpu_ns
+        .filter(|&tree| tree > 0 && (seen as f64) < 0.9 * tree as f64)?;
+    Some((seen, tree))
+}
+
+/// A program's CPU figure, `≥` before it when it is a lower bound.
+fn cpu_text(g: &Program, v: u64) -> String {
+    match g.cpu_partial {
+        Some(_) => format!("≥{}", duration_human(v)),
+        None => duration_human(v),
+    }
+}
+
+/// A program's share: of the records' CPU, or, when they hold visibly less than the tree's,
+/// a lower bound of its share of the tree's.
+fn share_text(g: &Program) -> Option<String> {
+    let share = g.cpu_share?;
+    Some(match g.cpu_partial {
+        Some(held) => format!("≥{}", percent(share * held)),
+        None => percent(share),
+    })
 }
 
 /// The default report's line on a large run: `By program: cc1 ×40 1.2s (71%), as ×40 …`,
@@ -147,11 +195,8 @@ pub fn summary_line(run: &Run) -> Option<String> {
         .map(|g| {
             let cpu = g
                 .cpu_ns
-                .map_or_else(|| "CPU n/a".to_string(), duration_human);
-            let share = g
-                .cpu_share
-                .map(|s| format!(" ({})", percent(s)))
-                .unwrap_or_default();
+                .map_or_else(|| "CPU n/a".to_string(), |v| cpu_text(g, v));
+            let share = share_text(g).map(|s| format!(" ({s})")).unwrap_or_default();
             format!(
                 "{} ×{} {cpu}{share}",
                 shown_name(g),
@@ -184,17 +229,13 @@ fn shown_name(g: &Program) -> String {
 /// short processes and large ones show less than they used, and their programs a smaller
 /// share. Empty otherwise.
 fn coverage(run: &Run, programs: &[Program]) -> String {
-    // Only where that is the reason: every process's figure from taskstats.
-    if !run.sources.contains_key("ledger.taskstats") || programs.iter().any(|g| g.cpu_unknown > 0) {
-        return String::new();
-    }
-    let seen = crate::units::sum(programs.iter().filter_map(|g| g.cpu_ns));
-    let Some(tree) = run.totals.cpu_short_of(seen) else {
+    let Some((seen, tree)) = short_records(run, programs) else {
         return String::new();
     };
     format!(
-        "; the processes' records hold {} of the tree's {}, written before each one's exit was over",
+        "; the processes' records hold {} ({}) of the tree's {}, written before each one's exit was over: each figure is a lower bound",
         duration_human(seen),
+        percent(seen as f64 / tree as f64),
         duration_human(tree)
     )
 }
@@ -208,6 +249,9 @@ pub fn shown_by_default(run: &Run) -> bool {
 /// 77 columns: the table fits a terminal of 80.
 const HEADER: &str =
     "  PROGRAM          RUNS      CPU     USER   SYSTEM  SHARE     SPAN   PEAK RSS";
+/// The same, when CPU, USER, SYSTEM and SHARE (of the tree's CPU) are lower bounds.
+const HEADER_AT_LEAST: &str =
+    "  PROGRAM          RUNS     ≥CPU    ≥USER  ≥SYSTEM ≥SHARE     SPAN   PEAK RSS";
 
 /// The by-program table: `limit` programs (all with `None`), then how many were left out.
 pub fn render(run: &Run, w: &mut dyn Write, limit: Option<usize>) -> io::Result<()> {
@@ -223,7 +267,13 @@ pub fn render(run: &Run, w: &mut dyn Write, limit: Option<usize>) -> io::Result<
         "By program (sorted by CPU{of}{}):",
         coverage(run, &programs)
     )?;
-    writeln!(w, "{HEADER}")?;
+    // Lower bounds (records short of the tree's CPU) are marked in the header, which keeps
+    // the columns' widths.
+    if programs.iter().any(|g| g.cpu_partial.is_some()) {
+        writeln!(w, "{HEADER_AT_LEAST}")?;
+    } else {
+        writeln!(w, "{HEADER}")?;
+    }
     let na = |v: Option<u64>, f: fn(u64) -> String| v.map_or_else(|| "n/a".to_string(), f);
     for g in &programs[..shown] {
         let full = shown_name(g);
@@ -239,7 +289,9 @@ pub fn render(run: &Run, w: &mut dyn Write, limit: Option<usize>) -> io::Result<
             na(g.cpu_ns, duration_human),
             na(g.user_ns, duration_human),
             na(g.sys_ns, duration_human),
-            g.cpu_share.map_or_else(|| "n/a".into(), percent),
+            g.cpu_share
+                .map(|s| percent(s * g.cpu_partial.unwrap_or(1.0)))
+                .unwrap_or_else(|| "n/a".into()),
             duration_human(g.span_ns),
             na(g.largest_peak_bytes, bytes_human),
         )?;
@@ -313,29 +365,48 @@ mod tests {
         assert_eq!(programs[2].cpu_unknown, 2);
     }
 
-    /// The processes' taskstats figures well below the tree's exact CPU: the line says how
-    /// much they hold; close to it, or with figures from elsewhere, it says nothing more.
+    /// The processes' taskstats figures well below the tree's CPU (the headline's): the line
+    /// says how much they hold and marks every program's figure a lower bound; close to it, or
+    /// with figures from elsewhere, it says nothing more.
     #[test]
     fn taskstats_short_of_the_tree_s_cpu_is_said() {
         let mut run = testing::build_accounting();
         // Every process with a figure (the line speaks only for those).
         run.processes
             .retain(|p| p.ledger.as_ref().is_some_and(|l| l.cpu().is_some()));
+        // The tree's CPU is getrusage's here (no group figure to take instead).
+        run.accounting.as_mut().unwrap().tree_cpu = None;
         let seen = crate::units::sum(by_program(&run).iter().filter_map(|g| g.cpu_ns));
         assert!(run.sources.contains_key("ledger.taskstats"));
         let coverage_of = |run: &Run| coverage(run, &by_program(run));
         run.totals.user_ns = Some(seen);
         run.totals.sys_ns = Some(seen / 20);
         assert_eq!(coverage_of(&run), "", "within 10 %");
+        assert!(by_program(&run).iter().all(|g| g.cpu_partial.is_none()));
         run.totals.user_ns = Some(2 * seen);
+        let tree = 2 * seen + seen / 20;
         assert_eq!(
             coverage_of(&run),
             format!(
-                "; the processes' records hold {} of the tree's {}, written before each one's exit was over",
+                "; the processes' records hold {} ({}) of the tree's {}, written before each one's exit was over: each figure is a lower bound",
                 duration_human(seen),
-                duration_human(2 * seen + seen / 20)
+                percent(seen as f64 / tree as f64),
+                duration_human(tree)
             )
         );
+        let programs = by_program(&run);
+        let top = &programs[0];
+        assert_eq!(top.cpu_partial, Some(seen as f64 / tree as f64));
+        // The default line's words for it (shown on runs of more than 20 processes).
+        let cpu = top.cpu_ns.unwrap();
+        assert_eq!(cpu_text(top, cpu), format!("≥{}", duration_human(cpu)));
+        assert_eq!(
+            share_text(top).unwrap(),
+            format!("≥{}", percent(cpu as f64 / tree as f64))
+        );
+        let mut table = Vec::new();
+        render(&run, &mut table, None).unwrap();
+        assert!(String::from_utf8(table).unwrap().contains(HEADER_AT_LEAST));
         run.sources.remove("ledger.taskstats");
         assert_eq!(coverage_of(&run), "", "not taskstats");
     }

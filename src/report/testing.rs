@@ -532,6 +532,7 @@ pub fn accounting_events() -> Vec<Stamped> {
                 cpu_sys_ns: Some(160 * MS),
                 cpu_ns: Some(800 * MS),
                 pids_peak: None,
+                oom_kills: Some(0),
             }),
         }),
     ));

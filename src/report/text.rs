@@ -134,13 +134,17 @@ fn summary(run: &Run, w: &mut dyn Write, style: Style, verbose: bool) -> io::Res
         )?;
     }
     let opt_ms = |v: Option<u64>| v.map_or_else(|| "n/a".to_string(), millis);
+    let cpu = crate::report::cpu::headline(run);
     writeln!(
         w,
         "Walltime: {} - user-space: {} - kernel-space: {}",
         millis(t.wall_ns),
-        opt_ms(t.user_ns),
-        opt_ms(t.sys_ns)
+        opt_ms(cpu.user_ns),
+        opt_ms(cpu.sys_ns)
     )?;
+    if let Some(line) = crate::report::cpu::note(run) {
+        writeln!(w, "  {line}")?;
+    }
     for line in chart::render(
         &run.samples,
         t.wall_ns,
@@ -287,11 +291,13 @@ fn memory_text(run: &Run) -> String {
 }
 
 /// `102ms, 2.55 CPUs busy on average; runnable but waiting for a CPU 17ms (both summed over
-/// tasks)`: the tree's CPU (the Walltime line's, summed, in its unit), and the run-queue wait
-/// when a source measured it. Both add up every task's time, so either may pass the wall time.
+/// tasks)`: the tree's CPU (the headline's, `report::cpu`, in the Walltime line's unit), and
+/// the run-queue wait when a source measured it. Both add up every task's time, so either may
+/// pass the wall time.
 fn cpu_line(run: &Run) -> Option<String> {
     let t = &run.totals;
-    let cpu = t.cpu_ns()?;
+    let headline = crate::report::cpu::headline(run);
+    let cpu = headline.cpu_ns?;
     let busy = if t.wall_ns > 0 {
         format!(
             ", {:.2} CPUs busy on average",
@@ -306,23 +312,34 @@ fn cpu_line(run: &Run) -> Option<String> {
         .and_then(|a| a.time.as_ref())
         .and_then(|tb| tb.run_queue_ns)
         .filter(|&r| r > 0);
+    let at_least = if headline.lower_bound() { "at least " } else { "" };
     Some(match waited {
         Some(r) => format!(
-            "{}{busy}; runnable but waiting for a CPU {} (both summed over tasks)",
+            "{at_least}{}{busy}; runnable but waiting for a CPU {} (both summed over tasks)",
             millis(cpu),
             millis(r)
         ),
-        None => format!("{} summed over tasks{busy}", millis(cpu)),
+        None => format!("{at_least}{} summed over tasks{busy}", millis(cpu)),
     })
 }
 
 fn exit_text(run: &Run) -> String {
     let e = &run.exit;
+    // The command's first process, as the OOM line judges it.
+    let oom = crate::report::oom::of(run).and_then(|o| {
+        let root = run.processes.first()?;
+        match o.killed(root) {
+            Some(true) => Some(" by the OOM killer"),
+            None => Some(", maybe by the OOM killer (below)"),
+            Some(false) => None,
+        }
+    });
     match (e.code, e.signal) {
         (Some(code), _) => code.to_string(),
         (None, Some(sig)) => format!(
-            "killed by signal {sig} ({}){} (ste exits {})",
+            "killed by signal {sig} ({}){}{} (ste exits {})",
             signal_name(sig),
+            oom.filter(|_| sig == 9).unwrap_or_default(),
             if e.core_dumped { ", core dumped" } else { "" },
             e.ste_status()
         ),

@@ -1071,3 +1071,217 @@ fn a_delegated_cgroup_v2_subtree_gives_nobody_the_groups_cpu_and_its_members() {
         assert!(d.groups_left().is_empty(), "ste left {:?}", d.groups_left());
     }
 }
+
+/// A duration as the text report prints it (`1,504ms`, `1.02s`, `998ms`, `12.5µs`), in ns.
+fn printed_ns(text: &str) -> u64 {
+    let text = text.replace(',', "");
+    let (number, unit) = [("µs", 1e3), ("ms", 1e6), ("s", 1e9)]
+        .into_iter()
+        .find_map(|(suffix, unit)| Some((text.strip_suffix(suffix)?.to_string(), unit)))
+        .unwrap_or_else(|| (text.clone(), 1.0));
+    (number
+        .parse::<f64>()
+        .unwrap_or_else(|_| panic!("not a duration: {text}"))
+        * unit) as u64
+}
+
+/// The run's tree CPU by a source that counts every process.
+fn tree_cpu(o: &Outcome) -> &ste::model::TreeCpu {
+    let a = o.run().accounting.as_ref();
+    a.and_then(|a| a.tree_cpu.as_ref())
+        .unwrap_or_else(|| panic!("no tree CPU\n{}", o.stderr()))
+}
+
+/// What the line under the Walltime line says getrusage leaves out, and that nothing else
+/// measured it.
+const LEFT_OUT: &str = "it leaves out processes no wait reaped (the kernel reaps at once the children of a parent that ignores SIGCHLD)";
+const UNCHECKED: &str = "  user and kernel time of the processes a wait reaped only (getrusage): one the kernel reaped (its parent ignoring SIGCHLD) is left out";
+
+// A parent that ignores SIGCHLD has its children reaped by the kernel: no wait adds their CPU
+// to its children's usage, so ste's getrusage(RUSAGE_CHILDREN) never counts them (2 ms of the
+// 1 s here). The headline (the Walltime line's user and kernel time, the CPU line) takes the
+// group's CPU where ste has a group, else the per-process ledger's (ptrace's wait4 as nobody:
+// a lower bound, said "at least"); without either (netlink as nobody) it says what it cannot
+// see.
+matrix!(
+    the_headline_cpu_counts_children_the_kernel_reaped,
+    |mode: Mode| {
+        const SPUN: u64 = 4 * 250_000_000;
+        let o = ste(mode, &[], &[&fixture(), "ignored", "4", "250"]);
+        assert_eq!(o.status(), 0, "{}", o.stderr());
+        let err = o.stderr();
+        let cpu_line = err
+            .lines()
+            .find_map(|l| l.strip_prefix("CPU: "))
+            .unwrap_or_else(|| panic!("no CPU line\n{err}"));
+        let figure = cpu_line.split(',').next().unwrap();
+        let getrusage = o.run().totals.cpu_ns().unwrap();
+        if mode.tracker == Tracker::Netlink && mode.who == Who::Nobody {
+            assert!(getrusage < SPUN / 10, "{err}");
+            assert!(printed_ns(figure).abs_diff(getrusage) <= 100_000, "{err}");
+            assert!(err.contains(UNCHECKED), "{err}");
+            return;
+        }
+        let (bound, figure) = match figure.strip_prefix("at least ") {
+            Some(f) => (true, f),
+            None => (false, figure),
+        };
+        // Only ptrace as nobody has neither a group nor every process's last switch.
+        assert_eq!(
+            bound,
+            mode.used() == Tracker::Ptrace && mode.who == Who::Nobody,
+            "{err}"
+        );
+        let cpu = printed_ns(figure);
+        // Each child spun its own CPU clock to 250 ms; the rest is the parent's and the exits'.
+        assert!(
+            (SPUN - SPUN / 100..=SPUN + SPUN / 10).contains(&cpu),
+            "{cpu} ns\n{err}"
+        );
+        let walltime = err.lines().find(|l| l.starts_with("Walltime: ")).unwrap();
+        let part = |name: &str| {
+            printed_ns(
+                walltime
+                    .split(&format!("{name}: "))
+                    .nth(1)
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap(),
+            )
+        };
+        // The Walltime line's split is the same source's (to the millisecond it prints).
+        let both = part("user-space") + part("kernel-space");
+        assert!(both.abs_diff(cpu) <= 2_000_000 + cpu / 100, "{err}");
+        let counted = format!(
+            "; getrusage counts {}: {LEFT_OUT}",
+            ste::units::duration_human(getrusage)
+        );
+        assert!(err.contains(&counted), "{err}");
+        assert_eq!(tree_cpu(&o).exact, !bound);
+    }
+);
+
+// The OOM killer ends its victim with SIGKILL and counts it in the victim's cgroup: as root,
+// ste's group (limited to 64 MiB here, `STE_TEST_MEMORY_LIMIT`) counts the kill, and the
+// report names the process, a child the shell outlives and the command itself alike. As
+// nobody there is no group to count: a SIGKILL is said to be maybe the OOM killer's.
+matrix!(an_oom_kill_is_named_with_its_process, |mode: Mode| {
+    let fx = fixture();
+    if mode.who == Who::Nobody {
+        let o = ste(mode, &[], &["sh", "-c", "sleep 0.2; kill -9 $$"]);
+        assert_eq!(o.status(), 137, "{}", o.stderr());
+        let err = o.stderr();
+        let pid = o.run().processes[0].pid;
+        assert!(
+            err.contains("Exit status: killed by signal 9 (SIGKILL), maybe by the OOM killer (below) (ste exits 137)"),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("Killed by SIGKILL: pid {pid} (sh); it may have been the OOM killer (no cgroup memory controller counted its kills here)")),
+            "{err}"
+        );
+        return;
+    }
+    let limited = |c: &mut std::process::Command| {
+        c.env("STE_TEST_MEMORY_LIMIT", (64 * MIB).to_string());
+    };
+    let counted = |o: &Outcome| {
+        let g = o.run().accounting.as_ref().unwrap().group.as_ref().unwrap();
+        assert_eq!(g.end.unwrap().oom_kills, Some(1), "{}", o.stderr());
+        if g.version == 2 {
+            "[cgroup v2 memory.events oom_kill: 1]"
+        } else {
+            "[cgroup v1 memory.oom_control oom_kill: 1]"
+        }
+    };
+    // A child: the shell goes on and exits 0.
+    let o = ste_with(
+        mode,
+        &[],
+        &["sh", "-c", "\"$0\" fill 200; echo after $?", &fx],
+        limited,
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    assert_eq!(o.stdout().trim(), "after 137");
+    let child = o.run().processes.iter().find(|p| p.signal == Some(9));
+    let child = child.unwrap_or_else(|| panic!("no process killed\n{}", o.stderr()));
+    let err = o.stderr();
+    let from = counted(&o);
+    assert!(
+        err.contains(&format!(
+            "OOM killer: killed pid {} (accounting_fixture) {from}",
+            child.pid
+        )),
+        "{err}"
+    );
+    // The command itself.
+    let o = ste_with(mode, &[], &[&fx, "fill", "200"], limited);
+    assert_eq!(o.status(), 137, "{}", o.stderr());
+    let err = o.stderr();
+    let from = counted(&o);
+    assert!(
+        err.contains("Exit status: killed by signal 9 (SIGKILL) by the OOM killer (ste exits 137)"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "OOM killer: killed pid {} (accounting_fixture) {from}",
+            o.run().processes[0].pid
+        )),
+        "{err}"
+    );
+});
+
+/// Under netlink as root each process's CPU is its taskstats records', written before its
+/// exit was over: a loop of `/bin/true` loses most of each process's CPU (the exec's loading
+/// after the last tick, the teardown), a third of the tree's held in all here. No program's
+/// figure can be scaled up by that share (each process loses its own amount), so each is
+/// marked a lower bound, its share of the tree's CPU too, and the JSON says the share held.
+#[test]
+#[cfg_attr(not(ste_test_root), ignore = "needs root: runs ste as root")]
+fn short_taskstats_records_make_every_program_figure_a_lower_bound() {
+    let mode = Mode {
+        tracker: Tracker::Netlink,
+        who: Who::Root,
+    };
+    let o = ste(
+        mode,
+        &[],
+        &["/bin/sh", "-c", "for i in $(seq 100); do /bin/true; done"],
+    );
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let err = o.stderr();
+    let programs = run_programs(&o);
+    let held = programs[0]["cpu_partial"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("the records held 90 % of the tree's CPU or more\n{err}"));
+    assert!(held < 0.9, "{held}");
+    // Every program says the same share held, and their records add up to it.
+    let group = tree_cpu(&o);
+    let records: u64 = programs.iter().map(|p| p["cpu_ns"].as_u64().unwrap()).sum();
+    for p in &programs {
+        assert_eq!(p["cpu_partial"].as_f64(), Some(held), "{programs:?}");
+    }
+    let tree = o.run().totals.cpu_ns().unwrap().max(group.cpu_ns);
+    assert!(
+        (records as f64 / held - tree as f64).abs() < 0.02 * tree as f64,
+        "{records} ns held {held} of {tree} ns"
+    );
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("By program (CPU"))
+        .unwrap_or_else(|| panic!("no By program line\n{err}"));
+    assert!(
+        line.contains("written before each one's exit was over: each figure is a lower bound"),
+        "{line}"
+    );
+    let figures = line.split("): ").nth(1).unwrap();
+    for part in figures.split(", ") {
+        // `true ×90 ≥12.3ms (≥5.2%)`
+        assert!(
+            part.contains(" ≥") && part.contains("(≥"),
+            "{part} in {line}"
+        );
+    }
+}

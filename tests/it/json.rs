@@ -45,6 +45,7 @@ pub(crate) struct Program {
     pub(crate) span_ns: u64,
     pub(crate) largest_peak_bytes: Option<u64>,
     pub(crate) cpu_share: Option<f64>,
+    pub(crate) cpu_partial: Option<f64>,
 }
 
 #[derive(Deserialize, Serialize)]
@@ -252,6 +253,17 @@ struct Accounting {
     lingering: Vec<Lingering>,
     killed_lingering: Option<String>,
     before_release: Option<BeforeRelease>,
+    tree_cpu: Option<TreeCpu>,
+}
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct TreeCpu {
+    cpu_ns: u64,
+    user_ns: Option<u64>,
+    sys_ns: Option<u64>,
+    from: String,
+    exact: bool,
 }
 
 #[derive(Deserialize, Serialize)]
@@ -293,6 +305,7 @@ struct GroupEnd {
     cpu_sys_ns: Option<u64>,
     cpu_ns: Option<u64>,
     pids_peak: Option<u64>,
+    oom_kills: Option<u64>,
 }
 
 #[derive(Deserialize, Serialize)]

@@ -470,3 +470,161 @@ fn netlink_reader_runs_with_the_shortest_slice_root() {
 fn netlink_reader_runs_with_the_shortest_slice_nobody() {
     reader_slice(Who::Nobody);
 }
+
+/// A process whose exec was seen without its argv (2 MiB of it, past the ebpf tracker's copy,
+/// read from /proc after `true` was gone; netlink's read alike) ran a program: the report
+/// calls it "exec'd, argv unknown", never "forked, no exec", wherever it names it (here the
+/// largest process: the argv on its stack makes it so). Where the argv was read, its program.
+fn an_exec_without_its_argv_is_named_so(mode: Mode) {
+    // 16 arguments of 130 KB: past 2 MiB, so the stack's limit must allow it (a quarter of
+    // it holds argv and the environment).
+    let args: Vec<String> = (0..16).map(big_arg).collect();
+    let mut command = vec!["/bin/true"];
+    command.extend(args.iter().map(String::as_str));
+    let o = ste_with(mode, &[], &command, |c| {
+        // SAFETY: setrlimit is async-signal-safe; the limit is the child's own.
+        unsafe {
+            c.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 64 << 20,
+                    rlim_max: libc::RLIM_INFINITY,
+                };
+                if libc::setrlimit(libc::RLIMIT_STACK, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+    });
+    assert_eq!(o.status(), 0);
+    // The report without its 2 MiB EXEC line.
+    let err: String = o
+        .stderr()
+        .lines()
+        .filter(|l| !l.starts_with("EXEC: "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let run = o.run();
+    let p = &run.processes[0];
+    assert_eq!(p.execs.len(), 1, "{err}");
+    let name = match &p.execs[0].argv {
+        Some(_) => "true",
+        None => "exec'd, argv unknown",
+    };
+    // Netlink as nobody has no peak to name it by.
+    if !err.contains("largest process n/a") {
+        assert!(err.contains(&format!(", pid {} {name} (", p.pid)), "{err}");
+    }
+    assert!(!err.contains("forked, no exec"), "{err}");
+}
+
+matrix!(
+    an_exec_without_its_argv_is_named_as_such,
+    an_exec_without_its_argv_is_named_so
+);
+/// Copies of `tests/it/c/privileges.c` that ask an exec for privileges: one set-user-ID to
+/// uid 1 (not root: the program prints its ids and nothing else, but a set-user-ID root file
+/// in a shared directory is not made even so), one with the file capability `cap_net_raw`.
+fn privileged_copies() -> (String, String) {
+    let plain = crate::malloc::c_program("privileges", &[]);
+    let setuid = scratch("privileges-setuid");
+    install(std::path::Path::new(&plain), &setuid, 0o755);
+    std::os::unix::fs::chown(&setuid, Some(1), Some(1)).unwrap();
+    set_mode(&setuid, 0o4755);
+    let caps = scratch("privileges-caps");
+    install(std::path::Path::new(&plain), &caps, 0o755);
+    let set = std::process::Command::new("setcap")
+        .arg("cap_net_raw+ep")
+        .arg(&caps)
+        .status()
+        .expect("setcap (libcap2-bin) is needed");
+    assert!(set.success());
+    (setuid.display().to_string(), caps.display().to_string())
+}
+
+/// `euid N …` lines the copies printed: (euid, CapEff).
+fn privileges_printed(stdout: &str) -> Vec<(u32, u64)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            match w[..] {
+                ["euid", uid, "egid", _, "capeff", cap] => {
+                    Some((uid.parse().ok()?, u64::from_str_radix(cap, 16).ok()?))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+// Under an unprivileged ptrace tracer the kernel runs a set-user-ID or file-capability
+// program without its privileges, and a tracer inside the tree (strace) cannot trace what it
+// starts: the report says, in one line, which process and what to use instead. As root the
+// tracer has CAP_SYS_PTRACE and the programs get their privileges (strace still cannot trace);
+// the other trackers change nothing and say nothing.
+matrix!(ptrace_says_what_it_changed, |mode: Mode| {
+    let (setuid, caps) = privileged_copies();
+    let script = "\"$0\"; \"$1\"; strace -f -o /dev/null true; echo strace $?";
+    let o = ste(mode, &[], &["sh", "-c", script, &setuid, &caps]);
+    assert_eq!(o.status(), 0, "{}", o.stderr());
+    let err = o.stderr();
+    let ptrace = mode.used() == Tracker::Ptrace;
+    let unprivileged = ptrace && mode.who == Who::Nobody;
+    let printed = privileges_printed(&o.stdout());
+    const CAP_NET_RAW: u64 = 1 << 13;
+    let uid = if mode.who == Who::Root { 0 } else { 65534 };
+    if unprivileged {
+        // The exec changed nothing: the ids and capabilities the user had.
+        assert_eq!(printed, [(65534, 0), (65534, 0)], "{}", o.stdout());
+    } else {
+        assert_eq!(printed[0].0, 1, "{}", o.stdout());
+        assert_ne!(printed[1].1 & CAP_NET_RAW, 0, "{}", o.stdout());
+        assert_eq!(printed[1].0, uid);
+    }
+    let strace_failed = o.stdout().contains("strace 1");
+    assert_eq!(strace_failed, ptrace, "{}\n{err}", o.stdout());
+    let note = err
+        .lines()
+        .find_map(|l| l.strip_prefix("Note: ptrace changed what the command did: "));
+    if !ptrace {
+        assert_eq!(note, None, "{err}");
+        return;
+    }
+    let note = note.unwrap_or_else(|| panic!("no line says what ptrace changed\n{err}"));
+    let pid_of = |program: &str| {
+        o.run()
+            .processes
+            .iter()
+            .find(|p| {
+                p.execs
+                    .last()
+                    .and_then(|e| e.argv.as_ref())
+                    .is_some_and(|a| a[0].to_string_lossy().ends_with(program))
+            })
+            .unwrap_or_else(|| panic!("no {program} in the run"))
+            .pid
+    };
+    assert!(
+        note.contains(&format!(
+            "pid {} (strace) could not trace the processes it started",
+            pid_of("strace")
+        )),
+        "{note}"
+    );
+    if unprivileged {
+        assert!(
+            note.contains(&format!(
+                "pid {} exec'd {setuid} (set-user-ID) without its privileges",
+                pid_of("privileges-setuid")
+            )),
+            "{note}"
+        );
+        // The file-capability program is the third process said.
+        assert!(note.contains("(3 processes in all)"), "{note}");
+        assert!(note.ends_with("use --tracker netlink, or run ste as root (ebpf)"));
+    } else {
+        assert!(!note.contains("without its privileges"), "{note}");
+        assert!(note.ends_with("use --tracker netlink, or ebpf (the default as root)"));
+    }
+});

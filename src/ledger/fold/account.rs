@@ -1,13 +1,13 @@
 //! Folding accounting events into the Run, and what is derived from them when the Run is
 //! finished: lingering descendants, the three memory figures side by side, where the wall
-//! time went, and the critical path.
+//! time went, the tree's CPU by a source that counts every process, and the critical path.
 //!
 //! Called by the recorder (one arm, one line in `finish`); deterministic like it. Reads only
 //! the Run, so a replayed record gives the same figures.
 
 use crate::model::{
     AccountEvent, Accounting, Group, GroupRound, LedgerSource, Lingering, MemoryFigure, PathLink,
-    Process, Run, TimeBreakdown, Unavailable, signal_name,
+    Process, Run, TimeBreakdown, TreeCpu, Unavailable, signal_name,
 };
 use foldhash::{HashMap, HashMapExt};
 
@@ -150,6 +150,7 @@ pub fn finish(run: &mut Run) {
         .count() as u64;
     a.memory = memory(run, &a);
     a.time = time(run, a.delays_on == Some(true));
+    a.tree_cpu = tree_cpu(run, &a);
     a.critical_path = critical_path(run);
     run.accounting = Some(a);
 }
@@ -291,6 +292,62 @@ fn time(run: &Run, delays_on: bool) -> Option<TimeBreakdown> {
     }
     t.from = sources.join(" + ");
     Some(t)
+}
+
+/// The tree's CPU counting every process, auto-reaped ones too (which getrusage misses): the
+/// group's, exact, else the per-process ledger summed, exact when every process has its CPU
+/// from its last switch. The ledger's sum leaves out the root's wait before its release,
+/// which the group and getrusage count: a few hundred microseconds.
+fn tree_cpu(run: &Run, a: &Accounting) -> Option<TreeCpu> {
+    if let Some(g) = &a.group
+        && let Some(e) = &g.end
+        && let Some(cpu_ns) = e.cpu_ns
+    {
+        return Some(TreeCpu {
+            cpu_ns,
+            user_ns: e.cpu_user_ns,
+            sys_ns: e.cpu_sys_ns,
+            from: if g.version == 2 {
+                "cgroup v2 cpu.stat".into()
+            } else {
+                "cgroup v1 cpuacct.usage".into()
+            },
+            exact: true,
+        });
+    }
+    let mut sum = TreeCpu {
+        cpu_ns: 0,
+        user_ns: Some(0),
+        sys_ns: Some(0),
+        from: String::new(),
+        exact: true,
+    };
+    let mut sources: Vec<&str> = Vec::new();
+    // A split is known only when every process's is.
+    let add =
+        |acc: &mut Option<u64>, v: Option<u64>| *acc = acc.zip(v).map(|(a, b)| a.saturating_add(b));
+    for p in &run.processes {
+        let Some(l) = &p.ledger else {
+            sum.exact = false;
+            continue;
+        };
+        let Some((cpu, src)) = l.cpu() else {
+            sum.exact = false;
+            continue;
+        };
+        sum.cpu_ns = sum.cpu_ns.saturating_add(cpu);
+        add(&mut sum.user_ns, l.best(|f| f.user_ns).map(|x| x.0));
+        add(&mut sum.sys_ns, l.best(|f| f.sys_ns).map(|x| x.0));
+        sum.exact &= src == LedgerSource::LastSwitch;
+        if !sources.contains(&src.name()) {
+            sources.push(src.name());
+        }
+    }
+    if sources.is_empty() {
+        return None;
+    }
+    sum.from = format!("the per-process ledger ({})", sources.join(" + "));
+    Some(sum)
 }
 
 /// The chain of processes whose lifetimes bound the wall time, found backwards from the end:

@@ -577,11 +577,13 @@
       peakWho = `pid ${peakPid}` + (i >= 0 ? ` (${esc(M.label(i))})` : '');
     }
     const lost = run.overhead.lost_events;
+    // The tree's CPU as the text's Walltime line gives it, and its line when it has one.
+    const L = M.V.labels || {};
     const figures = [
       ['Exit status', exit, e.launch_error ? esc(e.launch_error.message) : (e.core_dumped ? 'core dumped' : ''), ''],
       ['Wall time', esc(fmtDur(t.wall_ns)), `${fmtInt(t.wall_ns)} ns`, sourceBadge(run, 'wall_ns')],
-      ['User CPU', esc(fmtDur(t.user_ns)), t.user_ns != null ? `${fmtInt(t.user_ns)} ns` : '', sourceBadge(run, 'user_ns')],
-      ['System CPU', esc(fmtDur(t.sys_ns)), t.sys_ns != null ? `${fmtInt(t.sys_ns)} ns` : '', sourceBadge(run, 'sys_ns')],
+      ['User CPU', esc(fmtDur(L.cpu_user_ns)), L.cpu_user_ns != null ? `${fmtInt(L.cpu_user_ns)} ns` : '', L.cpu_note ? '' : sourceBadge(run, 'user_ns')],
+      ['System CPU', esc(fmtDur(L.cpu_sys_ns)), L.cpu_sys_ns != null ? `${fmtInt(L.cpu_sys_ns)} ns` : '', L.cpu_note ? '' : sourceBadge(run, 'sys_ns')],
       ['Max PSS', esc(fmtBytes(t.max_pss_bytes)), t.max_pss_bytes != null ? `${fmtInt(t.max_pss_bytes)} bytes at ${esc(fmtDur(t.max_pss_t_ns))}` + ((M.V.labels || {}).max_pss_exactness ? `; ${esc(M.V.labels.max_pss_exactness)}` : '') : 'no sample', maxPssBadge(run)],
       ['Peak RSS of one process', esc(fmtBytes(t.peak_rss_bytes)), peakWho, sourceBadge(run, 'peak_rss_bytes')],
       ['Processes', esc(fmtInt(t.processes)), t.still_running ? `${fmtInt(t.still_running)} still running` : '', sourceBadge(run, 'processes')],
@@ -601,8 +603,9 @@
     h += '<div class="figures">' + figures.map(([k, v, d, b]) =>
       `<div class="figure"><div class="k">${esc(k)}${b}</div><div class="v">${v}</div>${d ? `<div class="d">${d}</div>` : ''}</div>`
     ).join('') + '</div>';
-    if (run.notes && run.notes.length) {
-      h += '<ul class="notes">' + run.notes.map((n) => `<li>${esc(n)}</li>`).join('') + '</ul>';
+    const notes = [L.cpu_note, L.oom].filter(Boolean).concat(run.notes || []);
+    if (notes.length) {
+      h += '<ul class="notes">' + notes.map((n) => `<li>${esc(n)}</li>`).join('') + '</ul>';
     }
     s.insertAdjacentHTML('beforeend', h);
   }
@@ -755,10 +758,10 @@
       };
       const scale = (k) => Math.max(1, spans[k][1] - spans[k][0]);
       const { series, totals } = groupSeries(M, U, each, scale, cap);
-      const t = run.totals;
+      const t = run.totals, L = M.V.labels || {};
       const hlines = [];
-      if (t.user_ns != null && t.sys_ns != null && t.wall_ns > 0) {
-        const avg = (t.user_ns + t.sys_ns) / t.wall_ns;
+      if (L.cpu_user_ns != null && L.cpu_sys_ns != null && t.wall_ns > 0) {
+        const avg = (L.cpu_user_ns + L.cpu_sys_ns) / t.wall_ns;
         hlines.push({ v: avg, cls: 'avgline', label: `average over the run ${fmtCores(avg)} (exact)` });
       }
       if (cap != null) hlines.push({ v: cap, label: `the machine's ${cap} CPUs` });
@@ -1357,6 +1360,9 @@
     const b = a.before_release;
     if (b && b.alive_ns > 0) notes.push(`The command's first process waited ${esc(fmtDur(b.alive_ns))} while ste set up (blocked until ste released it${b.cpu_ns != null ? `, ${esc(fmtDur(b.cpu_ns))} of it on a CPU` : ''}): left out of its figures, as time zero is the release.`);
     if (t.processes_without_figures) notes.push(`<span class="bad">${esc(fmtInt(t.processes_without_figures))} process${t.processes_without_figures === 1 ? '' : 'es'} without figures left out.</span>`);
+    // The tree's CPU by a source that counts every process (tree_cpu), as the text says it.
+    const cpuNote = (M.V.labels || {}).cpu_note;
+    if (cpuNote) notes.push(`The tree's CPU: ${esc(cpuNote)}.`);
     h += `<p class="lead">${notes.join(' ')}</p>`;
     host.insertAdjacentHTML('beforeend', h);
     status.accounting.time = shown.map((sg) => [sg.id, sg.v]);
@@ -1425,7 +1431,7 @@
 
   const ACCOUNTING_PARTS = [
     { id: 'memory', keys: ['memory'], title: 'Memory: three figures, reconciled', lead: 'Each measures something else: the group\'s peak counts everything charged to the tree at once (page cache too); a process\'s peak counts only its own pages; the PSS curve is sampled.', draw: accMemory },
-    { id: 'time', keys: ['time', 'delays_on', 'delays_switched_by_ste', 'before_release'], title: 'Where the time went', draw: accTime },
+    { id: 'time', keys: ['time', 'delays_on', 'delays_switched_by_ste', 'before_release', 'tree_cpu'], title: 'Where the time went', draw: accTime },
     { id: 'critical_path', keys: ['critical_path'], title: 'Critical path', lead: 'The chain of processes whose lifetimes bound the wall time, root first: each waited for the next. Its own time is the part of the path no later link covers. Outlined on the timeline; click a row to show it there.', draw: accPath },
     { id: 'group', keys: ['group'], title: 'ste\'s cgroup', draw: accGroup },
     { id: 'lingering', keys: ['lingering', 'killed_lingering'], title: 'Lingering processes', lead: 'Descendants still running when the command\'s first process ended.', draw: accLingering },

@@ -71,6 +71,10 @@ struct Held {
 
 const V1_CONTROLLERS: [&str; 3] = ["memory", "cpuacct", "pids"];
 
+/// Set to a size in bytes, the group's memory is limited to it (v2 `memory.max`, v1
+/// `memory.limit_in_bytes`): the tests of OOM kills use it.
+const MEMORY_LIMIT_ENV: &str = "STE_TEST_MEMORY_LIMIT";
+
 /// The figures each controller gives, named as the report's unavailable lines name them.
 const MEMORY_FIGURES: &str = "group memory peak and its anon/file split";
 const PIDS_FIGURES: &str = "pids.peak";
@@ -162,6 +166,14 @@ impl Group {
     /// hierarchy has no memory controller, as on this hybrid one: the group's exact CPU, its
     /// members for `--kill-lingering`, and the memory figures said unavailable).
     pub fn create(procfs_self: &Path) -> Result<Group, String> {
+        let g = Self::create_any(procfs_self)?;
+        match g.limit_for_tests() {
+            Ok(()) => Ok(g),
+            Err(e) => Err(abandon(g, e)),
+        }
+    }
+
+    fn create_any(procfs_self: &Path) -> Result<Group, String> {
         let hier = cgroup::hierarchies_of(procfs_self, &V1_CONTROLLERS)
             .map_err(|e| format!("cannot read /proc/self/cgroup and mountinfo: {e}"))?;
         let name = own_name(procfs_self)?;
@@ -353,7 +365,49 @@ impl Group {
         if let Some(dir) = self.dir_with("pids") {
             e.pids_peak = cgroup::read_number(dir, "pids.peak");
         }
+        e.oom_kills = self.oom_kills();
         e
+    }
+
+    /// Processes of the group the OOM killer killed: v2 `memory.events` (hierarchical, and
+    /// the group has no children), v1 `memory.oom_control` (since Linux 4.13). The kernel
+    /// counts a victim in its own group whichever limit ran out, the group's, a parent's or
+    /// the machine's (`__oom_kill_process`).
+    fn oom_kills(&self) -> Option<u64> {
+        let dir = self.dir_with("memory")?;
+        let file = if self.version == 2 {
+            "memory.events"
+        } else {
+            "memory.oom_control"
+        };
+        let text = cgroup::read(dir, file).ok()?;
+        cgroup::parse_keyed(&text).get("oom_kill").copied()
+    }
+
+    /// Limits the group's memory to what [`MEMORY_LIMIT_ENV`] says, for the tests of OOM kills
+    /// (a test cannot place ste in a cgroup of its own making without changing what it
+    /// measures); nothing when it is not set.
+    fn limit_for_tests(&self) -> Result<(), String> {
+        let Some(bytes) = std::env::var(MEMORY_LIMIT_ENV)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        else {
+            return Ok(());
+        };
+        let dir = self
+            .dir_with("memory")
+            .ok_or_else(|| format!("{MEMORY_LIMIT_ENV}: the group has no memory controller"))?;
+        let file = if self.version == 2 {
+            "memory.max"
+        } else {
+            "memory.limit_in_bytes"
+        };
+        std::fs::write(dir.join(file), bytes.to_string()).map_err(|e| {
+            format!(
+                "{MEMORY_LIMIT_ENV}: cannot write {}/{file}: {e}",
+                dir.display()
+            )
+        })
     }
 
     /// The processes in the group now.
@@ -509,6 +563,10 @@ mod tests {
                 "usage_usec 1514339\nuser_usec 1203111\nsystem_usec 311228\nnr_periods 0\n",
             ),
             ("pids.peak", "4\n"),
+            (
+                "memory.events",
+                "low 0\nhigh 0\nmax 31\noom 2\noom_kill 2\noom_group_kill 0\n",
+            ),
         ];
         for (f, text) in files {
             std::fs::write(dir.path().join(f), text).unwrap();
@@ -537,11 +595,35 @@ mod tests {
             (Some(1203111000), Some(311228000))
         );
         assert_eq!(e.pids_peak, Some(4));
+        assert_eq!(e.oom_kills, Some(2));
         assert_eq!(
             g.join_paths(),
             vec![dir.path().join("cgroup.procs")],
             "a v2 domain group is joined by cgroup.procs"
         );
+        std::mem::forget(g); // its directory is the tempdir's
+    }
+
+    /// v1 counts OOM kills in `memory.oom_control` (since Linux 4.13), beside its flags.
+    #[test]
+    fn a_v1_groups_oom_kills_come_from_memory_oom_control() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+        )
+        .unwrap();
+        let g = Group {
+            version: 1,
+            dirs: vec![Dir {
+                path: dir.path().to_path_buf(),
+                controllers: vec!["memory".into()],
+                _held: None,
+            }],
+            missing: Vec::new(),
+            held: OnceLock::new(),
+        };
+        assert_eq!(g.end().oom_kills, Some(1));
         std::mem::forget(g); // its directory is the tempdir's
     }
 

@@ -10,6 +10,7 @@ pub mod argv_check;
 pub mod ebpf;
 pub mod netlink;
 pub mod ptrace;
+mod ptrace_changed;
 pub mod ptrace_syscalls;
 pub mod reaper;
 pub mod tree;

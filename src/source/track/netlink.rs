@@ -526,7 +526,7 @@ impl Reader {
     /// (`None`: the process was gone, or had no argv).
     fn read_argv(&mut self, tgid: i32) -> (u64, Option<Vec<crate::model::Arg>>) {
         let read_start = crate::bus::sink::monotonic_ns();
-        let argv = match self.tree.procfs.cmdline_whole(tgid) {
+        let argv = match self.tree.procfs.cmdline_whole(tgid, 0) {
             Ok(bytes) if !bytes.is_empty() => Some(crate::source::from_kernel::argv(
                 crate::kernel::proc::parse_cmdline(bytes),
             )),

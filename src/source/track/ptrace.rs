@@ -20,6 +20,7 @@ use crate::kernel::proc::{Held, ProcFs};
 use crate::model::{AccountEvent, CallCount, Figures, LedgerSource, Source, Termination};
 use crate::source::syscalls::Mode;
 use crate::source::track::LedgerReads;
+use crate::source::track::ptrace_changed::Changes;
 use crate::source::track::ptrace_syscalls::SyscallStops;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -81,6 +82,10 @@ pub fn start(
                 let _ = seized_tx.send(Err(format!("PTRACE_SEIZE failed: {err}")));
                 return;
             }
+            // The kernel grants a traced exec its set-id and file-capability privileges only
+            // when the tracer had CAP_SYS_PTRACE as it attached (the children inherit that).
+            let privileged = crate::kernel::caps::effective()
+                .is_some_and(|m| crate::kernel::caps::has(m, crate::kernel::caps::CAP_SYS_PTRACE));
             let _ = seized_tx.send(Ok(()));
             let Ok(report) = report_rx.recv() else { return };
             declare_sources(&sink, syscalls);
@@ -92,7 +97,11 @@ pub fn start(
                 stops,
                 ledger,
             );
+            tracer.changes = Changes::new(privileged);
             let error = tracer.run().err();
+            if let Some(text) = tracer.changes.note() {
+                tracer.emit(Event::Note { text });
+            }
             tracer.flush();
             sink.send(Msg::TrackerDone {
                 t_ns: sink.now_ns(),
@@ -204,6 +213,8 @@ struct Tracer {
     /// open the files themselves.
     held: HashMap<i32, Held>,
     hold_max: usize,
+    /// What tracing changed of what the command did (`ptrace_changed`).
+    changes: Changes,
 }
 
 #[derive(Default)]
@@ -261,6 +272,7 @@ impl Tracer {
             stop_ns: 0,
             held: HashMap::new(),
             hold_max: hold_max(),
+            changes: Changes::new(true),
         };
         t.tgid_of.insert(root, root);
         t.groups.insert(
@@ -385,6 +397,7 @@ impl Tracer {
             child_tgid,
         });
         if is_process {
+            self.changes.forked(parent_tgid);
             self.sampler.process_started(child, parent_tgid);
             if self.ledger.wait4 {
                 self.parent.insert(child, parent_tgid);
@@ -408,6 +421,8 @@ impl Tracer {
         }
         .map(crate::source::from_kernel::argv)
         .ok();
+        // Before the new image runs: its file is the one exec'd.
+        self.changes.exec(pid, argv.as_deref());
         self.sampler.exec_stopped(pid);
         self.resume(pid, 0);
         if former != pid && self.tgid_of.remove(&former).is_some() {
@@ -632,6 +647,7 @@ impl Tracer {
         }
         self.emit(Event::Exit { tid, tgid, status });
         if remaining == 0 {
+            self.changes.ended(tgid);
             self.groups.remove(&tgid);
             self.held.remove(&tgid);
             self.sampler.process_ended(tgid);

@@ -540,7 +540,7 @@ impl State {
         // One read of the whole area (one image), which must be as long as the record says
         // and begin with what the kernel copied.
         let read_start_ns = crate::bus::sink::monotonic_ns();
-        let read = self.tree.procfs.cmdline_whole(tgid);
+        let read = self.tree.procfs.cmdline_whole(tgid, total as usize);
         let argv = match read {
             Ok(b) if b.len() as u64 == total && b.starts_with(argv) => {
                 Judged::Argv(from_kernel::argv(parse_cmdline(b)))
