@@ -140,6 +140,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         accounting.start(&sink, child.pid, child.joined(), tree())
     });
     let preloaded = crate::bus::phases::span("wait for bpf", || loading.wait());
+    let sdt_sites = sdt.as_ref().is_some_and(|p| !p.sites.is_empty());
     let probes = sdt.map_or_else(String::new, |p| p.text_before(preloaded.bpf_status()));
     let malloc = crate::source::malloc::attach(malloc, probes, &sampler, &sink);
     let started = match crate::bus::phases::span("tracker start", || {
@@ -204,7 +205,21 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     sampler
         .spawn(sampler_role)
         .context("cannot start the sampler thread")?;
-    limit_session(&sink, &accounting, sampler_role);
+    // The BPF maps read after the drop, where the kernel asks for CAP_BPF on every bpf()
+    // call: the system-call counts (the session) and the SDT probes' (the ebpf reader, when
+    // sites were planned).
+    let ebpf = started.kind == track::TrackerKind::Ebpf;
+    let bpf_maps = ebpf && privilege::bpf_maps_need_capability();
+    let tracker_role = Role::Tracker {
+        bpf_maps: bpf_maps && sdt_sites,
+    };
+    limit_session(
+        &sink,
+        &accounting,
+        bpf_maps && started.syscalls.is_some(),
+        tracker_role,
+        sampler_role,
+    );
 
     let mut rec = Recorder::new();
     if let Some(r) = &recording {
@@ -332,15 +347,22 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
 
 /// Drops what the session thread no longer needs, now that every thread that needs more has
 /// started, and says what ste kept (only when it had capabilities to drop).
-fn limit_session(sink: &Sink, accounting: &account::Session, sampler: Role) {
+fn limit_session(
+    sink: &Sink,
+    accounting: &account::Session,
+    bpf_maps: bool,
+    tracker: Role,
+    sampler: Role,
+) {
     let (cgroup, restores_delays) = accounting.privileged_end();
     let role = Role::Session {
         cgroup,
         restores_delays,
+        bpf_maps,
     };
     match privilege::limit(role) {
         Ok(Some(_)) => sink.emit(Event::Note {
-            text: privilege::summary(role, sampler),
+            text: privilege::summary(role, tracker, sampler),
         }),
         Ok(None) => {}
         Err(e) => sink.emit(Event::Note {

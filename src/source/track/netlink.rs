@@ -135,7 +135,7 @@ pub fn start(
             // before Linux 6.12.
             let _ = crate::kernel::calls::set_thread_slice(READER_SLICE);
             crate::launch::privilege::limit_or_say(
-                crate::launch::privilege::Role::Tracker,
+                crate::launch::privilege::Role::Tracker { bpf_maps: false },
                 &reader.tree.sink,
             );
             reader.run(&reader_done)

@@ -73,7 +73,10 @@ pub fn start(
             // −10) cost the fork loop more than running it at the command's own priority, and a
             // build the same (bench/README.md, issue 18). STE_TRACKER_NICE still sets it.
             super::set_priority(0);
-            crate::launch::privilege::limit_or_say(crate::launch::privilege::Role::Tracker, &sink);
+            crate::launch::privilege::limit_or_say(
+                crate::launch::privilege::Role::Tracker { bpf_maps: false },
+                &sink,
+            );
             // SAFETY: seizing a process ste forked; the request takes integer arguments.
             let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, options as libc::c_long) };
             if rc != 0 {
