@@ -72,7 +72,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         )
     });
     // Open every output before the command starts: a bad path must not cost a run. Existing
-    // files are emptied once all are open (the record, opened last, at once).
+    // files are emptied once the tracker has started (the record, opened last, at once).
     let out = opts
         .output
         .as_deref()
@@ -92,9 +92,6 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         ),
         None => None,
     };
-    let mut out = Output::begin(out, opts.output.as_deref())?;
-    exports.begin()?;
-
     launch::become_subreaper()?;
     let creds = if opts.keep_root {
         None
@@ -163,6 +160,17 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         Err(e) => {
             child.abandon();
             anyhow::bail!(e);
+        }
+    };
+    // Existing outputs are emptied only now that the run starts: a run that failed to start
+    // leaves them as they were, and the files it made are removed (`output::Opened`).
+    let begun = Output::begin(out, opts.output.as_deref())
+        .and_then(|out| exports.begin().map(|()| out));
+    let mut out = match begun {
+        Ok(out) => out,
+        Err(e) => {
+            child.abandon();
+            return Err(e);
         }
     };
     let command: Vec<_> = opts
