@@ -137,7 +137,6 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         accounting.start(&sink, child.pid, child.joined(), tree())
     });
     let preloaded = crate::bus::phases::span("wait for bpf", || loading.wait());
-    let sdt_sites = sdt.as_ref().is_some_and(|p| !p.sites.is_empty());
     let probes = sdt.map_or_else(String::new, |p| p.text_before(preloaded.bpf_status()));
     let malloc = crate::source::malloc::attach(malloc, probes, &sampler, &sink);
     let started = match crate::bus::phases::span("tracker start", || {
@@ -164,8 +163,8 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     };
     // Existing outputs are emptied only now that the run starts: a run that failed to start
     // leaves them as they were, and the files it made are removed (`output::Opened`).
-    let begun = Output::begin(out, opts.output.as_deref())
-        .and_then(|out| exports.begin().map(|()| out));
+    let begun =
+        Output::begin(out, opts.output.as_deref()).and_then(|out| exports.begin().map(|()| out));
     let mut out = match begun {
         Ok(out) => out,
         Err(e) => {
@@ -213,14 +212,12 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     sampler
         .spawn(sampler_role)
         .context("cannot start the sampler thread")?;
-    // The BPF maps read after the drop, where the kernel asks for CAP_BPF on every bpf()
-    // call: the system-call counts (the session) and the SDT probes' (the ebpf reader, when
-    // sites were planned).
+    // The BPF maps used after the drop, where the kernel asks for CAP_BPF on every bpf()
+    // call: the system-call counts (the session) and the ebpf reader's (its batching switch,
+    // the SDT probes' counts).
     let ebpf = started.kind == track::TrackerKind::Ebpf;
     let bpf_maps = ebpf && privilege::bpf_maps_need_capability();
-    let tracker_role = Role::Tracker {
-        bpf_maps: bpf_maps && sdt_sites,
-    };
+    let tracker_role = Role::Tracker { bpf_maps };
     limit_session(
         &sink,
         &accounting,

@@ -211,7 +211,9 @@ impl Running {
         let figures = state.last.as_ref().is_some_and(LastSwitches::whole);
         declare_sources(sink, self.config, figures, state.peaks_from_exit);
         if !state.peaks_from_exit {
-            sink.emit(Event::Note { text: reader::NO_PEAK_AT_EXIT.into() });
+            sink.emit(Event::Note {
+                text: reader::NO_PEAK_AT_EXIT.into(),
+            });
         }
         if self.reader.sdt.as_ref().is_some_and(|s| s.maps.is_some()) {
             sink.emit(Event::Source {
@@ -221,10 +223,9 @@ impl Running {
                 ),
             });
         }
-        // The SDT maps are read at the end (`run.rs` says what this thread kept by the same
-        // rule: SDT sites planned).
-        let bpf_maps =
-            self.reader.sdt.is_some() && crate::launch::privilege::bpf_maps_need_capability();
+        // The reader switches its batching flag in a map as it goes, and reads the SDT maps at
+        // the end (`run.rs` says what this thread kept by the same rule).
+        let bpf_maps = crate::launch::privilege::bpf_maps_need_capability();
         crate::launch::privilege::limit_or_say(
             crate::launch::privilege::Role::Tracker { bpf_maps },
             &self.reader.state.tree.sink,
