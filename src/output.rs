@@ -93,13 +93,21 @@ impl Drop for Opened {
         };
         let same = match (
             fstat(file),
-            nix::sys::stat::fstatat(&dir, name.as_slice(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW),
+            nix::sys::stat::fstatat(
+                &dir,
+                name.as_slice(),
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            ),
         ) {
             (Ok(a), Ok(b)) => (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino),
             _ => false,
         };
         if same {
-            let _ = nix::unistd::unlinkat(&dir, name.as_slice(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+            let _ = nix::unistd::unlinkat(
+                &dir,
+                name.as_slice(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
         }
     }
 }

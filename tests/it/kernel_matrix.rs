@@ -129,8 +129,26 @@ fn every_row_runs_the_cases_it_can_and_the_loop_counts_201() {
 fn a_kernel_limit_names_its_releases() {
     assert_eq!(expect::version("5.10.0-46-amd64"), (5, 10));
     assert_eq!(expect::version("6.12.95+deb12-amd64"), (6, 12));
-    assert!(expect::limit("6.1.0-56-amd64", Tracker::Netlink, Who::Nobody, "true", "start").is_some());
-    assert!(expect::limit("6.12.95+deb12-amd64", Tracker::Netlink, Who::Nobody, "true", "start").is_none());
+    assert!(
+        expect::limit(
+            "6.1.0-56-amd64",
+            Tracker::Netlink,
+            Who::Nobody,
+            "true",
+            "start"
+        )
+        .is_some()
+    );
+    assert!(
+        expect::limit(
+            "6.12.95+deb12-amd64",
+            Tracker::Netlink,
+            Who::Nobody,
+            "true",
+            "start"
+        )
+        .is_none()
+    );
 }
 
 #[test]
@@ -165,7 +183,11 @@ fn a_bzimage_payload_is_found_by_its_header_without_the_appended_size() {
     assert_eq!(data, b"\xfd7zXZ\0");
     bz[1124..1126].copy_from_slice(b"\x1f\x8b");
     let (data, tool) = fetch::payload(&bz).unwrap();
-    assert_eq!((data.len(), tool), (10, "gzip"), "gzip carries its own size");
+    assert_eq!(
+        (data.len(), tool),
+        (10, "gzip"),
+        "gzip carries its own size"
+    );
     bz[0x202] = 0;
     assert!(fetch::payload(&bz).is_err());
 }

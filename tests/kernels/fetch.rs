@@ -112,7 +112,9 @@ pub fn fetch(k: &Kernel, cache: &Path) -> Result<Fetched, String> {
             Some((image, package, _)) => Ok(Fetched {
                 image,
                 package,
-                note: Some(format!("apt could not look for a newer one ({why}): the cached kernel is used")),
+                note: Some(format!(
+                    "apt could not look for a newer one ({why}): the cached kernel is used"
+                )),
             }),
             None => Err(why),
         },
@@ -171,8 +173,11 @@ fn download(k: &Kernel, dir: &Path) -> Result<Fetched, String> {
     };
     run(apt("apt-get", &["-qq", "update"]).current_dir(dir))?;
     // linux-image-amd64 depends on the version's own package.
-    let policy = String::from_utf8_lossy(&run(&mut apt("apt-cache", &["policy", "linux-image-amd64"]))?)
-        .into_owned();
+    let policy = String::from_utf8_lossy(&run(&mut apt(
+        "apt-cache",
+        &["policy", "linux-image-amd64"],
+    ))?)
+    .into_owned();
     let candidate = policy
         .lines()
         .find_map(|l| l.trim().strip_prefix("Candidate: "))
@@ -230,7 +235,10 @@ fn download(k: &Kernel, dir: &Path) -> Result<Fetched, String> {
 /// uncompressed size the build appends to every format but gzip's, and the tool that
 /// decompresses it.
 pub fn payload(bz: &[u8]) -> Result<(&[u8], &'static str), String> {
-    let u32_at = |o: usize| bz.get(o..o + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let u32_at = |o: usize| {
+        bz.get(o..o + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
     if bz.get(0x202..0x206) != Some(b"HdrS") {
         return Err("not a bzImage (no HdrS)".into());
     }
@@ -277,7 +285,9 @@ fn decompress(bz: &[u8]) -> Result<Vec<u8>, String> {
     let mut stdin = child.stdin.take().ok_or("no stdin")?;
     let data = data.to_vec();
     let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &data));
-    let out = child.wait_with_output().map_err(|e| format!("{tool}: {e}"))?;
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("{tool}: {e}"))?;
     let _ = writer.join();
     if !out.stdout.starts_with(b"\x7fELF") {
         return Err(format!("{tool} gave no ELF kernel ({})", out.status));

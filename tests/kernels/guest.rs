@@ -85,12 +85,14 @@ pub fn pid1() -> ExitCode {
         fixd: "/bin/fixd".into(),
         scratch: "/tmp/runs".into(),
     };
-    run_rows(&paths, &Only::from_env(), &mut |o| {
-        match serde_json::to_string(&o) {
+    run_rows(
+        &paths,
+        &Only::from_env(),
+        &mut |o| match serde_json::to_string(&o) {
             Ok(line) => println!("{OBSERVED}{line}"),
             Err(e) => println!("ste-kernels: {e}"),
-        }
-    });
+        },
+    );
     println!("{END}");
     // SAFETY: sync and reboot take no pointers; this process is the machine's last.
     unsafe {
@@ -105,15 +107,7 @@ fn mount(source: &str, target: &str, fstype: &str, data: &str) -> Result<(), Str
     let c = |s: &str| CString::new(s).unwrap_or_default();
     let (s, t, f, d) = (c(source), c(target), c(fstype), c(data));
     // SAFETY: NUL-terminated strings that outlive the call.
-    let r = unsafe {
-        libc::mount(
-            s.as_ptr(),
-            t.as_ptr(),
-            f.as_ptr(),
-            0,
-            d.as_ptr().cast(),
-        )
-    };
+    let r = unsafe { libc::mount(s.as_ptr(), t.as_ptr(), f.as_ptr(), 0, d.as_ptr().cast()) };
     if r != 0 {
         return Err(format!(
             "mount {fstype} on {target}: {}",
@@ -140,7 +134,8 @@ fn set_up() -> Vec<String> {
         .iter()
         .filter_map(|(s, t, f, d)| mount(s, t, f, d).err())
         .collect();
-    let available = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap_or_default();
+    let available =
+        std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap_or_default();
     for c in available.split_whitespace() {
         if let Err(e) = std::fs::write("/sys/fs/cgroup/cgroup.subtree_control", format!("+{c}")) {
             failed.push(format!("enabling the cgroup controller {c}: {e}"));

@@ -51,11 +51,7 @@ impl Options {
                 }
                 "--readme" => o.readme = true,
                 "--observations" => {
-                    o.observations = Some(
-                        it.next()
-                            .ok_or("--observations needs a file")?
-                            .into(),
-                    )
+                    o.observations = Some(it.next().ok_or("--observations needs a file")?.into())
                 }
                 // What cargo's test runner passes to every test binary.
                 "--nocapture" | "--quiet" | "-q" => {}
@@ -149,9 +145,13 @@ fn run(opts: &Options) -> Result<bool, String> {
             Some(p) => p,
             None => initramfs.insert(write_initramfs(&work, &ste, &fix, &fixd)?),
         };
-        eprintln!("{}: booting {} ({})", k.name, fetched.package, k.distribution);
+        eprintln!(
+            "{}: booting {} ({})",
+            k.name, fetched.package, k.distribution
+        );
         let mut r = boot(k.name, &fetched.image, cpio, &only)?;
-        r.about.insert(0, format!("{}, {}", fetched.package, k.distribution));
+        r.about
+            .insert(0, format!("{}, {}", fetched.package, k.distribution));
         r.about.extend(fetched.note);
         runs.push(r);
     }
@@ -243,7 +243,14 @@ fn write_initramfs(work: &Path, ste: &Path, fix: &Path, fixd: &Path) -> Result<P
     let me = std::env::current_exe().map_err(|e| format!("this binary: {e}"))?;
     // Without its debug information: a quarter of the size to load into every guest.
     let init = work.join("init");
-    if run_tool(Command::new("objcopy").arg("--strip-debug").arg(&me).arg(&init)).is_err() {
+    if run_tool(
+        Command::new("objcopy")
+            .arg("--strip-debug")
+            .arg(&me)
+            .arg(&init),
+    )
+    .is_err()
+    {
         std::fs::copy(&me, &init).map_err(|e| format!("{}: {e}", me.display()))?;
     }
     let mut a = crate::cpio::Archive::default();
@@ -260,7 +267,10 @@ fn write_initramfs(work: &Path, ste: &Path, fix: &Path, fixd: &Path) -> Result<P
     let mut dirs = vec![];
     for lib in libraries(fixd)? {
         let name = lib.display().to_string();
-        let parent = lib.parent().map(|p| p.display().to_string()).unwrap_or_default();
+        let parent = lib
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
         if !["/lib", "/lib64", "/"].contains(&parent.as_str()) && !dirs.contains(&parent) {
             a.dir(&parent, 0o755);
             dirs.push(parent);
@@ -298,7 +308,16 @@ fn boot(name: &str, image: &Path, initramfs: &Path, only: &Only) -> Result<Kerne
     }
     let mut child = Command::new("qemu-system-x86_64")
         .args(["-nodefaults", "-no-user-config", "-display", "none"])
-        .args(["-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2", "-m", "2G"])
+        .args([
+            "-accel",
+            "tcg,thread=multi",
+            "-cpu",
+            "max",
+            "-smp",
+            "2",
+            "-m",
+            "2G",
+        ])
         .args(["-serial", "stdio", "-no-reboot", "-kernel"])
         .arg(image)
         .arg("-initrd")
@@ -314,7 +333,9 @@ fn boot(name: &str, image: &Path, initramfs: &Path, only: &Only) -> Result<Kerne
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(stdout).split(b'\n') {
             let Ok(line) = line else { break };
-            let line = String::from_utf8_lossy(&line).trim_end_matches('\r').to_string();
+            let line = String::from_utf8_lossy(&line)
+                .trim_end_matches('\r')
+                .to_string();
             if tx.send(line).is_err() {
                 break;
             }
@@ -335,10 +356,8 @@ fn boot(name: &str, image: &Path, initramfs: &Path, only: &Only) -> Result<Kerne
             Ok(l) => l,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 let _ = child.kill();
-                r.about.push(format!(
-                    "stopped after {} min",
-                    BOOT_TIMEOUT.as_secs() / 60
-                ));
+                r.about
+                    .push(format!("stopped after {} min", BOOT_TIMEOUT.as_secs() / 60));
                 break;
             }
             Err(_) => break,
@@ -650,7 +669,9 @@ fn report(runs: &[KernelRun], skipped: &[String], readme: bool, took: Duration) 
 /// the labels said instead.
 fn print_readme(runs: &[KernelRun], judged: &[Vec<Judged>]) {
     println!("\n### For the README\n");
-    println!("| kernel | ebpf, `--syscalls` (root) | ptrace | netlink (root) | netlink (unprivileged) |");
+    println!(
+        "| kernel | ebpf, `--syscalls` (root) | ptrace | netlink (root) | netlink (unprivileged) |"
+    );
     println!("|---|---|---|---|---|");
     for (k, js) in runs.iter().zip(judged) {
         let cell = |tracker: Tracker, who: Option<Who>| -> String {

@@ -171,7 +171,10 @@ fn program(
     }
     let mut relocs = Vec::new();
     for (offset, rel) in section.relocations() {
-        let Some(rel_at) = (offset as usize).checked_sub(at).filter(|o| *o < insns.len()) else {
+        let Some(rel_at) = (offset as usize)
+            .checked_sub(at)
+            .filter(|o| *o < insns.len())
+        else {
             continue;
         };
         let i = rel_at / 8;
@@ -191,7 +194,9 @@ fn program(
             Some(s) if Some(s) == maps_section => {
                 let m = obj.maps.iter().position(|m| m.name == sym_name);
                 Target::Map(m.ok_or_else(|| {
-                    Error(format!("`{name}` uses map `{sym_name}`, not defined in .BTF"))
+                    Error(format!(
+                        "`{name}` uses map `{sym_name}`, not defined in .BTF"
+                    ))
                 })?)
             }
             Some(s) if Some(s) == rodata_section => {
@@ -330,8 +335,15 @@ impl Object {
                     .filter(|b| !b.is_empty() && b.len().is_multiple_of(8))
                     .ok_or_else(|| Error(format!("`{name}` lies outside its section `{sname}`")))?;
                 let sections = (maps_section, rodata_section);
-                obj.programs
-                    .push(program(&file, &section, sections, &obj, name, at, body.to_vec())?);
+                obj.programs.push(program(
+                    &file,
+                    &section,
+                    sections,
+                    &obj,
+                    name,
+                    at,
+                    body.to_vec(),
+                )?);
             }
         }
         Ok(obj)
@@ -470,17 +482,39 @@ mod tests {
 #[cfg(test)]
 mod timing_tmp {
     fn min(f: impl Fn()) -> std::time::Duration {
-        (0..5000).map(|_| { let t = std::time::Instant::now(); f(); t.elapsed() }).min().unwrap()
+        (0..5000)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                f();
+                t.elapsed()
+            })
+            .min()
+            .unwrap()
     }
     #[test]
     fn parse_time() {
         let old = std::fs::read("/tmp/i43/old.bpf.o").unwrap();
         let new = include_bytes!("../../../bpf/ste.bpf.o");
-        let want = ["handle_fork", "handle_exec", "handle_exit", "handle_last_switch"];
+        let want = [
+            "handle_fork",
+            "handle_exec",
+            "handle_exit",
+            "handle_last_switch",
+        ];
         for _ in 0..3 {
-            let a = min(|| { std::hint::black_box(super::Object::parse_only(&old, |p| want.contains(&p)).unwrap()); });
-            let b = min(|| { std::hint::black_box(super::Object::parse_only(new, |p| want.contains(&p)).unwrap()); });
-            let c = min(|| { std::hint::black_box(super::Object::parse(&old).unwrap()); });
+            let a = min(|| {
+                std::hint::black_box(
+                    super::Object::parse_only(&old, |p| want.contains(&p)).unwrap(),
+                );
+            });
+            let b = min(|| {
+                std::hint::black_box(
+                    super::Object::parse_only(new, |p| want.contains(&p)).unwrap(),
+                );
+            });
+            let c = min(|| {
+                std::hint::black_box(super::Object::parse(&old).unwrap());
+            });
             eprintln!("old only {a:?}, new only {b:?}, old all {c:?}");
         }
     }

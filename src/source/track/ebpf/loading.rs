@@ -72,7 +72,11 @@ pub fn load(
     if with_sdt && !version.bpf_uprobe_cookie() {
         // One program for every site, told which by its attach cookie: Linux 5.15.
         with_sdt = false;
-        for o in sdt.iter_mut().flat_map(|p| &mut p.objects).filter(|o| o.found > 0) {
+        for o in sdt
+            .iter_mut()
+            .flat_map(|p| &mut p.objects)
+            .filter(|o| o.found > 0)
+        {
             o.not_attached.push(format!(
                 "the uprobe program: it tells the sites apart by BPF attach cookies, which need Linux 5.15 (this is {version})"
             ));
@@ -603,7 +607,11 @@ mod tests {
         let signal = w.structure(
             "signal_struct",
             64,
-            &[("live", atomic, 4), ("group_exit_code", int, 8), ("flags", uint, 12)],
+            &[
+                ("live", atomic, 4),
+                ("group_exit_code", int, 8),
+                ("flags", uint, 12),
+            ],
         );
         let stat_ty = if version >= (6, 2) {
             let pcc = w.structure("percpu_counter", 40, &[("count", long, 8)]);
@@ -629,10 +637,18 @@ mod tests {
             w.structure(
                 "thread_info",
                 24,
-                &[("flags", u64_, 0), ("syscall_work", u64_, 8), ("status", uint, 16)],
+                &[
+                    ("flags", u64_, 0),
+                    ("syscall_work", u64_, 8),
+                    ("status", uint, 16),
+                ],
             )
         } else {
-            w.structure("thread_info", 16, &[("flags", u64_, 0), ("status", uint, 8)])
+            w.structure(
+                "thread_info",
+                16,
+                &[("flags", u64_, 0), ("status", uint, 8)],
+            )
         };
         let se = w.structure("sched_entity", 64, &[("sum_exec_runtime", u64_, 16)]);
         let (mm_ptr, signal_ptr) = (w.pointer(mm), w.pointer(signal));
