@@ -80,6 +80,18 @@ impl Version {
         self.at_least(6, 2)
     }
 
+    /// How far below the truth VmRSS, VmHWM and statm may be, a thread of the process, when
+    /// the counters are not exact (before 6.2): 64 page faults kept to the thread
+    /// (TASK_RSS_EVENTS_THRESH), each mapping up to 16 pages with fault-around
+    /// (`fault_around_bytes`, 64 KiB); 0 from 6.2. For the sampler's bounds.
+    pub fn rss_counter_lag_per_thread(self) -> u64 {
+        if self.exact_rss_counters() {
+            0
+        } else {
+            64 * 16 * 4096
+        }
+    }
+
     /// cgroup v2 `memory.peak`.
     pub fn cgroup2_memory_peak(self) -> bool {
         self.at_least(5, 19)
@@ -109,5 +121,7 @@ mod tests {
         assert!(!Version(6, 12).mm_at_exit_tracepoint());
         assert!(Version(6, 16).mm_at_exit_tracepoint());
         assert!(Version(10, 0) > Version(6, 18));
+        assert_eq!(Version(6, 1).rss_counter_lag_per_thread(), 4 << 20);
+        assert_eq!(Version(6, 2).rss_counter_lag_per_thread(), 0);
     }
 }
