@@ -95,6 +95,31 @@ fn the_fill_fails_on_an_exact_figure_below_what_it_touched() {
 }
 
 #[test]
+fn a_started_run_that_warns_fails_its_warning_check() {
+    let t = cases(Tracker::Ebpf, Who::Root).remove(0);
+    let run = Summary {
+        tracker: "ebpf".into(),
+        code: Some(0),
+        processes: 1,
+        threads: 1,
+        execs: 1,
+        ..Summary::default()
+    };
+    let mut o = observed(&t, Tracker::Ebpf, run);
+    let failed = |o: &Observed| -> Vec<String> {
+        checks(&t, o)
+            .into_iter()
+            .filter(|c| !c.ok)
+            .map(|c| c.name)
+            .collect()
+    };
+    assert!(failed(&o).is_empty(), "{:?}", failed(&o));
+    // What 5.10 printed while the ebpf reader could not switch its batching flag.
+    o.error = Some("ste: cannot tell the BPF programs whether the reader batches (Operation not permitted (os error 1)): EXEC lines may come up to 100 ms late".into());
+    assert_eq!(failed(&o), ["warning"]);
+}
+
+#[test]
 fn a_failed_start_that_leaves_its_json_file_fails() {
     let t = cases(Tracker::Ebpf, Who::Nobody).remove(0);
     let mut o = observed(&t, Tracker::Ebpf, Summary::default());
@@ -115,6 +140,7 @@ fn a_failed_start_that_leaves_its_json_file_fails() {
 fn every_row_runs_the_cases_it_can_and_the_loop_counts_201() {
     let names = |t, w| -> Vec<&str> { cases(t, w).iter().map(|c| c.name).collect() };
     assert_eq!(names(Tracker::Ebpf, Who::Nobody), ["refused"]);
+    assert_eq!(names(Tracker::Auto, Who::Nobody), ["true"]);
     assert!(names(Tracker::Ebpf, Who::Root).contains(&"getppid"));
     assert!(!names(Tracker::Netlink, Who::Root).contains(&"getppid"));
     let l = cases(Tracker::Ptrace, Who::Nobody)
