@@ -145,7 +145,7 @@ pub fn cases(tracker: Tracker, who: Who) -> Vec<Case> {
     if (tracker, who) == (Tracker::Auto, Who::Nobody) {
         return vec![case("true", &[], &["FIX", "true"])];
     }
-    let (n, l) = (LOOP.to_string(), (LOOP + 1) as u64);
+    let (n, l) = (LOOP.to_string(), LOOP + 1);
     let mut out = vec![
         case("true", &[], &["FIX", "true"]),
         Case {
