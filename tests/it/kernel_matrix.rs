@@ -71,6 +71,27 @@ fn observed(case: &Case, tracker: Tracker, run: Summary) -> Observed {
     }
 }
 
+/// The summary of a run of one process that started and exited 0 under `tracker`.
+fn one_process(tracker: &str) -> Summary {
+    Summary {
+        tracker: tracker.into(),
+        code: Some(0),
+        processes: 1,
+        threads: 1,
+        execs: 1,
+        ..Summary::default()
+    }
+}
+
+/// The names of the checks of `case` that `o` fails.
+fn failed(case: &Case, o: &Observed) -> Vec<String> {
+    checks(case, o)
+        .into_iter()
+        .filter(|c| !c.ok)
+        .map(|c| c.name)
+        .collect()
+}
+
 #[test]
 fn the_fill_fails_on_an_exact_figure_below_what_it_touched() {
     let fill = cases(Tracker::Ebpf, Who::Root)
@@ -78,45 +99,21 @@ fn the_fill_fails_on_an_exact_figure_below_what_it_touched() {
         .find(|c| c.name == "fill")
         .unwrap();
     let run = Summary {
-        tracker: "ebpf".into(),
-        code: Some(0),
-        processes: 1,
-        threads: 1,
-        execs: 1,
         max_pss: Some(labelled(4_068_352, (4_068_352, 4_068_352))),
-        ..Summary::default()
+        ..one_process("ebpf")
     };
-    let failed: Vec<String> = checks(&fill, &observed(&fill, Tracker::Ebpf, run))
-        .into_iter()
-        .filter(|c| !c.ok)
-        .map(|c| c.name)
-        .collect();
-    assert_eq!(failed, ["max_pss"]);
+    let o = observed(&fill, Tracker::Ebpf, run);
+    assert_eq!(failed(&fill, &o), ["max_pss"]);
 }
 
 #[test]
 fn a_started_run_that_warns_fails_its_warning_check() {
     let t = cases(Tracker::Ebpf, Who::Root).remove(0);
-    let run = Summary {
-        tracker: "ebpf".into(),
-        code: Some(0),
-        processes: 1,
-        threads: 1,
-        execs: 1,
-        ..Summary::default()
-    };
-    let mut o = observed(&t, Tracker::Ebpf, run);
-    let failed = |o: &Observed| -> Vec<String> {
-        checks(&t, o)
-            .into_iter()
-            .filter(|c| !c.ok)
-            .map(|c| c.name)
-            .collect()
-    };
-    assert!(failed(&o).is_empty(), "{:?}", failed(&o));
+    let mut o = observed(&t, Tracker::Ebpf, one_process("ebpf"));
+    assert!(failed(&t, &o).is_empty(), "{:?}", failed(&t, &o));
     // What 5.10 printed while the ebpf reader could not switch its batching flag.
     o.error = Some("ste: cannot tell the BPF programs whether the reader batches (Operation not permitted (os error 1)): EXEC lines may come up to 100 ms late".into());
-    assert_eq!(failed(&o), ["warning"]);
+    assert_eq!(failed(&t, &o), ["warning"]);
 }
 
 #[test]
@@ -124,16 +121,9 @@ fn a_failed_start_that_leaves_its_json_file_fails() {
     let t = cases(Tracker::Ebpf, Who::Nobody).remove(0);
     let mut o = observed(&t, Tracker::Ebpf, Summary::default());
     o.run = None;
-    let failed = |o: &Observed| -> Vec<String> {
-        checks(&t, o)
-            .into_iter()
-            .filter(|c| !c.ok)
-            .map(|c| c.name)
-            .collect()
-    };
-    assert_eq!(failed(&o), ["no file left"]);
+    assert_eq!(failed(&t, &o), ["no file left"]);
     o.json_left = false;
-    assert!(failed(&o).is_empty());
+    assert!(failed(&t, &o).is_empty());
 }
 
 #[test]

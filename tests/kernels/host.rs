@@ -604,27 +604,22 @@ fn report(runs: &[KernelRun], skipped: &[String], readme: bool, took: Duration) 
         }
         for j in &all {
             for (c, v) in &j.checks {
-                match v {
-                    Verdict::Fail => println!(
-                        "- {} {}/{} {}: {}: {}",
-                        j.kernel.name,
-                        j.o.tracker.name(),
-                        j.o.who.name(),
-                        j.o.case,
-                        c.name,
-                        c.detail
+                let why = match v {
+                    Verdict::Fail => String::new(),
+                    Verdict::Stale(why) => format!(
+                        " passed, though listed as a limit of this kernel (expect.rs: {why})"
                     ),
-                    Verdict::Stale(why) => println!(
-                        "- {} {}/{} {}: {} passed, though listed as a limit of this kernel (expect.rs: {why}): {}",
-                        j.kernel.name,
-                        j.o.tracker.name(),
-                        j.o.who.name(),
-                        j.o.case,
-                        c.name,
-                        c.detail
-                    ),
-                    _ => {}
-                }
+                    _ => continue,
+                };
+                println!(
+                    "- {} {}/{} {}: {}{why}: {}",
+                    j.kernel.name,
+                    j.o.tracker.name(),
+                    j.o.who.name(),
+                    j.o.case,
+                    c.name,
+                    c.detail
+                );
             }
         }
     }
