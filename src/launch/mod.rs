@@ -629,6 +629,10 @@ mod tests {
         // ste's own failure (125), said as such: not "command not found".
         let e = launch_error(b"x", STAGE_LIMITS, libc::EINVAL);
         assert_eq!(e.kind, LaunchErrorKind::Other);
-        assert!(e.message.contains("limit on open files"), "{}", e.message);
+        assert!(
+            e.message.contains("limits (open files, locked memory)"),
+            "{}",
+            e.message
+        );
     }
 }
