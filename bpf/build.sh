@@ -6,8 +6,9 @@
 #
 # Needs clang 14 (Debian 12's), llvm (llvm-strip) and libbpf-dev (bpf_helpers.h); `.ci/run`
 # installs them. `cargo build` does not run this: the objects are committed, so building ste
-# needs no clang. The build is reproducible: relative source paths, no DWARF in the output (the
-# loader needs only the .BTF section, where the maps are defined), nothing from the build machine.
+# needs no clang. The build is reproducible: relative source paths, no DWARF and no local labels
+# in the output (the loader needs only the .BTF section, where the maps are defined), nothing
+# from the build machine.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here}
@@ -26,5 +27,7 @@ for src in *.bpf.c; do
 		-I"/usr/include/$(clang -print-multiarch)" \
 		-fdebug-compilation-dir=. -fdebug-prefix-map="$here"=. \
 		-Wall -Werror -c "$src" -o "$obj"
-	llvm-strip -g "$obj"
+	# Without the compiler's local labels (LBB*): no relocation names them, and the loader
+	# reads every symbol of the object at each run.
+	llvm-strip -g --discard-all "$obj"
 done

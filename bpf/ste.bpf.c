@@ -6,7 +6,12 @@
 // Tree: every task of the tree carries task-local storage (`tasks`). The root gets it from user
 // space (through a pidfd) before it is released; a task created by a task that has it gets it at
 // sched_process_fork. So the filter costs one task-storage lookup, a pointer test for every
-// other task on the machine. Fork, exec (with argv read from the new image's argument area)
+// other task on the machine. Tracing programs have task storage from Linux 5.12 only (and
+// bpf_get_current_task_btf from 5.11): before, the `_h` variants of the programs keep the tree
+// in a hash keyed by the address of each task's task_struct (`tasks_h`), which stays the task's
+// across an exec that changes its pid and is not reused until the task is freed after its last
+// switch; the root, whose address user space cannot know, is named by its pid (`root_h`) and
+// adopted by the first program that runs in it (its exec, or its exit when the exec failed). Fork, exec (with argv read from the new image's argument area)
 // and exit records go to the ring buffer `events`, and, when the per-process ledger is kept,
 // each task's CPU (and, with cfg_figures, the rest of what taskstats's exit record carries) as
 // it leaves a CPU for the last time; a record that does not fit is counted
@@ -36,6 +41,8 @@ typedef __s32 s32;
 typedef __u64 u64;
 typedef __s64 s64;
 typedef _Bool bool;
+#define true 1
+#define false 0
 
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -51,8 +58,10 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 //
 // The system-call programs, which run on every call, read only what has a fixed layout:
 // x86-64's `struct pt_regs` (the user-register frame, arch/x86/include/asm/ptrace.h), and
-// `thread_info.status`, task_struct's first member with CONFIG_THREAD_INFO_IN_TASK; the loader
-// checks both offsets against the kernel's BTF and refuses to load when they differ.
+// `thread_info.status`, task_struct's first member with CONFIG_THREAD_INFO_IN_TASK, at byte 16
+// from Linux 5.11 (`syscall_work` came before it); the loader checks both offsets against the
+// kernel's BTF and loads the `_h` variants, which read the status at its offset there, when
+// they differ.
 
 struct pt_regs {
 	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
@@ -106,15 +115,22 @@ const volatile u32 off_delays_compact = 0;
 const volatile u32 off_signal_live = 0;
 const volatile u32 off_signal_group_exit_code = 0;
 const volatile u32 off_signal_flags = 0;
+// task_struct.__state (.state before Linux 5.14, a long whose low half this reads), for the
+// last switch before Linux 5.18, whose sched_switch passes no prev_state; and the offset of
+// thread_info.status in task_struct, for the `_h` system-call programs.
+const volatile u32 off_task_state = 0;
+const volatile u32 off_task_ti_status = 0;
 // mm_struct.hiwater_rss, .hiwater_vm, .total_vm, .arg_start, .arg_end, .rss_stat (an array of
-// percpu_counter)
+// percpu_counter; before Linux 6.2 a struct mm_rss_stat of atomic_long_t counters, which the
+// loader describes with the same two numbers)
 const volatile u32 off_mm_hiwater_rss = 0;
 const volatile u32 off_mm_hiwater_vm = 0;
 const volatile u32 off_mm_total_vm = 0;
 const volatile u32 off_mm_arg_start = 0;
 const volatile u32 off_mm_arg_end = 0;
 const volatile u32 off_mm_rss_stat = 0;
-// sizeof(struct percpu_counter) and offsetof(struct percpu_counter, count)
+// sizeof(struct percpu_counter) and offsetof(struct percpu_counter, count) (of atomic_long_t
+// and its counter before Linux 6.2)
 const volatile u32 size_percpu_counter = 0;
 const volatile u32 off_percpu_counter_count = 0;
 
@@ -244,6 +260,9 @@ struct ev_calls {
 const volatile u32 cfg_timed = 0;
 // Keep per-thread counts and send them at thread exit and exec.
 const volatile u32 cfg_per_thread = 0;
+// Whether the last-switch program is attached: the `_h` programs then leave a task in `tasks_h`
+// until its last switch, else they take it out at its exit.
+const volatile u32 cfg_ledger = 0;
 // The number of rt_sigreturn, which erases the call number (orig_ax = -1) as it restores the
 // registers: a call that returns with -1 made it, unless a tracer skipped the call.
 const volatile u32 cfg_sigreturn_nr = 0xffffffff;
@@ -283,6 +302,44 @@ struct {
 	__type(key, int);
 	__type(value, struct thread_calls);
 } calls SEC(".maps");
+
+// The `_h` programs' tree and per-thread counts, keyed by task_struct address (before Linux
+// 5.12). Entries are made as tasks are forked and taken out as they end: no preallocation.
+#define TASKS_H_MAX (1 << 16)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, TASKS_H_MAX);
+	__type(key, u64);
+	__type(value, struct task_state);
+} tasks_h SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, TASKS_H_MAX);
+	__type(key, u64);
+	__type(value, struct thread_calls);
+} calls_h SEC(".maps");
+
+// Zeroes, never written: what a thread's entry in `calls_h` is made from (a program's stack
+// holds 512 bytes).
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct thread_calls);
+} calls_zero SEC(".maps");
+
+// The root's pid, written by user space before its release, until a program running in the root
+// adopts it into `tasks_h` (then 0).
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u32);
+} root_h SEC(".maps");
 
 struct total {
 	u64 calls;
@@ -397,13 +454,8 @@ static __always_inline void *scratch_buf(void)
 }
 
 // Sends the thread's per-call counts as one record, then clears them.
-static __always_inline void flush_calls(struct task_struct *task)
+static __always_inline void send_calls(struct thread_calls *c, void *task)
 {
-	if (!cfg_per_thread)
-		return;
-	struct thread_calls *c = bpf_task_storage_get(&calls, task, 0, 0);
-	if (!c)
-		return;
 	struct ev_calls *ev = scratch_buf();
 	if (!ev) {
 		count(CNT_DROPPED);
@@ -447,7 +499,81 @@ static __always_inline void flush_calls(struct task_struct *task)
 		count(CNT_DROPPED);
 }
 
+static __always_inline void flush_calls(struct task_struct *task)
+{
+	if (!cfg_per_thread)
+		return;
+	struct thread_calls *c = bpf_task_storage_get(&calls, task, 0, 0);
+	if (!c)
+		return;
+	send_calls(c, task);
+}
+
+// ---- The tree kept in a hash (the `_h` programs, before Linux 5.12) ----------------------------
+
+// The entry of the task at `task` in the tree; with `adopt`, the root's, made when `task` is the
+// root that user space named and no program has adopted yet.
+static __always_inline struct task_state *tracked_h(u64 task, const bool adopt)
+{
+	struct task_state *st = bpf_map_lookup_elem(&tasks_h, &task);
+	if (st || !adopt)
+		return st;
+	u32 k = 0;
+	u32 *root = bpf_map_lookup_elem(&root_h, &k);
+	if (!root || *root == 0 || *root != (u32)bpf_get_current_pid_tgid())
+		return 0;
+	struct task_state init = { .enter_ns = 0, .flags = TASK_LAUNCHING, .enter_nr = 0 };
+	if (bpf_map_update_elem(&tasks_h, &task, &init, BPF_NOEXIST)) {
+		count(CNT_UNTRACKED);
+		return 0;
+	}
+	*root = 0;
+	return bpf_map_lookup_elem(&tasks_h, &task);
+}
+
+// Sends the counts of the thread at `task`, and with `end` takes its entry out (it is exiting).
+static __always_inline void flush_calls_h(u64 task, const bool end)
+{
+	if (!cfg_per_thread)
+		return;
+	struct thread_calls *c = bpf_map_lookup_elem(&calls_h, &task);
+	if (!c)
+		return;
+	send_calls(c, (void *)task);
+	if (end)
+		bpf_map_delete_elem(&calls_h, &task);
+}
+
+// The per-thread counts of the thread at `task`, made (zero) at its first call.
+static __always_inline struct thread_calls *calls_of_h(u64 task)
+{
+	struct thread_calls *c = bpf_map_lookup_elem(&calls_h, &task);
+	if (c)
+		return c;
+	u32 k = 0;
+	struct thread_calls *zero = bpf_map_lookup_elem(&calls_zero, &k);
+	if (!zero)
+		return 0;
+	bpf_map_update_elem(&calls_h, &task, zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&calls_h, &task);
+}
+
 // ---- Tree ---------------------------------------------------------------------------------------
+
+static __always_inline void send_fork(void *parent, void *child)
+{
+	struct ev_fork *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		count(CNT_DROPPED);
+		return;
+	}
+	ev->kind = EV_FORK;
+	ev->parent_tgid = kread_s32(parent, off_task_tgid);
+	ev->child_tid = kread_s32(child, off_task_pid);
+	ev->child_tgid = kread_s32(child, off_task_tgid);
+	ev->ts = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(ev, wake_flags(0));
+}
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
@@ -461,36 +587,29 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	}
 	st->flags = TASK_FORK_RETURN;
-	struct ev_fork *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
-	if (!ev) {
-		count(CNT_DROPPED);
-		return 0;
-	}
-	ev->kind = EV_FORK;
-	ev->parent_tgid = kread_s32(parent, off_task_tgid);
-	ev->child_tid = kread_s32(child, off_task_pid);
-	ev->child_tgid = kread_s32(child, off_task_tgid);
-	ev->ts = bpf_ktime_get_ns();
-	bpf_ringbuf_submit(ev, wake_flags(0));
+	send_fork(parent, child);
 	return 0;
 }
 
-// Exec and exit run in the task they trace, so they are raw tracepoints on the current task:
-// the kernel loads a raw tracepoint without searching its BTF for the tracepoint's function, as
-// it does for every tp_btf program (a cost in ste's start-up: bench/README.md). Fork stays
-// tp_btf: it marks the child, for which only tp_btf gives the typed pointer that the task
-// storage needs.
-SEC("raw_tp/sched_process_exec")
-int handle_exec(u64 *ctx)
+// A raw tracepoint: its arguments (parent, child) are plain addresses, the hash's keys.
+SEC("raw_tp/sched_process_fork")
+int handle_fork_h(u64 *ctx)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	int old_pid = (int)ctx[1]; // (task, old_pid, bprm)
-	struct task_state *st = bpf_task_storage_get(&tasks, task, 0, 0);
-	if (!st)
+	u64 parent = ctx[0], child = ctx[1];
+	if (!tracked_h(parent, false))
 		return 0;
-	// The counts so far belong to the image being replaced.
-	flush_calls(task);
-	st->flags &= ~TASK_LAUNCHING;
+	struct task_state st = { .enter_ns = 0, .flags = TASK_FORK_RETURN, .enter_nr = 0 };
+	if (bpf_map_update_elem(&tasks_h, &child, &st, BPF_ANY)) {
+		count(CNT_UNTRACKED);
+		return 0;
+	}
+	send_fork((void *)parent, (void *)child);
+	return 0;
+}
+
+// The exec record of the task at `task`, which replaced `old_pid` (a thread that exec'd).
+static __always_inline int send_exec(void *task, int old_pid)
+{
 	struct ev_exec *ev = scratch_buf();
 	if (!ev) {
 		count(CNT_DROPPED);
@@ -524,17 +643,44 @@ int handle_exec(u64 *ctx)
 	return 0;
 }
 
-SEC("raw_tp/sched_process_exit")
-int handle_exit(u64 *ctx)
+// Exec and exit run in the task they trace, so they are raw tracepoints on the current task:
+// the kernel loads a raw tracepoint without searching its BTF for the tracepoint's function, as
+// it does for every tp_btf program (a cost in ste's start-up: bench/README.md). Fork stays
+// tp_btf: it marks the child, for which only tp_btf gives the typed pointer that the task
+// storage needs.
+SEC("raw_tp/sched_process_exec")
+int handle_exec(u64 *ctx)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	if (!bpf_task_storage_get(&tasks, task, 0, 0))
+	int old_pid = (int)ctx[1]; // (task, old_pid, bprm)
+	struct task_state *st = bpf_task_storage_get(&tasks, task, 0, 0);
+	if (!st)
 		return 0;
+	// The counts so far belong to the image being replaced.
 	flush_calls(task);
+	st->flags &= ~TASK_LAUNCHING;
+	return send_exec(task, old_pid);
+}
+
+SEC("raw_tp/sched_process_exec")
+int handle_exec_h(u64 *ctx)
+{
+	u64 task = bpf_get_current_task();
+	struct task_state *st = tracked_h(task, true);
+	if (!st)
+		return 0;
+	flush_calls_h(task, false);
+	st->flags &= ~TASK_LAUNCHING;
+	return send_exec((void *)task, (int)ctx[1]);
+}
+
+// The exit record of the task at `task`.
+static __always_inline void send_exit(void *task)
+{
 	struct ev_exit *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
 		count(CNT_DROPPED);
-		return 0;
+		return;
 	}
 	ev->kind = EV_EXIT;
 	ev->tid = kread_s32(task, off_task_pid);
@@ -577,30 +723,40 @@ int handle_exit(u64 *ctx)
 		}
 	}
 	bpf_ringbuf_submit(ev, wake_flags(0));
-	return 0;
 }
 
-// The task's last switch (attached only when the per-process ledger is kept). The exit record
-// and taskstats's are written in do_exit(), before the task's last switch: the scheduler has not
-// yet added the runtime since its last tick or switch (up to a tick; all of it for a process
-// shorter than one). Here, at the switch away from a dead task, it has (the task was dequeued
-// just before). Its other counters are final there too (faults, I/O, waits), so with cfg_figures
-// the record carries them and ste needs no taskstats listener, whose records it would have to
-// match to the tree in user space. Every context switch of the machine runs this program: the
-// state test comes first, and a switch away from a live task costs no more than it.
-SEC("raw_tp/sched_switch")
-int handle_last_switch(u64 *ctx)
+SEC("raw_tp/sched_process_exit")
+int handle_exit(u64 *ctx)
 {
-	// (preempt, prev, next, prev_state); prev is still the current task.
-	if ((u32)ctx[3] != TASK_DEAD)
-		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
 	if (!bpf_task_storage_get(&tasks, task, 0, 0))
 		return 0;
+	flush_calls(task);
+	send_exit(task);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exit")
+int handle_exit_h(u64 *ctx)
+{
+	u64 task = bpf_get_current_task();
+	if (!tracked_h(task, true))
+		return 0;
+	flush_calls_h(task, true);
+	send_exit((void *)task);
+	// No system call after this; its last switch takes it out when that program is attached.
+	if (!cfg_ledger)
+		bpf_map_delete_elem(&tasks_h, &task);
+	return 0;
+}
+
+// The last-switch record of the task at `task`.
+static __always_inline void send_last_switch(void *task)
+{
 	struct ev_last_switch *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
 		count(CNT_DROPPED);
-		return 0;
+		return;
 	}
 	ev->kind = EV_LAST_SWITCH;
 	ev->tid = kread_s32(task, off_task_pid);
@@ -642,6 +798,53 @@ int handle_last_switch(u64 *ctx)
 		}
 	}
 	bpf_ringbuf_submit(ev, wake_flags(0));
+}
+
+// The task's last switch (attached only when the per-process ledger is kept). The exit record
+// and taskstats's are written in do_exit(), before the task's last switch: the scheduler has not
+// yet added the runtime since its last tick or switch (up to a tick; all of it for a process
+// shorter than one). Here, at the switch away from a dead task, it has (the task was dequeued
+// just before). Its other counters are final there too (faults, I/O, waits), so with cfg_figures
+// the record carries them and ste needs no taskstats listener, whose records it would have to
+// match to the tree in user space. Every context switch of the machine runs this program: the
+// state test comes first, and a switch away from a live task costs no more than it.
+SEC("raw_tp/sched_switch")
+int handle_last_switch(u64 *ctx)
+{
+	// (preempt, prev, next, prev_state); prev is still the current task.
+	if ((u32)ctx[3] != TASK_DEAD)
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (!bpf_task_storage_get(&tasks, task, 0, 0))
+		return 0;
+	send_last_switch(task);
+	return 0;
+}
+
+// Before Linux 5.18 sched_switch passes no prev_state (preempt, prev, next): the state is read
+// from the task, as the tracepoint itself read it then.
+SEC("raw_tp/sched_switch")
+int handle_last_switch_s(u64 *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	if ((u32)kread_s32(task, off_task_state) != TASK_DEAD)
+		return 0;
+	if (!bpf_task_storage_get(&tasks, task, 0, 0))
+		return 0;
+	send_last_switch(task);
+	return 0;
+}
+
+SEC("raw_tp/sched_switch")
+int handle_last_switch_h(u64 *ctx)
+{
+	u64 task = bpf_get_current_task();
+	if ((u32)kread_s32((void *)task, off_task_state) != TASK_DEAD)
+		return 0;
+	if (!tracked_h(task, true))
+		return 0;
+	send_last_switch((void *)task);
+	bpf_map_delete_elem(&tasks_h, &task);
 	return 0;
 }
 
@@ -658,21 +861,26 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+SEC("raw_tp/sys_enter")
+int sys_enter_h(u64 *ctx)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct task_state *st = bpf_task_storage_get(&tasks, task, 0, 0);
-	if (!st)
-		return 0;
-	if (st->flags) {
-		// A new task returning from fork (its parent counts that call), or the root
-		// before its exec.
-		st->flags &= ~TASK_FORK_RETURN;
-		return 0;
+	struct task_state *st = tracked_h(bpf_get_current_task(), false);
+	if (st) {
+		st->enter_ns = bpf_ktime_get_ns();
+		st->enter_nr = ctx[1]; // (regs, id)
 	}
+	return 0;
+}
+
+// Counts a call of the task at `task` that returned `ret`: its number `nr` (-1 when a
+// sigreturn erased it), its ABI from thread_info.status (read directly, or at its offset by
+// the `_h` programs), its time since sys_enter.
+static __always_inline int count_call(struct task_state *st, void *task, u64 nr, long ret,
+				      const bool h)
+{
+#define STATUS (h ? (u32)kread_s32(task, off_task_ti_status) \
+		  : ((struct task_struct *)task)->thread_info.status)
 	u64 dt = 0;
-	u64 nr = regs->orig_ax;
 	if (cfg_timed) {
 		u64 t0 = st->enter_ns;
 		st->enter_ns = 0;
@@ -681,7 +889,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			if (nr == (u64)-1)
 				nr = st->enter_nr;
 		}
-	} else if (nr == (u64)-1 && !(task->thread_info.status & TS_COMPAT)) {
+	} else if (nr == (u64)-1 && !(STATUS & TS_COMPAT)) {
 		nr = cfg_sigreturn_nr;
 	}
 	if (nr >= NIDX / 2) {
@@ -689,8 +897,9 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 	u32 idx = nr;
-	if (task->thread_info.status & TS_COMPAT)
+	if (STATUS & TS_COMPAT)
 		idx += NIDX / 2;
+#undef STATUS
 	bool failed = ret < 0 && ret >= -4095;
 	struct total *t = bpf_map_lookup_elem(&totals, &idx);
 	if (t) {
@@ -708,7 +917,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	}
 	if (cfg_per_thread) {
 		struct thread_calls *c =
-			bpf_task_storage_get(&calls, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+			h ? calls_of_h((u64)task)
+			  : bpf_task_storage_get(&calls, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (!c) {
 			count(CNT_NO_THREAD_CALLS);
 			return 0;
@@ -722,6 +932,38 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			c->max_ns[i] = dt;
 	}
 	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_state *st = bpf_task_storage_get(&tasks, task, 0, 0);
+	if (!st)
+		return 0;
+	if (st->flags) {
+		// A new task returning from fork (its parent counts that call), or the root
+		// before its exec.
+		st->flags &= ~TASK_FORK_RETURN;
+		return 0;
+	}
+	return count_call(st, task, regs->orig_ax, ret, false);
+}
+
+// A raw tracepoint (regs, ret): pt_regs.orig_ax read from the frame's address.
+SEC("raw_tp/sys_exit")
+int sys_exit_h(u64 *ctx)
+{
+	u64 task = bpf_get_current_task();
+	struct task_state *st = tracked_h(task, false);
+	if (!st)
+		return 0;
+	if (st->flags) {
+		st->flags &= ~TASK_FORK_RETURN;
+		return 0;
+	}
+	u64 nr = kread_u64((void *)ctx[0], __builtin_offsetof(struct pt_regs, orig_ax));
+	return count_call(st, (void *)task, nr, (long)ctx[1], true);
 }
 
 // ---- malloc's SDT probes ----------------------------------------------------------------------

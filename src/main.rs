@@ -99,6 +99,7 @@ fn main() -> ExitCode {
     // runs with the user's limit.
     if !matches!(cli.subcommand, Some(Subcommand::Bench(_))) {
         ste::launch::raise_descriptor_limit();
+        ste::launch::raise_memlock_limit();
     }
     let result = match cli.subcommand {
         None => RunOptions::from_args(cli.run).and_then(|o| ste::command::run::run(&o)),

@@ -36,7 +36,8 @@
 //!   is reopened for writing through its `O_PATH` descriptor (`/proc/self/fd/N`, the same
 //!   inode), so nothing is opened for writing (a FIFO, a device) before it passed the checks.
 //!   An existing regular file is emptied only by [`Opened::begin`], once every output of the
-//!   run has been opened: a refused `--json` does not cost the `-o` file its old content.
+//!   run has been opened: a refused `--json` does not cost the `-o` file its old content. A
+//!   new file is removed again if the run ends before it is written to ([`Opened`]'s drop).
 //!
 //! Hand-written because no crate applies these rules: openat2's `RESOLVE_NO_SYMLINKS` refuses
 //! every link (`/var/run`, `/dev/stdout`), and capability-style crates confine paths to a root
@@ -59,27 +60,64 @@ const MAX_LINKS: usize = 40;
 /// Times a component that appeared or vanished between two opens is tried again.
 const MAX_RACES: usize = 8;
 
-/// An output file, open for writing and checked, not yet emptied.
+/// An output file, open for writing and checked, not yet emptied. A file this open made is
+/// removed again when it is dropped before [`Opened::into_file`] (a run that failed to
+/// start leaves no empty file behind).
 #[derive(Debug)]
 pub struct Opened {
-    file: File,
+    file: Option<File>,
     /// An existing regular file, emptied by [`Opened::begin`].
     empty: bool,
+    /// The directory and name of a file this open made.
+    made: Option<(OwnedFd, Vec<u8>)>,
 }
 
 impl Opened {
     /// Empties an existing file (once): call it when every output of the run is open.
     pub fn begin(&mut self) -> io::Result<()> {
-        if std::mem::take(&mut self.empty) {
-            self.file.set_len(0)?;
+        if std::mem::take(&mut self.empty)
+            && let Some(f) = &self.file
+        {
+            f.set_len(0)?;
         }
         Ok(())
     }
 
-    /// The file, emptied.
+    /// The file, emptied, kept whatever happens next.
     pub fn into_file(mut self) -> io::Result<File> {
         self.begin()?;
-        Ok(self.file)
+        self.made = None;
+        self.file
+            .take()
+            .ok_or_else(|| io::Error::other("the file was taken already"))
+    }
+}
+
+impl Drop for Opened {
+    /// Removes the file this open made, if the name still leads to it (not to a file made
+    /// there since).
+    fn drop(&mut self) {
+        let (Some((dir, name)), Some(file)) = (self.made.take(), self.file.as_ref()) else {
+            return;
+        };
+        let same = match (
+            fstat(file),
+            nix::sys::stat::fstatat(
+                &dir,
+                name.as_slice(),
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            ),
+        ) {
+            (Ok(a), Ok(b)) => (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino),
+            _ => false,
+        };
+        if same {
+            let _ = nix::unistd::unlinkat(
+                &dir,
+                name.as_slice(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+        }
     }
 }
 
@@ -97,8 +135,9 @@ pub fn is_stdout(path: &Path) -> bool {
 pub fn open(path: &Path) -> io::Result<Opened> {
     if is_stdout(path) {
         return Ok(Opened {
-            file: File::from(io::stdout().as_fd().try_clone_to_owned()?),
+            file: Some(File::from(io::stdout().as_fd().try_clone_to_owned()?)),
             empty: false,
+            made: None,
         });
     }
     as_invoking_user(|me| walk(path, me))
@@ -401,8 +440,9 @@ fn create_new(dir: &Dir, name: &[u8]) -> Result<Opened, Errno> {
         Mode::from_bits_truncate(0o666),
     )?;
     Ok(Opened {
-        file: File::from(fd),
+        file: Some(File::from(fd)),
         empty: false,
+        made: dir.fd.try_clone().ok().map(|d| (d, name.to_vec())),
     })
 }
 
@@ -417,8 +457,9 @@ fn reopen(fd: &OwnedFd, stat: &FileStat) -> io::Result<Opened> {
         .custom_flags(libc::O_NOCTTY)
         .open(format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd()))?;
     Ok(Opened {
-        file,
+        file: Some(file),
         empty: kind(stat) == SFlag::S_IFREG,
+        made: None,
     })
 }
 

@@ -83,7 +83,7 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         )
     });
     // Open every output before the command starts: a bad path must not cost a run. Existing
-    // files are emptied once all are open (the record, opened last, at once).
+    // files are emptied once the tracker has started (the record, opened last, at once).
     let out = opts
         .output
         .as_deref()
@@ -103,9 +103,6 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
         ),
         None => None,
     };
-    let mut out = Output::begin(out, opts.output.as_deref())?;
-    exports.begin()?;
-
     launch::become_subreaper()?;
     let creds = if opts.keep_root {
         None
@@ -175,6 +172,17 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
             anyhow::bail!(e);
         }
     };
+    // Existing outputs are emptied only now that the run starts: a run that failed to start
+    // leaves them as they were, and the files it made are removed (`output::Opened`).
+    let begun =
+        Output::begin(out, opts.output.as_deref()).and_then(|out| exports.begin().map(|()| out));
+    let mut out = match begun {
+        Ok(out) => out,
+        Err(e) => {
+            child.abandon();
+            return Err(e);
+        }
+    };
     let command: Vec<_> = opts
         .command
         .iter()
@@ -237,7 +245,19 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
             ),
         });
     }
-    limit_session(&sink, &accounting, sampler_role);
+    // The BPF maps used after the drop, where the kernel asks for CAP_BPF on every bpf()
+    // call: the system-call counts (the session) and the ebpf reader's (its batching switch,
+    // the SDT probes' counts).
+    let ebpf = started.kind == track::TrackerKind::Ebpf;
+    let bpf_maps = ebpf && privilege::bpf_maps_need_capability();
+    let tracker_role = Role::Tracker { bpf_maps };
+    limit_session(
+        &sink,
+        &accounting,
+        bpf_maps && started.syscalls.is_some(),
+        tracker_role,
+        sampler_role,
+    );
 
     let mut rec = Recorder::new();
     if let Some(r) = &recording {
@@ -416,15 +436,22 @@ fn say(line: &str) {
 
 /// Drops what the session thread no longer needs, now that every thread that needs more has
 /// started, and says what ste kept (only when it had capabilities to drop).
-fn limit_session(sink: &Sink, accounting: &account::Session, sampler: Role) {
+fn limit_session(
+    sink: &Sink,
+    accounting: &account::Session,
+    bpf_maps: bool,
+    tracker: Role,
+    sampler: Role,
+) {
     let (cgroup, restores_delays) = accounting.privileged_end();
     let role = Role::Session {
         cgroup,
         restores_delays,
+        bpf_maps,
     };
     match privilege::limit(role) {
         Ok(Some(_)) => sink.emit(Event::Note {
-            text: privilege::summary(role, sampler),
+            text: privilege::summary(role, tracker, sampler),
         }),
         Ok(None) => {}
         Err(e) => sink.emit(Event::Note {

@@ -3,8 +3,9 @@
 //! line of `/proc/self/status`, whose whole text the kernel builds for each read (and which
 //! shows the main thread's capabilities, not the caller's).
 
-/// `CAP_SYS_PTRACE`, `CAP_SYS_ADMIN`, `CAP_PERFMON` and `CAP_BPF`
+/// `CAP_NET_ADMIN`, `CAP_SYS_PTRACE`, `CAP_SYS_ADMIN`, `CAP_PERFMON` and `CAP_BPF`
 /// (include/uapi/linux/capability.h).
+pub const CAP_NET_ADMIN: u32 = 12;
 pub const CAP_SYS_PTRACE: u32 = 19;
 pub const CAP_SYS_ADMIN: u32 = 21;
 pub const CAP_PERFMON: u32 = 38;

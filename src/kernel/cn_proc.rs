@@ -249,11 +249,7 @@ impl Connector {
 
 /// Whether the running kernel has the proc connector event filter (Linux 6.6).
 pub fn kernel_has_filter(release: &str) -> bool {
-    let mut it = release
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|s| s.parse::<u32>().ok());
-    let (major, minor) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
-    (major, minor) >= (6, 6)
+    super::release::Version::parse(release).cn_proc_filter_and_unprivileged()
 }
 
 /// Unsigned distance from `last` to `seq` minus one: how many sequence numbers were skipped.

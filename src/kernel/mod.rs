@@ -16,6 +16,7 @@ pub mod kpageflags;
 pub mod netlink;
 pub mod pagemap;
 pub mod proc;
+pub mod release;
 pub mod smaps;
 pub mod statmount;
 pub mod taskstats;

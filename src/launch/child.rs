@@ -6,9 +6,9 @@
 //! before it started ([`ChildPlan`]); no allocation, no lock, no glibc wrapper (they write
 //! `errno` into the TLS of the thread that cloned it), no panic.
 //!
-//! Owns the plan the child runs, its steps (take back the limit on open files ste started
-//! with, join the cgroup, drop credentials, wait for the release, exec with `execvp`'s search
-//! rules) and how it reports a failure. Must not touch anything the parent side owns
+//! Owns the plan the child runs, its steps (take back the limits on open files and locked
+//! memory ste started with, join the cgroup, drop credentials, wait for the release, exec
+//! with `execvp`'s search rules) and how it reports a failure. Must not touch anything the parent side owns
 //! (`super`): the parent builds the plan, this file runs it.
 
 use std::ffi::CString;
@@ -54,6 +54,9 @@ pub(super) struct ChildPlan {
     /// The limit on open descriptors ste started with (soft, hard), when ste raised its own
     /// (`super::raise_descriptor_limit`): the command gets it back.
     pub(super) nofile: Option<[u64; 2]>,
+    /// The limit on locked memory ste started with, when ste lifted its own
+    /// (`super::raise_memlock_limit`): the command gets it back.
+    pub(super) memlock: Option<[u64; 2]>,
     pub(super) _strings: Strings,
 }
 
@@ -78,10 +81,15 @@ fn child_main(plan: &mut ChildPlan) -> ! {
         }
     }
     sys::default_action(libc::SIGPIPE);
-    if let Some(limit) = &plan.nofile
-        && let Err(e) = sys::set_nofile(limit)
-    {
-        report(STAGE_LIMITS, e);
+    for (resource, limit) in [
+        (libc::RLIMIT_NOFILE, &plan.nofile),
+        (libc::RLIMIT_MEMLOCK, &plan.memlock),
+    ] {
+        if let Some(limit) = limit
+            && let Err(e) = sys::set_limit(resource, limit)
+        {
+            report(STAGE_LIMITS, e);
+        }
     }
     // Joined while still privileged. Told: the index of the first file that failed and its
     // errno, or (n, 0) when all n were joined.
@@ -407,14 +415,14 @@ mod sys {
         result(unsafe { call(libc::SYS_setresuid, [u, u, u, 0]) }).map(drop)
     }
 
-    /// Sets the calling process's limit on open descriptors to (soft, hard).
-    pub fn set_nofile(limit: &[u64; 2]) -> Result<(), i32> {
+    /// Sets the calling process's limit on `resource` to (soft, hard).
+    pub fn set_limit(resource: libc::__rlimit_resource_t, limit: &[u64; 2]) -> Result<(), i32> {
         // SAFETY: prlimit64 on the calling process (pid 0) reads a `struct rlimit64`, two
         // u64s, from `limit`, and writes nothing (old limit NULL).
         result(unsafe {
             call(
                 libc::SYS_prlimit64,
-                [0, libc::RLIMIT_NOFILE as usize, limit.as_ptr() as usize, 0],
+                [0, resource as usize, limit.as_ptr() as usize, 0],
             )
         })
         .map(drop)

@@ -88,6 +88,30 @@ pub fn raise_descriptor_limit() {
     }
 }
 
+/// The limit on locked memory ste started with (soft, hard), set when
+/// [`raise_memlock_limit`] lifted ste's own.
+static MEMLOCK_AT_START: std::sync::OnceLock<[u64; 2]> = std::sync::OnceLock::new();
+
+/// Lifts ste's limit on locked memory where the kernel charges BPF maps to it (before Linux
+/// 5.11; memory cgroups since), when ste may (root): the ebpf tracker's maps take a few MiB,
+/// and under the default 64 KiB the kernel refused to make them (EPERM). The command gets the
+/// limit ste started with back before its exec ([`ChildPlan`]'s `memlock`). Call it first,
+/// before any thread starts.
+pub fn raise_memlock_limit() {
+    use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit, setrlimit};
+    if crate::kernel::release::Version::running().bpf_memory_in_cgroups() {
+        return;
+    }
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_MEMLOCK) else {
+        return;
+    };
+    if soft != RLIM_INFINITY
+        && setrlimit(Resource::RLIMIT_MEMLOCK, RLIM_INFINITY, RLIM_INFINITY).is_ok()
+    {
+        let _ = MEMLOCK_AT_START.set([soft, hard]);
+    }
+}
+
 /// Whether standard descriptor `fd` was closed when ste started (Rust's runtime has held
 /// `/dev/null` there since).
 pub fn closed_at_start(fd: libc::c_int) -> bool {
@@ -260,6 +284,7 @@ impl Prepared {
             mask: *mask,
             closed: CLOSED_AT_START.load(Ordering::Relaxed),
             nofile: NOFILE_AT_START.get().copied(),
+            memlock: MEMLOCK_AT_START.get().copied(),
             _strings: strings,
         }));
         let started_ns = crate::bus::sink::monotonic_ns();
@@ -510,7 +535,7 @@ fn launch_error(name: &[u8], stage: u32, errno: i32) -> LaunchError {
         return LaunchError {
             kind: LaunchErrorKind::Other,
             message: format!(
-                "could not give {name} back the limit on open files ste started with: {err}"
+                "could not give {name} back the limits (open files, locked memory) ste started with: {err}"
             ),
         };
     }
@@ -610,6 +635,10 @@ mod tests {
         // ste's own failure (125), said as such: not "command not found".
         let e = launch_error(b"x", STAGE_LIMITS, libc::EINVAL);
         assert_eq!(e.kind, LaunchErrorKind::Other);
-        assert!(e.message.contains("limit on open files"), "{}", e.message);
+        assert!(
+            e.message.contains("limits (open files, locked memory)"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -20,12 +20,19 @@ pub enum Role {
     /// (`CAP_KILL`: the command may run as the user who invoked sudo); at the end it removes
     /// the cgroup (`CAP_DAC_OVERRIDE`: its parent directory may belong to another user, or be
     /// the root of a v1 hierarchy, `r-x` even for root) and
-    /// switches `kernel.task_delayacct` back off (`CAP_SYS_ADMIN`, which the sysctl demands).
-    Session { cgroup: bool, restores_delays: bool },
+    /// switches `kernel.task_delayacct` back off (`CAP_SYS_ADMIN`, which the sysctl demands);
+    /// it reads the BPF system-call counts at the end (`CAP_BPF` where the kernel asks for it
+    /// on every bpf() call: `bpf_maps`).
+    Session {
+        cgroup: bool,
+        restores_delays: bool,
+        bpf_maps: bool,
+    },
     /// A tracker's thread (ptrace, netlink, ebpf): ptrace itself, and the tree's
     /// `/proc/PID/{io,status,…}`, which another user's processes only show with
-    /// `CAP_SYS_PTRACE`.
-    Tracker,
+    /// `CAP_SYS_PTRACE`; the ebpf reader reads the SDT probes' maps at the end (`CAP_BPF`
+    /// where the kernel asks for it on every bpf() call: `bpf_maps`).
+    Tracker { bpf_maps: bool },
     /// The sampler: the tree's `smaps_rollup`, `status` and `maps` (`CAP_SYS_PTRACE`); with
     /// page flags (`--maps-at-peak`), `/proc/kpageflags` and pagemap's frame numbers
     /// (`CAP_SYS_ADMIN`).
@@ -43,6 +50,7 @@ impl Role {
             Role::Session {
                 cgroup,
                 restores_delays,
+                bpf_maps,
             } => {
                 keep.push(Capability::CAP_KILL);
                 if cgroup {
@@ -51,8 +59,16 @@ impl Role {
                 if restores_delays {
                     keep.push(Capability::CAP_SYS_ADMIN);
                 }
+                if bpf_maps {
+                    keep.push(Capability::CAP_BPF);
+                }
             }
-            Role::Tracker => keep.push(Capability::CAP_SYS_PTRACE),
+            Role::Tracker { bpf_maps } => {
+                keep.push(Capability::CAP_SYS_PTRACE);
+                if bpf_maps {
+                    keep.push(Capability::CAP_BPF);
+                }
+            }
             Role::Sampler { page_flags } => {
                 keep.push(Capability::CAP_SYS_PTRACE);
                 if page_flags {
@@ -103,8 +119,15 @@ pub fn limit_or_say(role: Role, sink: &crate::bus::sink::Sink) {
     }
 }
 
-/// The report's line on what ste kept, for the session and sampler roles of this run.
-pub fn summary(session: Role, sampler: Role) -> String {
+/// Whether a thread that reads BPF maps after it dropped its capabilities must keep
+/// `CAP_BPF`: before Linux 5.19, `kernel.unprivileged_bpf_disabled` refuses every bpf() call
+/// without it, even on a map's descriptor opened while privileged (EPERM).
+pub fn bpf_maps_need_capability() -> bool {
+    !crate::kernel::release::Version::running().bpf_fd_commands_unprivileged()
+}
+
+/// The report's line on what ste kept, for the session, tracker and sampler roles of this run.
+pub fn summary(session: Role, tracker: Role, sampler: Role) -> String {
     let names = |r: Role| {
         let k = r.keeps();
         if k.is_empty() {
@@ -119,7 +142,7 @@ pub fn summary(session: Role, sampler: Role) -> String {
     format!(
         "once the command was released, ste kept only these capabilities: session {}; trackers {}; sampler {}; other threads {} (the rest were dropped)",
         names(session),
-        names(Role::Tracker),
+        names(tracker),
         names(sampler),
         names(Role::Helper)
     )
@@ -132,14 +155,27 @@ mod tests {
     #[test]
     fn each_role_keeps_only_its_reasons() {
         assert_eq!(Role::Helper.keeps(), vec![]);
-        assert_eq!(Role::Tracker.keeps(), vec![Capability::CAP_SYS_PTRACE]);
+        assert_eq!(
+            Role::Tracker { bpf_maps: false }.keeps(),
+            vec![Capability::CAP_SYS_PTRACE]
+        );
         assert_eq!(
             Role::Session {
                 cgroup: false,
-                restores_delays: false
+                restores_delays: false,
+                bpf_maps: false,
             }
             .keeps(),
             vec![Capability::CAP_KILL]
+        );
+        assert!(
+            Role::Session {
+                cgroup: false,
+                restores_delays: false,
+                bpf_maps: true,
+            }
+            .keeps()
+            .contains(&Capability::CAP_BPF)
         );
         assert!(
             Role::Sampler { page_flags: true }
@@ -159,7 +195,9 @@ mod tests {
             Role::Session {
                 cgroup: true,
                 restores_delays: false,
+                bpf_maps: false,
             },
+            Role::Tracker { bpf_maps: false },
             Role::Sampler { page_flags: false },
         );
         assert!(s.contains("session CAP_KILL, CAP_DAC_OVERRIDE"), "{s}");

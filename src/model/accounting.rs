@@ -548,7 +548,14 @@ pub fn process_peak(run: &super::Run, p: &super::Process) -> Option<(u64, String
         let from = match s {
             LedgerSource::Taskstats => "taskstats hiwater_rss",
             LedgerSource::LastSwitch => "VmHWM read by BPF at the process's exit",
-            LedgerSource::ExitStop | LedgerSource::Wait4 => "VmHWM at the ptrace exit stop",
+            // As exact as the tracker declared its reads of VmHWM there (before Linux 6.2, a
+            // lower bound: its source says why).
+            LedgerSource::ExitStop | LedgerSource::Wait4 => {
+                if let Some(src) = core.filter(|c| !c.exact) {
+                    return Some((v, src.from.clone(), false));
+                }
+                "VmHWM at the ptrace exit stop"
+            }
         };
         return Some((v, from.to_string(), true));
     }

@@ -9,6 +9,7 @@ mod crafted;
 mod diff;
 mod harness;
 mod json;
+mod kernel_matrix;
 mod malloc;
 mod maps;
 mod outputs;

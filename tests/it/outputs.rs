@@ -615,3 +615,30 @@ fn a_thread_that_cannot_start_once_the_command_runs_costs_what_it_measures() {
     let _ = std::fs::remove_dir(&group);
     assert!(lost_sampler > 0, "no limit fell on the sampler's thread");
 }
+
+/// A run that fails to start (exit 125, here `--tracker ebpf` as a user who cannot load BPF)
+/// leaves no output file it made, and an existing one as it was: the outputs are opened before
+/// the command starts, emptied only once the tracker has started (issue 43: an empty `--json`
+/// file was left behind).
+#[test]
+#[cfg_attr(
+    not(ste_test_root),
+    ignore = "needs root: drops to nobody with setpriv"
+)]
+fn a_failed_start_leaves_no_file_behind_and_an_old_one_as_it_was() {
+    let (made, old) = (scratch("never.json"), scratch("old.html"));
+    std::fs::write(&old, "the last run's page\n").unwrap();
+    set_mode(&old, 0o666);
+    let mut c = command_as(Who::Nobody, &bins().ste);
+    c.args(["--tracker", "ebpf", "--json", &s(&made), "--html", &s(&old)])
+        .args(["--", "/bin/true"])
+        .stdin(Stdio::null());
+    let o = c.output().unwrap();
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert!(stderr(&o).contains(NO_BPF), "{}", stderr(&o));
+    assert!(!made.exists(), "an empty --json file was left behind");
+    assert_eq!(
+        std::fs::read_to_string(&old).unwrap(),
+        "the last run's page\n"
+    );
+}

@@ -7,70 +7,16 @@
 //! tests; without a release build as new as the sources, the test says so and checks nothing.
 
 use crate::harness::*;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::SystemTime;
 
-/// The newest modification time of the files under `dir` (recursively).
-fn newest(dir: &Path) -> SystemTime {
-    let mut t = SystemTime::UNIX_EPOCH;
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        let m = if p.is_dir() {
-            newest(&p)
-        } else {
-            e.metadata()
-                .and_then(|m| m.modified())
-                .unwrap_or(SystemTime::UNIX_EPOCH)
-        };
-        t = t.max(m);
-    }
-    t
-}
+#[path = "../common/release.rs"]
+mod common;
 
 /// The release binary, copied beside the debug one (for nobody), if it is as new as every
 /// input of the build; else why not.
 fn release_binary() -> Result<PathBuf, String> {
-    let built = Path::new(env!("CARGO_BIN_EXE_ste"))
-        .parent()
-        .and_then(Path::parent)
-        .map(|target| target.join("release").join("ste"))
-        .ok_or("no target directory")?;
-    let when = std::fs::metadata(&built)
-        .and_then(|m| m.modified())
-        .map_err(|_| format!("{} is missing", built.display()))?;
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let inputs = [
-        "src",
-        "bpf",
-        "shim",
-        "build.rs",
-        "Cargo.toml",
-        "Cargo.lock",
-        ".cargo",
-    ];
-    let stale: Vec<&str> = inputs
-        .iter()
-        .filter(|i| {
-            let p = root.join(i);
-            let t = if p.is_dir() {
-                newest(&p)
-            } else {
-                std::fs::metadata(&p)
-                    .and_then(|m| m.modified())
-                    .unwrap_or(SystemTime::UNIX_EPOCH)
-            };
-            t > when
-        })
-        .copied()
-        .collect();
-    if !stale.is_empty() {
-        return Err(format!(
-            "{} is older than {}",
-            built.display(),
-            stale.join(", ")
-        ));
-    }
+    let built = common::fresh_release_binary()?;
     let to = bins().dir.join("ste-release");
     install(&built, &to, 0o755);
     Ok(to)

@@ -437,6 +437,25 @@ impl Writer {
         self.push(&[0, ARRAY << 24, 0, elem, index, n])
     }
 
+    /// A struct of `size` bytes with `members` (name, type, byte offset): tests build a
+    /// kernel's types with it.
+    #[cfg(test)]
+    pub fn structure(&mut self, name: &str, size: u32, members: &[(&str, u32, u32)]) -> u32 {
+        let name = self.string(name);
+        let mut words = vec![name, (STRUCT << 24) | members.len() as u32, size];
+        for &(m, ty, off) in members {
+            let m = self.string(m);
+            words.extend([m, ty, off * 8]);
+        }
+        self.push(&words)
+    }
+
+    /// A pointer to `ty`.
+    #[cfg(test)]
+    pub fn pointer(&mut self, ty: u32) -> u32 {
+        self.push(&[0, PTR << 24, ty])
+    }
+
     /// The blob.
     pub fn finish(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(HEADER_LEN + self.types.len() + self.strings.len());

@@ -188,6 +188,17 @@ fn memory(run: &Run, a: &Accounting) -> crate::model::MemoryReconciled {
             pid: None,
             processes: None,
         });
+    } else if let Some(g) = &a.group
+        && let Some(peak) = g.sampled_peak_bytes
+    {
+        // No peak kept by the kernel (cgroup v2 before Linux 5.19): the highest reading.
+        m.group_peak = Some(MemoryFigure {
+            bytes: peak,
+            exact: false,
+            from: "the highest of ste's readings of its cgroup's usage (anon + page cache + kernel), a lower bound".into(),
+            pid: None,
+            processes: None,
+        });
     }
     let peaks: Vec<(i32, u64, String, bool)> = run
         .processes

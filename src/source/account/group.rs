@@ -78,6 +78,9 @@ const MEMORY_LIMIT_ENV: &str = "STE_TEST_MEMORY_LIMIT";
 /// The figures each controller gives, named as the report's unavailable lines name them.
 const MEMORY_FIGURES: &str = "group memory peak and its anon/file split";
 const PIDS_FIGURES: &str = "pids.peak";
+/// cgroup v2 before Linux 5.19: a memory controller, no `memory.peak`.
+const EXACT_PEAK: &str = "group memory peak (exact)";
+const NO_MEMORY_PEAK: &str = "cgroup v2 has memory.peak from Linux 5.19 only: the group's peak is the highest of ste's readings of memory.current (every 20 ms while it moves), a lower bound";
 const CPU_FIGURES: &str = "group CPU";
 
 /// Where a v2 group would go: next to ste's own cgroup, or inside it when it is the top of
@@ -140,6 +143,8 @@ impl V2Place {
         let mut missing = Vec::new();
         if !self.has("memory") {
             missing.push((MEMORY_FIGURES.to_string(), not_enabled("memory")));
+        } else if !dir.join("memory.peak").exists() {
+            missing.push((EXACT_PEAK.to_string(), NO_MEMORY_PEAK.to_string()));
         }
         if !self.has("pids") {
             missing.push((PIDS_FIGURES.to_string(), not_enabled("pids")));
@@ -260,6 +265,12 @@ impl Group {
     /// Whether the group's memory is measured (its memory controller is there).
     pub fn has_memory(&self) -> bool {
         self.dir_with("memory").is_some()
+    }
+
+    /// Whether the kernel keeps the group's memory peak itself (v1 `max_usage_in_bytes`, v2
+    /// `memory.peak`), else ste's readings of its usage give a lower bound.
+    pub fn has_exact_peak(&self) -> bool {
+        !self.missing.iter().any(|(f, _)| f == EXACT_PEAK)
     }
 
     pub fn dirs(&self) -> Vec<String> {

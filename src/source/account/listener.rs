@@ -169,6 +169,19 @@ fn sample(group: &Group, sink: &Sink, max: &mut Maxima, last: bool) -> bool {
     moved
 }
 
+/// The thread group of a record's thread `pid`. From version 12 the record names it
+/// (`ac_tgid`); before (Linux 5.10's records), only the message of a multi-threaded
+/// process's last thread does, with the group's aggregate, and a single-threaded process's
+/// thread is its own group. Another thread of a multi-threaded process is then taken for a
+/// group of its own id, which is no process's: its record's mark reaches no process (the
+/// group's last thread's record carries the mark of their common memory).
+fn record_tgid(pid: u32, stats: &TaskStats, aggregate: Option<&(u32, TaskStats)>) -> i32 {
+    stats
+        .tgid
+        .or(aggregate.map(|(tgid, _)| *tgid))
+        .unwrap_or(pid) as i32
+}
+
 /// Collects the records of one drain, for one message.
 #[allow(
     clippy::vec_box,
@@ -182,13 +195,19 @@ fn forward(
 ) {
     match received {
         Received::Messages(ms) => records.extend(ms.into_iter().filter_map(|m| match m {
-            Message::Stats { stats, .. } => {
+            Message::Stats {
+                pid,
+                stats,
+                tgid_aggregate,
+            } => {
                 // The memory's high-water mark as the thread left: a process's own peak
-                // when it was its last thread, which the sampler may lack (netlink).
-                if let Some(tgid) = stats.tgid
-                    && stats.hiwater_rss_kb > 0
-                {
-                    tree.exit_record(tgid as i32, stats.hiwater_rss_kb * 1024);
+                // when it was its last thread, which the sampler may lack (netlink, ebpf
+                // before Linux 6.16).
+                if stats.hiwater_rss_kb > 0 {
+                    tree.exit_record(
+                        record_tgid(pid, &stats, tgid_aggregate.as_deref()),
+                        stats.hiwater_rss_kb * 1024,
+                    );
                 }
                 Some(stats)
             }
@@ -272,4 +291,32 @@ fn drain(t: &mut Taskstats, sink: &Sink, tree: &dyn TreeWatcher) {
 /// written.
 fn wait_for(wake: &OwnedFd, timeout: Option<Duration>) -> bool {
     crate::kernel::calls::poll_readable(wake.as_fd(), timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_without_ac_tgid_is_given_its_group_by_the_message() {
+        // Version 12 on: the record names its group.
+        let v16 = TaskStats {
+            version: 16,
+            pid: 12,
+            tgid: Some(10),
+            ..TaskStats::default()
+        };
+        assert_eq!(record_tgid(12, &v16, None), 10);
+        // Linux 5.10's version 10: a multi-threaded process's last thread comes with the
+        // group's aggregate; a single-threaded process's thread is its group.
+        let v10 = TaskStats {
+            version: 10,
+            pid: 12,
+            tgid: None,
+            ..TaskStats::default()
+        };
+        let aggregate = (10, TaskStats::default());
+        assert_eq!(record_tgid(12, &v10, Some(&aggregate)), 10);
+        assert_eq!(record_tgid(12, &v10, None), 12);
+    }
 }

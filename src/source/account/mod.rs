@@ -250,13 +250,19 @@ impl Session {
                         },
                     });
                     if g.has_memory() {
-                        let what = if g.version == 2 {
-                            "cgroup v2 memory.peak of ste's own cgroup, joined before exec"
-                        } else {
-                            "cgroup v1 memory.max_usage_in_bytes of ste's own cgroup, joined before exec"
+                        let peak = match (g.version, g.has_exact_peak()) {
+                            (2, true) => Source::exact(
+                                "cgroup v2 memory.peak of ste's own cgroup, joined before exec",
+                            ),
+                            (2, false) => Source::sampled(
+                                "cgroup v2 memory.current of ste's own cgroup, joined before exec, read every 20 ms while it moves",
+                                "the highest reading, a lower bound: memory.peak, the kernel's own, needs Linux 5.19",
+                            ),
+                            _ => Source::exact(
+                                "cgroup v1 memory.max_usage_in_bytes of ste's own cgroup, joined before exec",
+                            ),
                         };
-                        self.early
-                            .push(source("group.memory_peak_bytes", Source::exact(what)));
+                        self.early.push(source("group.memory_peak_bytes", peak));
                         self.early.push(source(
                             "group.anon_file",
                             Source::sampled(

@@ -148,7 +148,7 @@ pub fn preload_in_background(
     // Off this thread's CPU: this thread goes on to the accounting's set-up and the fork.
     let spawned = crate::kernel::affinity::spawn_elsewhere("ste-bpf-load", move || {
         let maps_made = move |b: &crate::kernel::bpf::loader::Loaded| {
-            if let Ok(m) = b.map("tasks") {
+            if let Some(m) = ebpf::root_map(b) {
                 let _ = tasks_made.send(m);
             }
         };
@@ -369,6 +369,8 @@ fn start_default(ctx: &mut Ctx) -> Result<Started, String> {
             })
         }
         Err(why) => {
+            // Not tried where the proc connector refuses this user (before Linux 6.6):
+            // `netlink::start` says why without subscribing.
             let s = ctx.one(TrackerKind::Netlink, None).map_err(|e| {
                 format!("no tracker works here: ebpf: {why_not_ebpf}; ptrace: {why}; netlink: {e}")
             })?;

@@ -95,6 +95,9 @@ pub fn start(
 ) -> Result<(), String> {
     let root = child.pid;
     let asked = rcvbuf_bytes();
+    if let Some(why) = refused_here() {
+        return Err(why);
+    }
     let (mut waited, mut drained) =
         open(asked).map_err(|e| format!("cannot subscribe to the proc connector: {e}"))?;
     // Fork events come on the fork-and-exit socket when there is one.
@@ -135,7 +138,7 @@ pub fn start(
             // before Linux 6.12.
             let _ = crate::kernel::calls::set_thread_slice(READER_SLICE);
             crate::launch::privilege::limit_or_say(
-                crate::launch::privilege::Role::Tracker,
+                crate::launch::privilege::Role::Tracker { bpf_maps: false },
                 &reader.tree.sink,
             );
             reader.run(&reader_done)
@@ -158,6 +161,19 @@ fn next_drain_period(period: Duration, taken: usize, capacity: usize) -> Duratio
     } else {
         period
     }
+}
+
+/// Why the proc connector would refuse this thread, when it would: before Linux 6.6 it takes
+/// subscribers with CAP_NET_ADMIN only (EPERM), so the tracker says so rather than try.
+pub fn refused_here() -> Option<String> {
+    use crate::kernel::caps;
+    let version = crate::kernel::release::Version::running();
+    let privileged = caps::effective().is_none_or(|m| caps::has(m, caps::CAP_NET_ADMIN));
+    (!privileged && !version.cn_proc_filter_and_unprivileged()).then(|| {
+        format!(
+            "the proc connector takes subscribers without CAP_NET_ADMIN only from Linux 6.6 (this is {version}): run ste as root, or use the ptrace tracker"
+        )
+    })
 }
 
 /// Set (to anything), the tracker subscribes as on a kernel without the event filter (before

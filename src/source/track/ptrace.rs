@@ -74,7 +74,10 @@ pub fn start(
             // −10) cost the fork loop more than running it at the command's own priority, and a
             // build the same (bench/README.md, issue 18). STE_TRACKER_NICE still sets it.
             super::set_priority(0);
-            crate::launch::privilege::limit_or_say(crate::launch::privilege::Role::Tracker, &sink);
+            crate::launch::privilege::limit_or_say(
+                crate::launch::privilege::Role::Tracker { bpf_maps: false },
+                &sink,
+            );
             // SAFETY: seizing a process ste forked; the request takes integer arguments.
             let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, options as libc::c_long) };
             if rc != 0 {
@@ -136,10 +139,6 @@ fn declare_sources(sink: &Sink, syscalls: Option<Mode>) {
         ),
         ("threads", "ptrace clone events of every task in the tree"),
         ("execs", "ptrace exec events, argv read at the exec stop"),
-        (
-            "peak_rss_bytes",
-            "VmHWM of /proc/PID/status at the ptrace exit stop",
-        ),
         ("io", "/proc/PID/io at the ptrace exit stop"),
     ] {
         sink.emit(Event::Source {
@@ -147,7 +146,19 @@ fn declare_sources(sink: &Sink, syscalls: Option<Mode>) {
             source: Source::exact(from),
         });
     }
+    let hwm = "VmHWM of /proc/PID/status at the ptrace exit stop";
+    sink.emit(Event::Source {
+        figure: "peak_rss_bytes".into(),
+        source: if crate::kernel::release::Version::running().exact_rss_counters() {
+            Source::exact(hwm)
+        } else {
+            Source::sampled(hwm, RSS_LAG)
+        },
+    });
 }
+
+/// Why VmHWM at the exit stop is a lower bound before Linux 6.2.
+const RSS_LAG: &str = "a lower bound: before Linux 6.2 each thread keeps up to 64 page faults' changes of its process's RSS counters to itself (SPLIT_RSS_COUNTING; a fault maps up to 16 pages), and adds them only after the exit stop: VmHWM there can be below the true peak by that much a thread (a short program's, 4 KiB against ~700 KiB); taskstats's exit record, written after they are added, is exact (root)";
 
 /// A decoded `waitpid` status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -51,7 +51,7 @@ pub fn run(
         false,
         |_| {},
     )?;
-    let tasks = ebpf.map("tasks").map_err(|e| e.to_string())?;
+    let tasks = super::root_map(&ebpf).ok_or("the map of tracked tasks was not created")?;
     let cargs: Vec<std::ffi::CString> = argv
         .iter()
         .map(|a| std::ffi::CString::new(a.as_bytes()).map_err(|e| e.to_string()))

@@ -7,6 +7,7 @@
 //! records: the reader does, once `start` registers the root.
 
 use super::*;
+use crate::kernel::release::Version;
 
 /// The object, aligned for the ELF parser.
 #[repr(C, align(8))]
@@ -66,10 +67,24 @@ pub fn load(
             ));
         }
     }
-    let with_sdt = sdt.as_ref().is_some_and(|p| !p.sites.is_empty());
+    let mut with_sdt = sdt.as_ref().is_some_and(|p| !p.sites.is_empty());
+    let version = Version::running();
+    if with_sdt && !version.bpf_uprobe_cookie() {
+        // One program for every site, told which by its attach cookie: Linux 5.15.
+        with_sdt = false;
+        for o in sdt
+            .iter_mut()
+            .flat_map(|p| &mut p.objects)
+            .filter(|o| o.found > 0)
+        {
+            o.not_attached.push(format!(
+                "the uprobe program: it tells the sites apart by BPF attach cookies, which need Linux 5.15 (this is {version})"
+            ));
+        }
+    }
     let (mut ebpf, ring, figures) =
         load_object(config, with_sdt, maps_made).map_err(|e| explain(&e))?;
-    if let Some(plan) = sdt.as_mut().filter(|p| !p.sites.is_empty())
+    if let Some(plan) = sdt.as_mut().filter(|p| with_sdt && !p.sites.is_empty())
         && let Err(e) = attach_sdt(&mut ebpf, plan)
     {
         for o in plan.objects.iter_mut().filter(|o| o.found > 0) {
@@ -86,9 +101,10 @@ pub fn load(
 }
 
 /// The kernel-structure offsets the BPF object reads at (`off_*` and `size_*` in
-/// `bpf/ste.bpf.c`), from the kernel's BTF; with `syscalls`, also the check that
-/// `thread_info.status`, which the system-call programs read directly, is where they read it.
-pub(super) fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32)>, String> {
+/// `bpf/ste.bpf.c`), from the kernel's BTF; with `direct_status` (the task-storage system-call
+/// programs, which read `thread_info.status` directly), also the check that it is where they
+/// read it.
+pub(super) fn layout(btf: &Btf, direct_status: bool) -> Result<Vec<(&'static str, u32)>, String> {
     let names = [
         "task_struct",
         "signal_struct",
@@ -112,17 +128,45 @@ pub(super) fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32
         }
         u32::try_from(off).map_err(|_| format!("`{path}` is too far in"))
     };
-    // mm_struct.rss_stat: an array of percpu_counter, indexed by MM_FILEPAGES etc. (< 4).
-    let (rss_stat, stat_ty) = btf.offset_of(mm, "rss_stat").map_err(|e| e.to_string())?;
+    // mm_struct.rss_stat, indexed by MM_FILEPAGES etc. (< 4): from Linux 6.2 an array of
+    // percpu_counter (its `count`), before a struct mm_rss_stat holding an array of
+    // atomic_long_t (its `counter`). Either way, the program reads element i at
+    // rss_stat + i * size + the count's offset in the element.
+    let (mut rss_stat, stat_ty) = btf.offset_of(mm, "rss_stat").map_err(|e| e.to_string())?;
     let stat = btf
         .resolve(stat_ty)
         .and_then(|t| btf.get(t))
         .map_err(|e| e.to_string())?;
-    let (counter, _) = btf
-        .array(&stat)
-        .filter(|&(_, n)| n >= 4)
-        .ok_or("`mm_struct.rss_stat` is not an array of at least 4 counters")?;
+    let (counter, count_field) = match btf.array(&stat) {
+        Some((elem, n)) if n >= 4 => (elem, "count"),
+        Some(_) => return Err("`mm_struct.rss_stat` has fewer than 4 counters".into()),
+        None => {
+            let (at, arr) = btf
+                .offset_of(btf.resolve(stat_ty).map_err(|e| e.to_string())?, "count")
+                .map_err(|_| {
+                    "`mm_struct.rss_stat` is neither an array of counters nor a struct mm_rss_stat"
+                        .to_string()
+                })?;
+            let arr = btf
+                .resolve(arr)
+                .and_then(|t| btf.get(t))
+                .map_err(|e| e.to_string())?;
+            let (elem, n) = btf
+                .array(&arr)
+                .filter(|&(_, n)| n >= 4)
+                .ok_or("`mm_rss_stat.count` is not an array of at least 4 counters")?;
+            let _ = n;
+            rss_stat += at;
+            (elem, "counter")
+        }
+    };
     let counter_size = btf.size_of(counter).map_err(|e| e.to_string())?;
+    // The task's state: `__state` (an unsigned int) from Linux 5.14, `state` (a long, whose
+    // low half holds the flags) before.
+    let state = field(task, "__state", 4).or_else(|_| field(task, "state", 8))?;
+    let thread_info = id(3)?;
+    let ti_at = field(task, "thread_info", btf.size_of(thread_info).unwrap_or(0))?;
+    let ti_status = ti_at + field(thread_info, "status", 4)?;
     let mut out = vec![
         ("off_task_pid", field(task, "pid", 4)?),
         ("off_task_tgid", field(task, "tgid", 4)?),
@@ -146,7 +190,9 @@ pub(super) fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32
         ("off_mm_arg_end", field(mm, "arg_end", 8)?),
         ("off_mm_rss_stat", rss_stat as u32),
         ("size_percpu_counter", counter_size as u32),
-        ("off_percpu_counter_count", field(counter, "count", 8)?),
+        ("off_percpu_counter_count", field(counter, count_field, 8)?),
+        ("off_task_state", state),
+        ("off_task_ti_status", ti_status),
     ];
     // The rest of a task's ledger, read at its last switch: all of it or none (then taskstats
     // gives it), as a kernel built without delay or I/O accounting lacks some.
@@ -181,18 +227,12 @@ pub(super) fn layout(btf: &Btf, syscalls: bool) -> Result<Vec<(&'static str, u32
         }
         Err(_) => out.push((FIGURES, 0)),
     }
-    if syscalls {
-        // thread_info first in task_struct (CONFIG_THREAD_INFO_IN_TASK), status at 16: the
-        // layout bpf/ste.bpf.c declares, read directly on every system call.
-        let thread_info = id(3)?;
-        let at = field(task, "thread_info", btf.size_of(thread_info).unwrap_or(0))?;
-        let status = field(thread_info, "status", 4)?;
-        if (at, status) != (0, 16) {
-            return Err(format!(
-                "`task_struct.thread_info.status` is at byte {} of task_struct, not 16 as ste's system-call programs read it",
-                u64::from(at) + u64::from(status)
-            ));
-        }
+    if direct_status && ti_status != 16 {
+        // thread_info first in task_struct (CONFIG_THREAD_INFO_IN_TASK), status at 16 (from
+        // Linux 5.11): the layout bpf/ste.bpf.c declares, read directly on every system call.
+        return Err(format!(
+            "`task_struct.thread_info.status` is at byte {ti_status} of task_struct, not 16 as ste's system-call programs read it"
+        ));
     }
     Ok(out)
 }
@@ -213,6 +253,40 @@ pub(super) const FIGURES: &str = "cfg_figures";
 /// `ebpf_loses_no_exec_in_a_burst_of_long_argv` holds this size to that (bench/README.md has
 /// the figures).
 pub(super) const RING_BYTES: u32 = 1 << 20;
+
+/// Which of the programs' variants the running kernel takes (`bpf/ste.bpf.c`), told by its
+/// version (`kernel::release`): the maps must be made before the kernel's BTF is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Flavour {
+    /// The tree in task-local storage (Linux 5.12+). `prev_state`: the sched_switch
+    /// tracepoint passes the task's state (5.18+); else the last-switch program reads it.
+    Storage { prev_state: bool },
+    /// The tree in a hash keyed by the task's address (the `_h` programs, before 5.12).
+    Hash,
+}
+
+impl Flavour {
+    pub(super) fn of(v: Version) -> Flavour {
+        if v.bpf_task_storage() {
+            Flavour::Storage {
+                prev_state: v.sched_switch_prev_state(),
+            }
+        } else {
+            Flavour::Hash
+        }
+    }
+
+    /// The name of program `base`'s variant.
+    pub(super) fn program(self, base: &str) -> String {
+        match self {
+            Flavour::Hash => format!("{base}_h"),
+            Flavour::Storage { prev_state: false } if base == "handle_last_switch" => {
+                format!("{base}_s")
+            }
+            Flavour::Storage { .. } => base.to_string(),
+        }
+    }
+}
 
 /// What the kernel's BTF tells the loader: the offsets to set and the tracepoints' ids.
 pub(super) struct FromBtf {
@@ -279,20 +353,29 @@ pub(super) fn load_object(
     with_sdt: bool,
     maps_made: impl FnOnce(&Bpf),
 ) -> Result<(Bpf, RingBuf, bool), String> {
-    let obj = Object::parse(&OBJECT.0).map_err(|e| e.to_string())?;
     let timed: u32 = config.syscalls.is_some_and(Mode::timed).into();
     let per_thread: u32 = config.syscalls.is_some_and(Mode::per_process).into();
     let sigreturn = syscalls::native_nr("rt_sigreturn").unwrap_or(u32::MAX);
-    let mut programs = vec!["handle_fork", "handle_exec", "handle_exit"];
+    let flavour = Flavour::of(Version::running());
+    let mut programs = vec![
+        flavour.program("handle_fork"),
+        flavour.program("handle_exec"),
+        flavour.program("handle_exit"),
+    ];
     if config.ledger {
-        programs.push("handle_last_switch");
+        programs.push(flavour.program("handle_last_switch"));
     }
     if config.syscalls.is_some() {
-        programs.push("sys_exit");
+        programs.push(flavour.program("sys_exit"));
     }
     if timed == 1 {
-        programs.push("sys_enter");
+        programs.push(flavour.program("sys_enter"));
     }
+    let programs: Vec<&str> = programs.iter().map(String::as_str).collect();
+    let obj = Object::parse_only(&OBJECT.0, |p| {
+        programs.contains(&p) || (with_sdt && p == "sdt_memory")
+    })
+    .map_err(|e| e.to_string())?;
     let tracepoints = programs
         .iter()
         .map(|p| {
@@ -334,7 +417,8 @@ pub(super) fn load_object(
     // when several threads map memory at once (each waits for the others' hold on ste's
     // memory map).
     let want: Vec<String> = typed.iter().map(|t| t.to_string()).collect();
-    let with_syscalls = config.syscalls.is_some();
+    // Whether the system-call programs read thread_info.status directly (at byte 16).
+    let with_syscalls = config.syscalls.is_some() && flavour != Flavour::Hash;
     let (btf_tx, btf_rx) = mpsc::channel();
     let (work_tx, work_rx) = mpsc::channel::<(Arc<Tracepoints>, Arc<RingJob>)>();
     let (done_tx, done_rx) = mpsc::sync_channel(1);
@@ -387,9 +471,11 @@ pub(super) fn load_object(
     for (name, value) in &btf.layout {
         ebpf.set_global(name, value).map_err(|e| e.to_string())?;
     }
+    let ledger: u32 = config.ledger.into();
     ebpf.set_global("cfg_timed", &timed)
         .and_then(|l| l.set_global("cfg_per_thread", &per_thread))
         .and_then(|l| l.set_global("cfg_sigreturn_nr", &sigreturn))
+        .and_then(|l| l.set_global("cfg_ledger", &ledger))
         .map_err(|e| e.to_string())?;
     let mut ids = btf.tracepoint_ids.into_iter();
     let attach: Vec<(&str, u32)> = programs
@@ -524,4 +610,163 @@ pub(super) fn unprivileged_knob() -> String {
     std::fs::read_to_string("/proc/sys/kernel/unprivileged_bpf_disabled")
         .map(|s| format!("; kernel.unprivileged_bpf_disabled={}", s.trim()))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::bpf::btf::Writer;
+
+    /// The types the layout reads, as a kernel of `version` lays them out: before 6.2
+    /// `rss_stat` is a `struct mm_rss_stat` of atomic_long_t, from it an array of
+    /// percpu_counter; before 5.14 the task's state is a long `state`; before 5.11
+    /// `thread_info` is flags and status only (status at 8).
+    fn kernel_btf(version: (u32, u32)) -> Vec<u8> {
+        let mut w = Writer::new();
+        let int = w.int("int", 4, true);
+        let uint = w.int("unsigned int", 4, false);
+        let long = w.int("long", 8, true);
+        let u64_ = w.int("long long unsigned int", 8, false);
+        let atomic = w.structure("atomic_t", 4, &[("counter", int, 0)]);
+        let signal = w.structure(
+            "signal_struct",
+            64,
+            &[
+                ("live", atomic, 4),
+                ("group_exit_code", int, 8),
+                ("flags", uint, 12),
+            ],
+        );
+        let stat_ty = if version >= (6, 2) {
+            let pcc = w.structure("percpu_counter", 40, &[("count", long, 8)]);
+            w.array(pcc, int, 4)
+        } else {
+            let atomic_long = w.structure("atomic_long_t", 8, &[("counter", long, 0)]);
+            let arr = w.array(atomic_long, int, 4);
+            w.structure("mm_rss_stat", 32, &[("count", arr, 0)])
+        };
+        let mm = w.structure(
+            "mm_struct",
+            512,
+            &[
+                ("hiwater_rss", u64_, 8),
+                ("hiwater_vm", u64_, 16),
+                ("total_vm", u64_, 24),
+                ("arg_start", u64_, 32),
+                ("arg_end", u64_, 40),
+                ("rss_stat", stat_ty, 200),
+            ],
+        );
+        let ti = if version >= (5, 11) {
+            w.structure(
+                "thread_info",
+                24,
+                &[
+                    ("flags", u64_, 0),
+                    ("syscall_work", u64_, 8),
+                    ("status", uint, 16),
+                ],
+            )
+        } else {
+            w.structure(
+                "thread_info",
+                16,
+                &[("flags", u64_, 0), ("status", uint, 8)],
+            )
+        };
+        let se = w.structure("sched_entity", 64, &[("sum_exec_runtime", u64_, 16)]);
+        let (mm_ptr, signal_ptr) = (w.pointer(mm), w.pointer(signal));
+        let task_ptr = w.pointer(0);
+        let state = if version >= (5, 14) {
+            ("__state", uint, 24)
+        } else {
+            ("state", long, 24)
+        };
+        w.structure(
+            "task_struct",
+            4096,
+            &[
+                ("thread_info", ti, 0),
+                state,
+                ("se", se, 64),
+                ("mm", mm_ptr, 200),
+                ("exit_code", int, 208),
+                ("pid", int, 212),
+                ("tgid", int, 216),
+                ("group_leader", task_ptr, 224),
+                ("utime", u64_, 232),
+                ("stime", u64_, 240),
+                ("signal", signal_ptr, 248),
+            ],
+        );
+        w.finish()
+    }
+
+    fn value(layout: &[(&str, u32)], name: &str) -> u32 {
+        layout.iter().find(|(n, _)| *n == name).unwrap().1
+    }
+
+    #[test]
+    fn every_kernel_layout_from_5_10_gives_its_offsets() {
+        for (version, rss, size, count, state, status) in [
+            // (kernel, rss_stat at, counter size, count in counter, state at, status at)
+            ((5, 10), 200, 8, 0, 24, 8),
+            ((6, 1), 200, 8, 0, 24, 16),
+            ((6, 12), 200, 40, 8, 24, 16),
+        ] {
+            let blob = kernel_btf(version);
+            let btf = Btf::parse(&blob).unwrap();
+            let l = layout(&btf, false).unwrap_or_else(|e| panic!("{version:?}: {e}"));
+            assert_eq!(value(&l, "off_mm_rss_stat"), rss, "{version:?}");
+            assert_eq!(value(&l, "size_percpu_counter"), size, "{version:?}");
+            assert_eq!(value(&l, "off_percpu_counter_count"), count, "{version:?}");
+            assert_eq!(value(&l, "off_task_state"), state, "{version:?}");
+            assert_eq!(value(&l, "off_task_ti_status"), status, "{version:?}");
+            assert_eq!(value(&l, "off_task_runtime"), 64 + 16, "{version:?}");
+            // No task_delay_info: the last switch reads the runtime alone.
+            assert_eq!(value(&l, FIGURES), 0, "{version:?}");
+            // The storage programs read the status directly at 16: refused where it is not.
+            let direct = layout(&btf, true);
+            assert_eq!(direct.is_ok(), status == 16, "{version:?}: {direct:?}");
+        }
+    }
+
+    #[test]
+    fn each_kernel_gets_the_programs_it_takes() {
+        use crate::kernel::release::Version;
+        let names = |v: Version| -> Vec<String> {
+            ["handle_fork", "handle_last_switch", "sys_exit"]
+                .iter()
+                .map(|p| Flavour::of(v).program(p))
+                .collect()
+        };
+        assert_eq!(
+            names(Version(5, 10)),
+            ["handle_fork_h", "handle_last_switch_h", "sys_exit_h"]
+        );
+        assert_eq!(
+            names(Version(5, 15)),
+            ["handle_fork", "handle_last_switch_s", "sys_exit"]
+        );
+        assert_eq!(
+            names(Version(6, 18)),
+            ["handle_fork", "handle_last_switch", "sys_exit"]
+        );
+        // Every variant is in the object, in its tracepoint's section.
+        let obj = Object::parse(&OBJECT.0).unwrap();
+        for v in [Version(5, 10), Version(5, 15), Version(6, 18)] {
+            for (base, tracepoint) in [
+                ("handle_fork", "sched_process_fork"),
+                ("handle_exec", "sched_process_exec"),
+                ("handle_exit", "sched_process_exit"),
+                ("handle_last_switch", "sched_switch"),
+                ("sys_enter", "sys_enter"),
+                ("sys_exit", "sys_exit"),
+            ] {
+                let p = Flavour::of(v).program(base);
+                let tp = obj.tracepoint(&p).unwrap_or_else(|| panic!("{p}"));
+                assert_eq!(tp.name(), tracepoint, "{p}");
+            }
+        }
+    }
 }

@@ -136,6 +136,13 @@ pub fn start(
         .map_err(|e| format!("cannot wait on the ring buffer (epoll): {e}"))?;
     let report = child.take_exec_outcome();
     let root = child.pid;
+    // Before Linux 6.16 the exit tracepoint comes after exit_mm(): the sampler reads each
+    // process's high-water mark as it goes, and takes the exit's from taskstats's records
+    // (the session keeps them: `whole_ledger`).
+    let peaks_from_exit = crate::kernel::release::Version::running().mm_at_exit_tracepoint();
+    if !peaks_from_exit {
+        sampler.read_peaks();
+    }
     let mut reader = Reader {
         ebpf,
         ring,
@@ -148,7 +155,7 @@ pub fn start(
             deferred_leaders: HashSet::new(),
             page_size: crate::kernel::proc::page_size(),
             timed: config.syscalls.is_some_and(Mode::timed),
-            peaks_from_exit: true,
+            peaks_from_exit,
             judged: None,
             last: config.ledger.then(|| {
                 let mut last = LastSwitches::new(figures);
@@ -180,14 +187,17 @@ pub struct Running {
 }
 
 impl Running {
-    /// Whether the last switches carry each task's whole ledger: the tracker then gives every
-    /// per-process figure taskstats would (`track::Started::whole_ledger`).
+    /// Whether the last switches carry each task's whole ledger and the exit records its
+    /// peaks: the tracker then gives every per-process figure taskstats would
+    /// (`track::Started::whole_ledger`).
     pub fn whole_ledger(&self) -> bool {
-        self.reader
-            .state
-            .last
-            .as_ref()
-            .is_some_and(LastSwitches::whole)
+        self.reader.state.peaks_from_exit
+            && self
+                .reader
+                .state
+                .last
+                .as_ref()
+                .is_some_and(LastSwitches::whole)
     }
 
     /// Reads the ring buffer until the run is done, as the tracker's thread: named so (`top
@@ -196,8 +206,15 @@ impl Running {
     pub fn run(self) {
         crate::kernel::calls::name_this_thread(c"ste-ebpf");
         // After the session has its answer, not on the way to the command's release.
-        let sink = &self.reader.state.tree.sink;
-        declare_sources(sink, self.config, self.whole_ledger());
+        let state = &self.reader.state;
+        let sink = &state.tree.sink;
+        let figures = state.last.as_ref().is_some_and(LastSwitches::whole);
+        declare_sources(sink, self.config, figures, state.peaks_from_exit);
+        if !state.peaks_from_exit {
+            sink.emit(Event::Note {
+                text: reader::NO_PEAK_AT_EXIT.into(),
+            });
+        }
         if self.reader.sdt.as_ref().is_some_and(|s| s.maps.is_some()) {
             sink.emit(Event::Source {
                 figure: "malloc_sdt_probes".into(),
@@ -206,19 +223,30 @@ impl Running {
                 ),
             });
         }
+        // The reader switches its batching flag in a map as it goes, and reads the SDT maps at
+        // the end (`run.rs` says what this thread kept by the same rule).
+        let bpf_maps = crate::launch::privilege::bpf_maps_need_capability();
         crate::launch::privilege::limit_or_say(
-            crate::launch::privilege::Role::Tracker,
+            crate::launch::privilege::Role::Tracker { bpf_maps },
             &self.reader.state.tree.sink,
         );
         self.reader.run(&self.done)
     }
 }
 
-/// Gives the root its `struct task_state` (launching until its exec) through a pidfd.
-pub(in crate::source::track) fn register_root(
-    tasks: &crate::kernel::bpf::maps::Map,
-    pid: i32,
-) -> std::io::Result<()> {
+/// The map the root is registered in ([`register_root`]): `tasks` (task-local storage), or
+/// `root_h` where the kernel keeps the tree in a hash (before Linux 5.12).
+pub(in crate::source::track) fn root_map(b: &Bpf) -> Option<Map> {
+    b.map("tasks").or_else(|_| b.map("root_h")).ok()
+}
+
+/// Gives the root its `struct task_state` (launching until its exec) through a pidfd, or,
+/// where the tree is kept in a hash, names it by its pid for the programs to adopt (they key
+/// the hash by task address, which user space cannot know).
+pub(in crate::source::track) fn register_root(map: &Map, pid: i32) -> std::io::Result<()> {
+    if map.def.map_type != sys::MAP_TASK_STORAGE {
+        return sys::map_update(map.as_fd(), &0u32.to_ne_bytes(), &pid.to_ne_bytes(), 0);
+    }
     // SAFETY: pidfd_open with integer arguments; returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
@@ -231,15 +259,17 @@ pub(in crate::source::track) fn register_root(
     value[8..12].copy_from_slice(&TASK_LAUNCHING.to_ne_bytes());
     // A task-storage map takes a pidfd as its key.
     sys::map_update(
-        tasks.as_fd(),
+        map.as_fd(),
         &pidfd.as_raw_fd().to_ne_bytes(),
         &value,
         0, // BPF_ANY
     )
 }
 
-fn declare_sources(sink: &Sink, config: Config, whole_ledger: bool) {
-    let mut figures = vec![
+/// `figures`: the last switches carry the whole ledger; `peaks`: the exit records carry the
+/// peaks (Linux 6.16+).
+fn declare_sources(sink: &Sink, config: Config, figures: bool, peaks: bool) {
+    let mut sources = vec![
         (
             "processes",
             "sched_process_fork tracepoint (BPF), filtered to the tree in the kernel",
@@ -252,13 +282,15 @@ fn declare_sources(sink: &Sink, config: Config, whole_ledger: bool) {
             "execs",
             "sched_process_exec tracepoint (BPF), argv read from the new image's argument area in the kernel",
         ),
-        (
+    ];
+    if peaks {
+        sources.push((
             "peak_rss_bytes",
             "hiwater_rss and the RSS counters of the process's memory, read by BPF at sched_process_exit (how /proc/PID/status computes VmHWM)",
-        ),
-    ];
+        ));
+    }
     if let Some(mode) = config.syscalls {
-        figures.push((
+        sources.push((
             "syscalls",
             if mode.timed() {
                 "raw_syscalls:sys_enter and sys_exit tracepoints (BPF), counted in the kernel"
@@ -267,18 +299,22 @@ fn declare_sources(sink: &Sink, config: Config, whole_ledger: bool) {
             },
         ));
     }
-    if config.ledger && whole_ledger {
-        figures.push((
+    if config.ledger && figures {
+        sources.push((
             "ledger.last_switch",
-            "each task's counters, read by BPF as it leaves a CPU for the last time (sched_switch), where they are final, summed per process: runtime (se.sum_exec_runtime, split into user and system time in the proportion of its tick samples, as getrusage splits it), run-queue wait (sched_info.run_delay), context switches, page faults, I/O (ioac, to the byte), delay accounting's block-I/O and swap/reclaim waits; the peaks (VmHWM, VmPeak) read at the process's last exit, memory still attached",
+            if peaks {
+                "each task's counters, read by BPF as it leaves a CPU for the last time (sched_switch), where they are final, summed per process: runtime (se.sum_exec_runtime, split into user and system time in the proportion of its tick samples, as getrusage splits it), run-queue wait (sched_info.run_delay), context switches, page faults, I/O (ioac, to the byte), delay accounting's block-I/O and swap/reclaim waits; the peaks (VmHWM, VmPeak) read at the process's last exit, memory still attached"
+            } else {
+                "each task's counters, read by BPF as it leaves a CPU for the last time (sched_switch), where they are final, summed per process: runtime (se.sum_exec_runtime, split into user and system time in the proportion of its tick samples, as getrusage splits it), run-queue wait (sched_info.run_delay), context switches, page faults, I/O (ioac, to the byte), delay accounting's block-I/O and swap/reclaim waits"
+            },
         ));
     } else if config.ledger {
-        figures.push((
+        sources.push((
             "ledger.last_switch",
             "each task's runtime (se.sum_exec_runtime), read by BPF as it leaves a CPU for the last time (sched_switch), summed per process; split into user and system time in the proportion of its tick samples, as getrusage splits it",
         ));
     }
-    for (figure, from) in figures {
+    for (figure, from) in sources {
         sink.emit(Event::Source {
             figure: figure.into(),
             source: Source::exact(from),

@@ -81,6 +81,9 @@ impl SdtMaps {
     }
 }
 
+/// Said where the exit records carry no peak.
+pub(super) const NO_PEAK_AT_EXIT: &str = "this kernel traces a process's exit after its memory is released (before Linux 6.16): BPF reads no peak RSS there; each process's peak is sampled (VmHWM) and, as root, taken from taskstats's exit record, written before the memory goes";
+
 pub(super) struct State {
     pub(super) tree: Tree,
     /// Processes whose leader exited before the rest: its end is reported with the process's,
@@ -88,7 +91,8 @@ pub(super) struct State {
     pub(super) deferred_leaders: HashSet<i32>,
     pub(super) page_size: u64,
     pub(super) timed: bool,
-    /// Whether exit records carry the memory (Linux ≥ 6.16 traces the exit before exit_mm).
+    /// Whether exit records carry the memory (Linux ≥ 6.16 traces the exit before exit_mm);
+    /// else the sampler reads each process's peak and the session keeps taskstats's records.
     pub(super) peaks_from_exit: bool,
     /// The argv of the exec record at the head of the ring, judged by [`Reader::judge_argv`],
     /// for `handle` to take.
@@ -682,11 +686,13 @@ impl State {
                 // Growth after the sampler's last read of it may have made the tree's peak.
                 self.tree.sampler.exit_peak(tgid, t, bytes);
             }
+            // A kernel that said it traces the exit with the memory still attached, and did
+            // not (a version ste misread).
             None if self.peaks_from_exit => {
                 self.peaks_from_exit = false;
                 self.tree.sampler.read_peaks();
                 self.tree.emit(Event::Note {
-                    text: "this kernel traces a process's exit after its memory is released (before Linux 6.16): peak RSS is sampled instead".into(),
+                    text: NO_PEAK_AT_EXIT.into(),
                 });
             }
             None => {}
