@@ -207,6 +207,11 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     }
     declare_sources(&sink);
     sampler.declare_source();
+    // netlink's exits come after the memory is gone, and without taskstats (root) no record
+    // gives a process's high-water mark at its exit.
+    if started.kind == track::TrackerKind::Netlink && accounting.tracker_reads_ledger() {
+        sampler.without_exit_marks();
+    }
     accounting.declare(&sink, started.kind.name(), started.whole_ledger);
     let root = child.pid;
     // Time zero is the release: what ste did since the fork is its own set-up, not the

@@ -105,8 +105,8 @@ impl Figure {
                 .ok_or_else(|| cpu_why.to_string()),
             // As the report: a peak that is all growth ste never read is bounded from above
             // only, and is no figure.
-            Figure::MaxPss => match crate::report::text::max_pss_sample(run) {
-                Some(s) if crate::report::text::beyond_reads(run, s) => Err(format!(
+            Figure::MaxPss => match crate::report::max_pss::max_pss_sample(run) {
+                Some(s) if crate::report::max_pss::beyond_reads(run, s) => Err(format!(
                     "the tree's peak was never read, only bounded from above ({} bytes, the kernel's high-water mark)",
                     s.pss_bytes
                 )),

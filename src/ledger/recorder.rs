@@ -318,7 +318,14 @@ impl Recorder {
                 lost.exits_missed = lost.exits_missed.saturating_add(*exits_missed);
                 lost.argv_doubtful = lost.argv_doubtful.saturating_add(*argv_doubtful);
             }
-            Event::SamplerDone { info } => self.run.sampler = (**info).clone(),
+            Event::SamplerDone { info } => {
+                self.run.sampler = (**info).clone();
+                // Without a mark at exit, no sample bounds what a process grew after its last
+                // read: the highest sample's upper end is not the run's.
+                if info.exit_marks == Some(false) {
+                    self.run.totals.max_pss_high_bytes = None;
+                }
+            }
             Event::End {
                 user_ns,
                 sys_ns,

@@ -15,8 +15,7 @@ mod timeline;
 pub use accounting::{
     AccountEvent, Accounting, BeforeRelease, DELAYS_OFF, Figures, Group, GroupEnd, GroupRound,
     Ledger, LedgerSource, Lingering, MemoryFigure, MemoryReconciled, PathLink, TimeBreakdown,
-    TreeCpu,
-    Unavailable, process_peak,
+    TreeCpu, Unavailable, process_peak,
 };
 pub use arg::{Arg, Escaped, TOO_MANY_ARGS, bounded_args, invisible, join_escaped};
 pub use syscalls::{CallCount, Counts, ErrnoCount, ImageCalls, SyscallRow, Syscalls, Uncounted};
@@ -354,6 +353,12 @@ pub struct SamplerInfo {
     pub max_rounds: Option<u64>,
     #[serde(default)]
     pub max_rounds_cpu_ns: Option<u64>,
+    /// Whether each process's high-water mark at its exit reached the sampler (ebpf; ptrace's
+    /// exit stop; netlink with taskstats, as root): `false` when none could (netlink without
+    /// taskstats), so growth after a process's last read is unseen and Max PSS has no proven
+    /// upper end. `None` in runs of versions before it.
+    #[serde(default)]
+    pub exit_marks: Option<bool>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]

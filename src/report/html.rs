@@ -131,7 +131,7 @@ fn labels(run: &Run) -> Labels {
         cpu_sys_ns: cpu.sys_ns,
         cpu_note: report::cpu::note(run),
         oom: report::oom::line(run),
-        max_pss_exactness: report::text::max_pss_line(run),
+        max_pss_exactness: report::max_pss::max_pss_line(run),
         summed_peaks_shown: report::accounting::all_lived_together(run),
         ..Labels::default()
     };
@@ -603,7 +603,7 @@ mod tests {
             serde_json::json!({
                 "cpu_user_ns": run.totals.user_ns,
                 "cpu_sys_ns": run.totals.sys_ns,
-                "max_pss_exactness": crate::report::text::max_pss_line(&run),
+                "max_pss_exactness": crate::report::max_pss::max_pss_line(&run),
                 "summed_peaks_shown": crate::report::accounting::all_lived_together(&run),
             })
         );
@@ -618,7 +618,7 @@ mod tests {
             },
         )
         .unwrap();
-        let line = crate::report::text::max_pss_line(&run).unwrap();
+        let line = crate::report::max_pss::max_pss_line(&run).unwrap();
         assert!(
             String::from_utf8(text).unwrap().contains(&line),
             "the page's words are the text's"

@@ -12,6 +12,7 @@ pub mod json;
 pub mod malloc;
 pub mod malloc_sdt;
 pub mod maps;
+pub mod max_pss;
 pub mod names;
 pub mod oom;
 pub mod perfetto;

@@ -336,6 +336,7 @@ pub fn events() -> Vec<Stamped> {
                 moments: Some(6),
                 max_rounds: Some(0),
                 max_rounds_cpu_ns: Some(0),
+                exit_marks: Some(true),
             }),
         },
     ));

@@ -7,11 +7,14 @@
 //! Every line goes through `terminal` (no control character from a traced program, /proc or a
 //! record reaches the terminal), and the strings it quotes are escaped where it takes them.
 
-use crate::model::{Escaped, Exec, Process, Run, SampleKind, join_escaped, signal_name};
+use crate::model::{Escaped, Exec, Process, Run, join_escaped, signal_name};
+use crate::report::max_pss::{
+    beyond_reads, max_pss_line, max_pss_sample, sampler_text, unreadable_text,
+};
 use crate::report::names::{described, program};
 use crate::report::style::Style;
 use crate::report::{chart, programs, syscalls, terminal};
-use crate::units::{bytes_human, duration_human, group_thousands, millis, percent};
+use crate::units::{bytes_human, duration_human, group_thousands, millis};
 use std::io::{self, Write};
 
 /// Rows of the chart's plot area.
@@ -312,7 +315,11 @@ fn cpu_line(run: &Run) -> Option<String> {
         .and_then(|a| a.time.as_ref())
         .and_then(|tb| tb.run_queue_ns)
         .filter(|&r| r > 0);
-    let at_least = if headline.lower_bound() { "at least " } else { "" };
+    let at_least = if headline.lower_bound() {
+        "at least "
+    } else {
+        ""
+    };
     Some(match waited {
         Some(r) => format!(
             "{at_least}{}{busy}; runnable but waiting for a CPU {} (both summed over tasks)",
@@ -386,203 +393,6 @@ fn tracker_text(run: &Run) -> String {
     } else {
         format!("{} ({what})", run.tracker)
     }
-}
-
-/// The sample Max PSS was taken from.
-pub(crate) fn max_pss_sample(run: &Run) -> Option<&crate::model::Sample> {
-    let t = run.totals.max_pss_t_ns?;
-    let b = run.totals.max_pss_bytes?;
-    run.samples.iter().find(|s| s.t_ns == t && s.pss_bytes == b)
-}
-
-/// Max PSS's proven interval: the largest lower bound and the largest upper bound of any
-/// sample (a Run of a version before them: from its samples).
-pub(crate) fn max_pss_interval(run: &Run) -> Option<(u64, u64)> {
-    let t = &run.totals;
-    match (t.max_pss_low_bytes, t.max_pss_high_bytes) {
-        (Some(l), Some(h)) => Some((l, h)),
-        _ => {
-            let low = run.samples.iter().map(|s| s.low()).max()?;
-            let high = run.samples.iter().map(|s| s.high()).max()?;
-            Some((low, high))
-        }
-    }
-}
-
-/// A peak that is all growth ste never read (a process ended before ste's first read of it,
-/// and no read of the tree proves anything): only the kernel's high-water mark bounds it, from
-/// above, so there is no figure to print.
-pub(crate) fn beyond_reads(run: &Run, s: &crate::model::Sample) -> bool {
-    s.kind == SampleKind::ExitPeak && max_pss_interval(run).is_some_and(|(l, _)| l == 0)
-}
-
-/// The line under `Max PSS:` saying how exact it is, when it has a sample behind it.
-pub(crate) fn max_pss_line(run: &Run) -> Option<String> {
-    max_pss_sample(run).map(|p| max_pss_exactness(run, p))
-}
-
-/// How exact Max PSS is, in a few words: exact (the proven interval is one figure) and from
-/// which read, or the interval and where its two ends come from, with the reads behind it.
-fn max_pss_exactness(run: &Run, peak: &crate::model::Sample) -> String {
-    let s = &run.sampler;
-    let exact_reads = run
-        .samples
-        .iter()
-        .filter(|x| x.kind == SampleKind::Exact)
-        .count();
-    let ticks = match s.effective_tick_ns {
-        Some(i) => format!("statm counters every {}", duration_human(i)),
-        None => "statm counters".to_string(),
-    };
-    let reads = format!(
-        "{exact_reads} exact read{} in all{}",
-        if exact_reads == 1 { "" } else { "s" },
-        if s.ticks > 0 {
-            format!(", {ticks} between them")
-        } else {
-            String::new()
-        }
-    );
-    let (low, high) = max_pss_interval(run).unwrap_or((peak.pss_bytes, peak.pss_bytes));
-    if beyond_reads(run, peak) {
-        return format!(
-            "a process ended before ste's first read of it (it reads a program {} after its exec): at most {} bytes, the kernel's high-water mark of its resident size",
-            duration_human(s.exec_settle_ns.unwrap_or(0)),
-            group_thousands(high)
-        );
-    }
-    // Where a figure came from: the first sample that reaches it.
-    let whence = |v: u64, low_end: bool| -> String {
-        let Some(x) = run
-            .samples
-            .iter()
-            .find(|x| if low_end { x.low() == v } else { x.high() == v })
-        else {
-            return "a sample".into();
-        };
-        let at = duration_human(x.t_ns);
-        match x.kind {
-            SampleKind::Exact => format!("the exact read of every process at {at}"),
-            SampleKind::Carried => format!("the counters at {at}"),
-            SampleKind::ExitPeak => format!("a process's high-water mark at its exit at {at}"),
-        }
-    };
-    if low == high {
-        return match peak.kind {
-            SampleKind::Exact => format!(
-                "exact: smaps_rollup of every process at {}, one moment ({reads})",
-                duration_human(peak.t_ns)
-            ),
-            _ => format!(
-                "exact: {}, which prove it (only memory of known size moved since the last exact read; {reads})",
-                whence(low, true)
-            ),
-        };
-    }
-    let pct = |v: u64| {
-        if peak.pss_bytes == 0 {
-            String::new()
-        } else {
-            percent(v as f64 / peak.pss_bytes as f64)
-        }
-    };
-    format!(
-        "between {} and {} bytes (-{}, +{}): at least {}, at most what {} allow ({reads})",
-        group_thousands(low),
-        group_thousands(high),
-        pct(peak.pss_bytes.saturating_sub(low)),
-        pct(high.saturating_sub(peak.pss_bytes)),
-        whence(low, true),
-        whence(high, false),
-    )
-}
-
-fn sampler_text(run: &Run) -> String {
-    let s = &run.sampler;
-    let mut out = format!(
-        "PSS from /proc/PID/smaps_rollup, {} round{}",
-        s.rounds,
-        if s.rounds == 1 { "" } else { "s" }
-    );
-    if let Some(i) = s.effective_interval_ns {
-        out += &format!(", effective interval {}", duration_human(i));
-    }
-    if let Some(g) = s.max_gap_ns {
-        out += &format!(" (longest gap {})", duration_human(g));
-    }
-    if let Some(m) = s.moments {
-        out += &format!(
-            ", {} of them one moment (exact)",
-            group_thousands(m.min(s.rounds))
-        );
-    }
-    if let (Some(n), Some(cpu)) = (s.max_rounds, s.max_rounds_cpu_ns)
-        && n > 0
-    {
-        out += &format!(
-            ", {} beyond the budget because the counters could not tell the maximum to 2% (shared memory), {} of CPU",
-            group_thousands(n),
-            duration_human(cpu)
-        );
-    }
-    if s.ticks > 0 {
-        out += &format!(
-            "; statm counters in {} tick{}",
-            group_thousands(s.ticks),
-            if s.ticks == 1 { "" } else { "s" }
-        );
-        if let Some(i) = s.effective_tick_ns {
-            out += &format!(" every {}", duration_human(i));
-        }
-        out += &format!(" ({} of CPU)", duration_human(s.tick_cpu_ns));
-    }
-    match (s.mode.as_str(), s.budget, s.interval_ns) {
-        ("fixed", _, Some(i)) => out += &format!("; fixed interval {}", duration_human(i)),
-        (_, Some(b), _) => {
-            let used = if run.totals.wall_ns > 0 {
-                s.cpu_ns as f64 / run.totals.wall_ns as f64
-            } else {
-                0.0
-            };
-            out += &format!(
-                "; budget {} of a core (plus a {} start-up allowance), used {} ({} of wall)",
-                percent(b),
-                duration_human(s.burst_ns.unwrap_or(0)),
-                duration_human(s.cpu_ns),
-                percent(used)
-            );
-        }
-        _ => {}
-    }
-    if let Some(text) = unreadable_text(run) {
-        out += "; ";
-        out += &text;
-    }
-    out
-}
-
-/// Processes the sampler could not read, when there were some: a loss of PSS, with its size.
-fn unreadable_text(run: &Run) -> Option<String> {
-    let unreadable: Vec<&crate::model::Sample> =
-        run.samples.iter().filter(|x| x.unreadable > 0).collect();
-    unreadable.iter().map(|x| x.unreadable).max().map(|most| {
-        let at_max = run
-            .samples
-            .iter()
-            .find(|x| Some(x.t_ns) == run.totals.max_pss_t_ns)
-            .is_some_and(|x| x.unreadable > 0);
-        format!(
-            "up to {most} process{} per round could not be read (permission denied: setuid or non-dumpable programs) and are left out of PSS in {} round{}{}",
-            if most == 1 { "" } else { "es" },
-            unreadable.len(),
-            if unreadable.len() == 1 { "" } else { "s" },
-            if at_max {
-                ", including the one of Max PSS, which is therefore a lower bound"
-            } else {
-                ""
-            }
-        )
-    })
 }
 
 fn lost_text(run: &Run) -> String {
@@ -668,7 +478,7 @@ fn still_running_text(run: &Run) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Arg, Exit, Overhead, Sample, SamplerInfo, Source, Totals};
+    use crate::model::{Arg, Exit, Overhead, Sample, SampleKind, SamplerInfo, Source, Totals};
 
     /// A run like the seed's `fill`: one process, a staircase to 1 GiB. Built from an empty
     /// replay so that fields added to the model later need no change here.
@@ -740,6 +550,7 @@ mod tests {
             moments: Some(13),
             max_rounds: Some(0),
             max_rounds_cpu_ns: Some(0),
+            exit_marks: Some(true),
         };
         run.overhead = Overhead {
             cpu_ns: Some(15_000_000),
@@ -774,99 +585,6 @@ mod tests {
     #[test]
     fn the_seed_layout_then_stes_lines() {
         insta::assert_snapshot!(render_to_string(&fill_run()));
-    }
-
-    /// A run whose samples are `samples` (time, kind, estimate, low, high), through the
-    /// recorder, which makes the headline's interval.
-    fn run_of_samples(samples: &[(u64, SampleKind, u64, u64, u64)]) -> Run {
-        let events = samples
-            .iter()
-            .map(|&(t, kind, pss, low, high)| crate::bus::event::Stamped {
-                t_ns: t,
-                event: crate::bus::event::Event::Sample {
-                    sample: Sample {
-                        t_ns: t,
-                        pss_bytes: pss,
-                        processes: 1,
-                        kind,
-                        low_bytes: Some(low),
-                        high_bytes: Some(high),
-                        ..Default::default()
-                    },
-                },
-            })
-            .collect::<Vec<_>>();
-        crate::ledger::recorder::Recorder::replay(events)
-    }
-
-    /// Max PSS takes every sample's bounds: the largest lower bound and the largest upper
-    /// bound, wherever they are, and says "exact" only when they meet.
-    #[test]
-    fn the_headline_interval_takes_every_samples_bounds() {
-        const MS: u64 = 1_000_000;
-        let run = run_of_samples(&[
-            (10 * MS, SampleKind::Exact, 100, 100, 100),
-            (20 * MS, SampleKind::Carried, 120, 90, 150),
-            (30 * MS, SampleKind::ExitPeak, 130, 80, 160),
-            (40 * MS, SampleKind::Carried, 95, 95, 95),
-        ]);
-        let t = &run.totals;
-        assert_eq!(t.max_pss_bytes, Some(130), "the largest estimate");
-        assert_eq!(
-            (t.max_pss_low_bytes, t.max_pss_high_bytes),
-            (Some(100), Some(160))
-        );
-        let line = max_pss_line(&run).unwrap();
-        assert!(
-            line.starts_with("between 100 and 160 bytes (-23%, +23%): at least the exact read of every process at 10ms, at most what a process's high-water mark at its exit at 30ms allow"),
-            "{line}"
-        );
-        // An exact sample is the maximum, but a carried one may have been higher: not exact.
-        let run = run_of_samples(&[
-            (10 * MS, SampleKind::Exact, 100, 100, 100),
-            (20 * MS, SampleKind::Carried, 90, 60, 110),
-        ]);
-        assert_eq!(run.totals.max_pss_bytes, Some(100));
-        let line = max_pss_line(&run).unwrap();
-        assert!(line.starts_with("between 100 and 110 bytes"), "{line}");
-        // Every bound below the exact maximum: exact.
-        let run = run_of_samples(&[
-            (10 * MS, SampleKind::Exact, 100, 100, 100),
-            (20 * MS, SampleKind::Carried, 90, 60, 100),
-        ]);
-        assert!(
-            max_pss_line(&run)
-                .unwrap()
-                .starts_with("exact: smaps_rollup of every process at 10ms, one moment")
-        );
-        // Counters that prove a figure (private memory grown since an exact read).
-        let run = run_of_samples(&[
-            (10 * MS, SampleKind::Exact, 100, 100, 100),
-            (20 * MS, SampleKind::Carried, 300, 300, 300),
-        ]);
-        assert!(
-            max_pss_line(&run)
-                .unwrap()
-                .starts_with("exact: the counters at 20ms, which prove it")
-        );
-    }
-
-    /// A record of a version before the interval: its samples' symmetric bound gives it (an
-    /// exit peak's was an upper bound).
-    #[test]
-    fn an_older_records_bound_gives_the_interval() {
-        let old = |kind, pss, bound| Sample {
-            pss_bytes: pss,
-            kind,
-            bound_bytes: bound,
-            ..Default::default()
-        };
-        let s = old(SampleKind::Carried, 100, Some(10));
-        assert_eq!((s.low(), s.high()), (90, 110));
-        let s = old(SampleKind::ExitPeak, 100, Some(30));
-        assert_eq!((s.low(), s.high()), (70, 100));
-        let s = old(SampleKind::Exact, 100, None);
-        assert_eq!((s.low(), s.high()), (100, 100));
     }
 
     #[test]

@@ -257,19 +257,31 @@ impl Summary {
     pub fn of(run: &Run) -> Summary {
         let t = &run.totals;
         let max_pss = t.max_pss_bytes.map(|bytes| {
-            let bound = t.max_pss_bound_bytes.unwrap_or(0);
-            let (admits, kind, label) = match t.max_pss_kind {
-                Some(SampleKind::Exact) | None => ((bytes, bytes), "exact", "exact".to_string()),
-                Some(SampleKind::Carried) => (
-                    (bytes.saturating_sub(bound), bytes + bound),
-                    "carried",
-                    format!("carried, within {bound} bytes"),
-                ),
-                Some(SampleKind::ExitPeak) => (
-                    (bytes.saturating_sub(bound), bytes),
-                    "upper bound",
-                    format!("an upper bound, at most {bound} bytes over"),
-                ),
+            // The interval the run proves: [largest lower end, largest upper end], no upper
+            // end where no high-water mark at exit reached the sampler; a run of an older
+            // ste, from the peak's kind and bound.
+            let (admits, kind, label) = match (t.max_pss_low_bytes, t.max_pss_high_bytes) {
+                (Some(l), Some(h)) if l == h => ((l, h), "exact", "exact".to_string()),
+                (Some(l), Some(h)) => ((l, h), "between", format!("between {l} and {h}")),
+                (Some(l), None) => ((l, u64::MAX), "at least", format!("at least {l}")),
+                _ => {
+                    let bound = t.max_pss_bound_bytes.unwrap_or(0);
+                    match t.max_pss_kind {
+                        Some(SampleKind::Exact) | None => {
+                            ((bytes, bytes), "exact", "exact".to_string())
+                        }
+                        Some(SampleKind::Carried) => (
+                            (bytes.saturating_sub(bound), bytes + bound),
+                            "carried",
+                            format!("carried, within {bound} bytes"),
+                        ),
+                        Some(SampleKind::ExitPeak) => (
+                            (bytes.saturating_sub(bound), bytes),
+                            "upper bound",
+                            format!("an upper bound, at most {bound} bytes over"),
+                        ),
+                    }
+                }
             };
             Labelled {
                 bytes,

@@ -26,32 +26,17 @@ pub struct Limit {
 
 const ANY: (u32, u32) = (0, 0);
 
-pub const LIMITS: &[Limit] = &[
-    Limit {
-        from: ANY,
-        until: (6, 6),
-        tracker: Some(Tracker::Netlink),
-        who: Some(Who::Nobody),
-        case: None,
-        check: "start",
-        may_pass: false,
-        why: "the proc connector takes subscribers with CAP_NET_ADMIN only before Linux 6.6: ste refuses (exit 125) and says so",
-        short: "refused (root only before 6.6)",
-    },
-    // The sampler's labels are the lead's (issue 42): until they say what they cannot see,
-    // this is a false label, listed so that the matrix shows it.
-    Limit {
-        from: (6, 6),
-        until: NEWEST,
-        tracker: Some(Tracker::Netlink),
-        who: Some(Who::Nobody),
-        case: Some("fill"),
-        check: "max_pss",
-        may_pass: true,
-        why: "unprivileged netlink has no source of a process's high-water mark at its exit (no exit stop, no taskstats, no BPF): growth after the sampler's last read is missed, and Max PSS's carried label does not say so",
-        short: "Max PSS misses growth after the last read, unsaid",
-    },
-];
+pub const LIMITS: &[Limit] = &[Limit {
+    from: ANY,
+    until: (6, 6),
+    tracker: Some(Tracker::Netlink),
+    who: Some(Who::Nobody),
+    case: None,
+    check: "start",
+    may_pass: false,
+    why: "the proc connector takes subscribers with CAP_NET_ADMIN only before Linux 6.6: ste refuses (exit 125) and says so",
+    short: "refused (root only before 6.6)",
+}];
 
 /// Past every kernel.
 const NEWEST: (u32, u32) = (u32::MAX, 0);

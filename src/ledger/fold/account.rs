@@ -231,6 +231,7 @@ fn memory(run: &Run, a: &Accounting) -> crate::model::MemoryReconciled {
             // meet (a run of an older version: when the peak is an exact round's).
             exact: match (run.totals.max_pss_low_bytes, run.totals.max_pss_high_bytes) {
                 (Some(l), Some(h)) => l == h,
+                (Some(_), None) if run.sampler.exit_marks == Some(false) => false,
                 _ => run.totals.max_pss_kind == Some(crate::model::SampleKind::Exact),
             },
             from: "PSS of /proc/PID/smaps_rollup summed over the live tree".into(),

@@ -554,6 +554,9 @@
     if (kind == null) return sourceBadge(run, 'max_pss_bytes');
     const src = run.sources && run.sources.max_pss_bytes;
     const title = src ? src.from : '';
+    if (t.max_pss_low_bytes != null && run.sampler && run.sampler.exit_marks === false) {
+      return `<span class="badge sampled" title="${esc(title)}">lower bound</span>`;
+    }
     if (t.max_pss_low_bytes != null && t.max_pss_high_bytes != null) {
       if (t.max_pss_low_bytes === t.max_pss_high_bytes) return badge(true, title);
       return `<span class="badge sampled" title="${esc(title)}">bounded</span>`;

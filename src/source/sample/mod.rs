@@ -378,6 +378,8 @@ pub struct Sampler {
     /// Also read each process's `VmHWM` every round, for trackers that cannot read it when the
     /// process exits.
     read_peaks: std::sync::atomic::AtomicBool,
+    /// No high-water mark at exit reaches the sampler (see [`Sampler::without_exit_marks`]).
+    no_exit_marks: std::sync::atomic::AtomicBool,
     /// The sampling thread, let go by [`Sampler::stop`] once it is out of any round.
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     observers: RwLock<Vec<Arc<dyn RoundObserver>>>,
@@ -443,6 +445,7 @@ impl Sampler {
             idle: Condvar::new(),
             reader: Mutex::new(Reader::new(page_size())),
             read_peaks: std::sync::atomic::AtomicBool::new(false),
+            no_exit_marks: std::sync::atomic::AtomicBool::new(false),
             thread: Mutex::new(None),
             observers: RwLock::new(Vec::new()),
         })
@@ -580,7 +583,20 @@ impl Sampler {
             moments: Some(st.moments),
             max_rounds: matches!(self.pace, Pace::Budget(_)).then_some(st.max_rounds),
             max_rounds_cpu_ns: matches!(self.pace, Pace::Budget(_)).then_some(st.max_rounds_cpu_ns),
+            exit_marks: Some(
+                !self
+                    .no_exit_marks
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            ),
         }
+    }
+
+    /// Neither the tracker nor taskstats gives a process's high-water mark at its exit (netlink
+    /// without root): what a process grew after its last read is unseen, and the run says that
+    /// Max PSS has no upper end ([`SamplerInfo::exit_marks`]).
+    pub fn without_exit_marks(&self) {
+        self.no_exit_marks
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Reports high-water marks read at `t` that grew.
