@@ -306,8 +306,11 @@ fn run_inner(opts: &RunOptions) -> Result<i32> {
     crate::bus::phases::span("command (release to tree done)", || ());
     signal_thread.stop();
     accounting.ask_to_stop();
-    let info = crate::bus::phases::span("sampler stop", || sampler.stop());
+    // The accounts thread's last drain first: its exit records' high-water marks (netlink as
+    // root) reach the sampler before it stops, or the last process's peak would be missed
+    // while the label said exact.
     crate::bus::phases::span("accounting stop", || accounting.stop());
+    let info = crate::bus::phases::span("sampler stop", || sampler.stop());
     if let Some(p) = &peak_maps {
         p.finish();
     }

@@ -64,7 +64,6 @@ pub fn kill(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
-/// A new close-on-exec eventfd, for waking a thread that polls it.
 /// Whether processes `a` and `b` share one memory map (a child made by `vfork` or
 /// `clone(CLONE_VM)` before it execs: its `smaps_rollup` is its parent's), by `kcmp(2)`;
 /// `None` when the kernel cannot tell (no kcmp, or no right to compare them).
@@ -84,6 +83,7 @@ pub fn same_memory(a: libc::pid_t, b: libc::pid_t) -> Option<bool> {
     (r >= 0).then_some(r == 0)
 }
 
+/// A new close-on-exec eventfd, for waking a thread that polls it.
 pub fn eventfd() -> io::Result<OwnedFd> {
     // SAFETY: creating an eventfd with flags only.
     let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };

@@ -98,6 +98,8 @@ struct Totals {
     max_pss_t_ns: Option<u64>,
     max_pss_kind: Option<String>,
     max_pss_bound_bytes: Option<u64>,
+    max_pss_low_bytes: Option<u64>,
+    max_pss_high_bytes: Option<u64>,
     peak_rss_bytes: Option<u64>,
     peak_rss_pid: Option<i32>,
     still_running: u64,
@@ -415,6 +417,8 @@ struct Sample {
     per_process: Option<Vec<ProcessSample>>,
     kind: String,
     bound_bytes: Option<u64>,
+    low_bytes: Option<u64>,
+    high_bytes: Option<u64>,
 }
 
 #[derive(Deserialize, Serialize)]
@@ -444,6 +448,10 @@ struct SamplerInfo {
     max_round_cpu_ns: Option<u64>,
     max_tick_cpu_ns: Option<u64>,
     tick_debt_ns: Option<u64>,
+    moments: Option<u64>,
+    max_rounds: Option<u64>,
+    max_rounds_cpu_ns: Option<u64>,
+    exit_marks: Option<bool>,
 }
 
 #[derive(Deserialize, Serialize)]

@@ -136,9 +136,12 @@ matrix!(many_short_processes, |mode: Mode| {
         t.max_pss_high_bytes.unwrap()
     };
     let text = o.stderr();
+    // Above the larger of the fixture's reading and ste's proven lower end (a moment the
+    // tree reached, which the fixture's few reads may have missed).
+    let floor = truth.max(low);
     assert!(
-        pss as f64 <= 1.3 * truth as f64,
-        "Max PSS {pss} is over 30% above the truth {truth} [{low}, {high}]\n{text}"
+        pss as f64 <= 1.3 * floor as f64,
+        "Max PSS {pss} is over 30% above {floor} (truth {truth}, [{low}, {high}])\n{text}"
     );
     assert!(
         low <= pss && pss <= high && truth <= high,

@@ -28,30 +28,50 @@ pub(super) struct Ended {
     term: Term,
     rss_bytes: u64,
     max_rss_bytes: u64,
+    max_rss_tree: f64,
     tick_rss_bytes: u64,
     /// The highest mark received (0: none yet), and the highest already turned into a sample.
     hwm: u64,
     applied: u64,
 }
 
-/// The tree's sample at a process's exit: the tree as of its last tick (`term`, with the
-/// process in it) plus what the process may have grown beyond its size then (`beyond`,
-/// counted as private memory): the upper bound takes it, the lower bound stays the tick's (a
-/// moment the tree did reach), and the estimate takes only what the mark shows beyond the
-/// most any tick saw of the process (`unseen`): a mark that an earlier tick already reached
-/// (a parent that filled and freed long ago) is most likely that moment's, which the samples
-/// hold, not one beside the others as they are now.
-fn exit_sample(t_ns: u64, term: Term, beyond: u64, unseen: u64, rss_bytes: u64) -> Sample {
-    Sample {
+/// What an exit's high-water mark says of the tree, from the process's last read (`rss`,
+/// with the tree's `term` then), the most any read saw of it (`max_rss`, with the tree's
+/// estimate then, `max_tree`), and the mark (`hwm`).
+struct Mark {
+    term: Term,
+    rss: u64,
+    max_rss: u64,
+    max_tree: f64,
+    hwm: u64,
+}
+
+/// The tree's sample at a process's exit. The upper bound is the tree as of its last read plus
+/// all the process may have grown beyond its size then (counted as private memory), the lower
+/// bound that read's (a moment the tree did reach). The estimate puts the mark's growth beyond
+/// the most any read saw of the process on the tree as it was at that read (the others as
+/// they were when the process was last seen at its highest): a mark reached long ago (a
+/// parent that filled and freed before it forked) is that moment's, not one beside the others
+/// as they are at its exit; and a process read while it grew, then gone (netlink sees the end
+/// after the memory is freed), peaked beside the others as they were while it grew.
+fn exit_sample(t_ns: u64, m: Mark, rss_bytes: u64) -> Option<Sample> {
+    let beyond = carry::beyond_last_tick(m.rss, m.hwm)?;
+    let central = if m.max_rss > 0 {
+        m.max_tree + m.hwm.saturating_sub(m.max_rss) as f64
+    } else {
+        m.term.central + beyond as f64
+    };
+    let hi = m.term.hi + beyond as f64;
+    Some(Sample {
         t_ns,
         rss_bytes,
         kind: SampleKind::ExitPeak,
         ..sample_of(&Term {
-            central: term.central + unseen as f64,
-            lo: term.lo,
-            hi: term.hi + beyond as f64,
+            central: central.clamp(m.term.lo, hi),
+            lo: m.term.lo,
+            hi,
         })
-    }
+    })
 }
 
 impl Sampler {
@@ -81,6 +101,7 @@ impl Sampler {
                 term,
                 rss_bytes: c.rss,
                 max_rss_bytes: c.max_rss,
+                max_rss_tree: c.max_rss_tree,
                 tick_rss_bytes,
                 hwm: c.exit_hwm,
                 applied: 0,
@@ -135,12 +156,17 @@ impl Sampler {
             })
             .collect();
         for e in due {
-            let Some(beyond) = carry::beyond_last_tick(e.rss_bytes, e.hwm) else {
+            let rss = (e.tick_rss_bytes + e.hwm).saturating_sub(e.rss_bytes);
+            let mark = Mark {
+                term: e.term,
+                rss: e.rss_bytes,
+                max_rss: e.max_rss_bytes,
+                max_tree: e.max_rss_tree,
+                hwm: e.hwm,
+            };
+            let Some(sample) = exit_sample(e.t_ns, mark, rss) else {
                 continue;
             };
-            let rss = (e.tick_rss_bytes + e.hwm).saturating_sub(e.rss_bytes);
-            let unseen = e.hwm.saturating_sub(e.rss_bytes.max(e.max_rss_bytes));
-            let sample = exit_sample(e.t_ns, e.term, beyond, unseen, rss);
             self.emit_exit_high(st, sample);
             st = self.state.lock().expect("sampler lock");
         }
@@ -158,12 +184,17 @@ impl Sampler {
         if !live.counted() {
             return;
         }
-        let Some(beyond) = carry::beyond_last_tick(live.rss, hwm_bytes) else {
+        let rss = (st.tick_rss_bytes + hwm_bytes).saturating_sub(live.rss);
+        let mark = Mark {
+            term: st.tick_term,
+            rss: live.rss,
+            max_rss: live.max_rss,
+            max_tree: live.max_rss_tree,
+            hwm: hwm_bytes,
+        };
+        let Some(sample) = exit_sample(t_ns, mark, rss) else {
             return;
         };
-        let rss = (st.tick_rss_bytes + hwm_bytes).saturating_sub(live.rss);
-        let unseen = hwm_bytes.saturating_sub(live.rss.max(live.max_rss));
-        let sample = exit_sample(t_ns, st.tick_term, beyond, unseen, rss);
         self.emit_exit_high(st, sample);
     }
 
@@ -284,7 +315,7 @@ impl Sampler {
         st.cpu_ns += cost;
         if let Some(l) = st.live.get_mut(&tgid) {
             l.rss = now.resident * page;
-            l.max_rss = l.max_rss.max(l.rss);
+            l.saw_rss(l.rss, sum.term.central);
         }
         let sample = Sample {
             t_ns: t,

@@ -129,6 +129,9 @@ struct Cached {
     /// The most resident bytes any tick or read saw of its image: a high-water mark at exit
     /// no higher was reached at a moment the samples may already hold.
     max_rss: u64,
+    /// The tree's estimate (bytes) at the read that saw `max_rss`: the others as they were
+    /// when the process was last seen at its highest.
+    max_rss_tree: f64,
     /// Last `VmHWM` reported for it (when reading peaks).
     hwm: u64,
     /// Its smaps_rollup was refused (a setuid or non-dumpable program). Only an exec can
@@ -262,6 +265,14 @@ impl State {
 }
 
 impl Cached {
+    /// A read saw it at `rss` bytes, the tree's estimate then `tree`.
+    fn saw_rss(&mut self, rss: u64, tree: f64) {
+        if rss >= self.max_rss {
+            self.max_rss = rss;
+            self.max_rss_tree = tree;
+        }
+    }
+
     /// Whether it counts in the tree's figures: exec'd (the command's root) and readable.
     fn counted(&self) -> bool {
         !self.unreadable && !self.before_exec

@@ -234,7 +234,7 @@ impl Sampler {
             for &(pid, rss) in &rss_by_pid {
                 if let Some(c) = st.live.get_mut(&pid) {
                     c.rss = rss;
-                    c.max_rss = c.max_rss.max(rss);
+                    c.saw_rss(rss, term.central);
                 }
             }
             for &(pid, _, hwm) in &read {

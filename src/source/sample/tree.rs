@@ -18,6 +18,7 @@ impl State {
             c.image = c.image.wrapping_add(1);
             c.exit_hwm = 0;
             c.max_rss = 0;
+            c.max_rss_tree = 0.0;
             c.exec_seen = true;
             c.exec_ns = Some(now);
             c.pss = 0;
