@@ -35,6 +35,18 @@ pub(super) struct Ended {
     applied: u64,
 }
 
+/// How far below the truth the kernel's resident counters may read (bytes): since 6.2 they
+/// are per-CPU counters read without summing (`percpu_counter_read_positive`), each CPU's part
+/// off by up to the counter's batch, `max(32, 2 × CPUs)` pages; statm, `VmHWM` and taskstats'
+/// `hiwater_rss` all read them so. An upper bound taken from them adds it.
+pub(super) fn counter_lag_bytes() -> u64 {
+    static LAG: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *LAG.get_or_init(|| {
+        let cpus = u64::from(crate::kernel::proc::online_cpus().unwrap_or(1));
+        cpus * 32.max(2 * cpus) * crate::kernel::proc::page_size()
+    })
+}
+
 /// What an exit's high-water mark says of the tree, from the process's last read (`rss`,
 /// with the tree's `term` then), the most any read saw of it (`max_rss`, with the tree's
 /// estimate then, `max_tree`), and the mark (`hwm`).
@@ -61,7 +73,7 @@ fn exit_sample(t_ns: u64, m: Mark, rss_bytes: u64) -> Option<Sample> {
     } else {
         m.term.central + beyond as f64
     };
-    let hi = m.term.hi + beyond as f64;
+    let hi = m.term.hi + beyond as f64 + counter_lag_bytes() as f64;
     Some(Sample {
         t_ns,
         rss_bytes,
