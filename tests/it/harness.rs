@@ -431,3 +431,11 @@ macro_rules! matrix {
         }
     };
 }
+
+/// The line under `Max PSS:` in a text report (how exact it is), or "" when there is none.
+pub fn max_pss_exactness_line(text: &str) -> &str {
+    text.lines()
+        .skip_while(|l| !l.starts_with("Max PSS: "))
+        .nth(1)
+        .unwrap_or_default()
+}

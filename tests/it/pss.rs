@@ -20,11 +20,7 @@ fn max_pss_within_3_percent(o: &Outcome, truth: u64) -> u64 {
     );
     // The headline keeps the seed's words, and the next line says how exact it is.
     let text = o.stderr();
-    let line = text
-        .lines()
-        .skip_while(|l| !l.starts_with("Max PSS: "))
-        .nth(1)
-        .unwrap_or_default();
+    let line = max_pss_exactness_line(&text);
     // "exact" only where one figure is proven; otherwise the interval, whatever the kind.
     let t = &o.run().totals;
     let kind = match (t.max_pss_low_bytes, t.max_pss_high_bytes) {

@@ -41,11 +41,7 @@ fn truth_inside(mode: Mode, args: &[&str], width: f64) {
     let pss = t.max_pss_bytes.expect("Max PSS measured");
     let low = t.max_pss_low_bytes.expect("a lower bound");
     let text = o.stderr();
-    let line = text
-        .lines()
-        .skip_while(|l| !l.starts_with("Max PSS: "))
-        .nth(1)
-        .unwrap_or_default();
+    let line = max_pss_exactness_line(&text);
     if no_exit_marks(&o) {
         // No upper end is proven: the lower end must hold, the figure be near the truth.
         assert!(t.max_pss_high_bytes.is_none(), "{text}");
