@@ -23,6 +23,15 @@ mod common;
 /// take CI's whole budget.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
+/// How long a guest may take: `BOOT_TIMEOUT`, or `STE_KERNEL_TIMEOUT` seconds (a debugging
+/// session's loop of short runs).
+fn boot_timeout() -> Duration {
+    std::env::var("STE_KERNEL_TIMEOUT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(BOOT_TIMEOUT, Duration::from_secs)
+}
+
 struct Options {
     /// Kernel names (`5.10`, `6.1`, `6.12`, `host`); all when empty.
     kernels: Vec<String>,
@@ -151,7 +160,7 @@ fn run(opts: &Options) -> Result<bool, String> {
             "{}: booting {} ({})",
             k.name, fetched.package, k.distribution
         );
-        let mut r = boot(k.name, &fetched.image, cpio, &only)?;
+        let mut r = boot(k.name, &fetched.image, cpio, &only, &work)?;
         r.about
             .insert(0, format!("{}, {}", fetched.package, k.distribution));
         r.about.extend(fetched.note);
@@ -301,9 +310,22 @@ fn write_initramfs(work: &Path, ste: &Path, fix: &Path, fixd: &Path) -> Result<P
 }
 
 /// Boots `image` with the initramfs and collects what its `/init` reports.
-fn boot(name: &str, image: &Path, initramfs: &Path, only: &Only) -> Result<KernelRun, String> {
+/// The guest's whole console is kept in `WORK/NAME.console` (the report shows its last lines).
+fn boot(
+    name: &str,
+    image: &Path,
+    initramfs: &Path,
+    only: &Only,
+    work: &Path,
+) -> Result<KernelRun, String> {
     let started = Instant::now();
     let mut append = "console=ttyS0 panic=-1 loglevel=3 mitigations=off".to_string();
+    // More of the kernel's own words for a debugging session (`STE_KERNEL_APPEND=loglevel=7`:
+    // a lockup's stack trace on the console).
+    if let Ok(extra) = std::env::var("STE_KERNEL_APPEND") {
+        append.push(' ');
+        append.push_str(&extra);
+    }
     if !only.cases.is_empty() {
         // The kernel hands `name=value` words it does not know to /init's environment.
         append.push_str(&format!(" STE_KERNEL_CASES={}", only.cases.join(",")));
@@ -353,13 +375,13 @@ fn boot(name: &str, image: &Path, initramfs: &Path, only: &Only) -> Result<Kerne
     let mut console: Vec<String> = Vec::new();
     let mut ended = false;
     loop {
-        let left = BOOT_TIMEOUT.saturating_sub(started.elapsed());
+        let left = boot_timeout().saturating_sub(started.elapsed());
         let line = match rx.recv_timeout(left) {
             Ok(l) => l,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 let _ = child.kill();
                 r.about
-                    .push(format!("stopped after {} min", BOOT_TIMEOUT.as_secs() / 60));
+                    .push(format!("stopped after {} s", boot_timeout().as_secs()));
                 break;
             }
             Err(_) => break,
@@ -385,10 +407,17 @@ fn boot(name: &str, image: &Path, initramfs: &Path, only: &Only) -> Result<Kerne
         }
     }
     let status = child.wait().map_err(|e| format!("qemu: {e}"))?;
+    let kept = work.join(format!("{name}.console"));
+    let mut whole = console.join("\n");
+    whole.push('\n');
+    let kept = match std::fs::write(&kept, whole) {
+        Ok(()) => format!("all of it in {}", kept.display()),
+        Err(e) => format!("not kept: {}: {e}", kept.display()),
+    };
     if !ended {
         let tail = console.len().saturating_sub(30);
         r.about.push(format!(
-            "the guest stopped before its end ({status}); its console's last lines:\n    {}",
+            "the guest stopped before its end ({status}); its console's last lines ({kept}):\n    {}",
             console[tail..].join("\n    ")
         ));
     }

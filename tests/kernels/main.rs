@@ -9,6 +9,9 @@
 //!   cargo test --test kernels -- --kernels 5.10,host --readme
 //!   STE_KERNEL_CASES=fill,true cargo test --test kernels
 //!   STE_KERNEL_STE=target/x86_64-unknown-linux-gnu/debug/ste cargo test --test kernels
+//!   STE_KERNEL_APPEND=loglevel=7 STE_KERNEL_TIMEOUT=120 cargo test --test kernels
+//!
+//! Each guest's whole console is kept in `target/<triple>/tmp/kernels/NAME.console`.
 //!
 //! Not in plain `cargo test` (`test = false` in Cargo.toml: a matrix takes minutes); `.ci/run`
 //! runs it after the release build. The same binary is the guest's `/init`: started as the

@@ -29,6 +29,7 @@ pub(super) struct Ended {
     rss_bytes: u64,
     max_rss_bytes: u64,
     max_rss_tree: f64,
+    rest_hi: Option<f64>,
     tick_rss_bytes: u64,
     /// The highest mark received (0: none yet), and the highest already turned into a sample.
     hwm: u64,
@@ -49,23 +50,26 @@ pub(super) fn counter_lag_bytes() -> u64 {
 
 /// What an exit's high-water mark says of the tree, from the process's last read (`rss`,
 /// with the tree's `term` then), the most any read saw of it (`max_rss`, with the tree's
-/// estimate then, `max_tree`), and the mark (`hwm`).
+/// estimate then, `max_tree`), the most the tree's upper bound stood above it at any read
+/// (`rest_hi`), and the mark (`hwm`).
 struct Mark {
     term: Term,
     rss: u64,
     max_rss: u64,
     max_tree: f64,
+    rest_hi: Option<f64>,
     hwm: u64,
 }
 
-/// The tree's sample at a process's exit. The upper bound is the tree as of its last read plus
-/// all the process may have grown beyond its size then (counted as private memory), the lower
-/// bound that read's (a moment the tree did reach). The estimate puts the mark's growth beyond
-/// the most any read saw of the process on the tree as it was at that read (the others as
-/// they were when the process was last seen at its highest): a mark reached long ago (a
-/// parent that filled and freed before it forked) is that moment's, not one beside the others
-/// as they are at its exit; and a process read while it grew, then gone (netlink sees the end
-/// after the memory is freed), peaked beside the others as they were while it grew.
+/// The tree's sample at a process's exit. The upper bound is the tree at the last read plus all
+/// the process may have grown beyond its size then (counted as private memory), or, when the
+/// mark is above every read of it, at the read where the tree stood highest above the
+/// process's size. The lower bound is the last read's (a moment the tree did reach). The estimate puts the mark's growth beyond the most any read saw of the process
+/// on the tree as it was at that read (the others as they were when the process was last seen
+/// at its highest): a mark reached long ago (a parent that filled and freed before it forked)
+/// is that moment's, not one beside the others as they are at its exit; and a process read
+/// while it grew, then gone (netlink sees the end after the memory is freed), peaked beside
+/// the others as they were while it grew.
 fn exit_sample(t_ns: u64, m: Mark, rss_bytes: u64) -> Option<Sample> {
     let beyond = carry::beyond_last_tick(m.rss, m.hwm)?;
     let central = if m.max_rss > 0 {
@@ -73,7 +77,19 @@ fn exit_sample(t_ns: u64, m: Mark, rss_bytes: u64) -> Option<Sample> {
     } else {
         m.term.central + beyond as f64
     };
-    let hi = m.term.hi + beyond as f64 + counter_lag_bytes() as f64;
+    // A mark above every read was reached at a moment no read saw, between any two of them:
+    // a process that grew to its mark and freed it before the last read (the seed's fillfill)
+    // peaked beside the tree of an earlier one. A mark a read saw (within the counters' lag)
+    // leaves only the growth after the last read unseen: the tree then, counting that growth
+    // as private (a process that mapped a file the others hold was read at its mark, and its
+    // pages are shares).
+    let lag = counter_lag_bytes() as f64;
+    let last = m.term.hi - m.rss as f64;
+    let rest = match m.rest_hi {
+        Some(r) if m.hwm > m.max_rss.saturating_add(counter_lag_bytes()) => r.max(last),
+        _ => last,
+    };
+    let hi = rest + m.hwm as f64 + lag;
     Some(Sample {
         t_ns,
         rss_bytes,
@@ -114,6 +130,7 @@ impl Sampler {
                 rss_bytes: c.rss,
                 max_rss_bytes: c.max_rss,
                 max_rss_tree: c.max_rss_tree,
+                rest_hi: c.rest_hi,
                 tick_rss_bytes,
                 hwm: c.exit_hwm,
                 applied: 0,
@@ -174,6 +191,7 @@ impl Sampler {
                 rss: e.rss_bytes,
                 max_rss: e.max_rss_bytes,
                 max_tree: e.max_rss_tree,
+                rest_hi: e.rest_hi,
                 hwm: e.hwm,
             };
             let Some(sample) = exit_sample(e.t_ns, mark, rss) else {
@@ -202,6 +220,7 @@ impl Sampler {
             rss: live.rss,
             max_rss: live.max_rss,
             max_tree: live.max_rss_tree,
+            rest_hi: live.rest_hi,
             hwm: hwm_bytes,
         };
         let Some(sample) = exit_sample(t_ns, mark, rss) else {
@@ -327,7 +346,7 @@ impl Sampler {
         st.cpu_ns += cost;
         if let Some(l) = st.live.get_mut(&tgid) {
             l.rss = now.resident * page;
-            l.saw_rss(l.rss, sum.term.central);
+            l.saw_rss(l.rss, &sum.term);
         }
         let sample = Sample {
             t_ns: t,
@@ -337,5 +356,68 @@ impl Sampler {
         };
         st.max_lo = st.max_lo.max(sample.low());
         self.emit_exit_high(st, sample);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn term(central: u64, lo: u64, hi: u64) -> Term {
+        Term {
+            central: central as f64,
+            lo: lo as f64,
+            hi: hi as f64,
+        }
+    }
+
+    #[test]
+    fn a_mark_reached_and_freed_before_the_last_read_is_bounded_by_the_tree_beside_it() {
+        // fillfill's child: read at 255 MiB beside a 1 MiB parent, it reached its 256 MiB mark
+        // after that read and had freed half of it at the last read (tree 129 MiB then).
+        let m = Mark {
+            term: term(129 * MIB, 129 * MIB, 129 * MIB),
+            rss: 128 * MIB,
+            max_rss: 255 * MIB,
+            max_tree: (256 * MIB) as f64,
+            rest_hi: Some(MIB as f64),
+            hwm: 256 * MIB,
+        };
+        let s = exit_sample(7, m, 0).expect("a mark above the last read");
+        assert_eq!(s.kind, SampleKind::ExitPeak);
+        assert_eq!(s.pss_bytes, 257 * MIB);
+        assert!(s.high() >= 257 * MIB, "{s:?}");
+        assert!(s.high() <= 257 * MIB + counter_lag_bytes(), "{s:?}");
+        assert_eq!(s.low(), 129 * MIB);
+    }
+
+    #[test]
+    fn the_last_read_bounds_a_mark_when_it_stood_highest_above_the_process() {
+        let m = Mark {
+            term: term(300 * MIB, 290 * MIB, 310 * MIB),
+            rss: 10 * MIB,
+            max_rss: 10 * MIB,
+            max_tree: (300 * MIB) as f64,
+            rest_hi: Some((200 * MIB) as f64),
+            hwm: 50 * MIB,
+        };
+        let s = exit_sample(7, m, 0).expect("a mark above the last read");
+        assert_eq!(s.high(), 350 * MIB + counter_lag_bytes());
+        assert_eq!(s.pss_bytes, 340 * MIB);
+    }
+
+    #[test]
+    fn no_mark_above_the_last_read_makes_no_sample() {
+        let m = Mark {
+            term: term(300 * MIB, 290 * MIB, 310 * MIB),
+            rss: 50 * MIB,
+            max_rss: 50 * MIB,
+            max_tree: (300 * MIB) as f64,
+            rest_hi: None,
+            hwm: 50 * MIB,
+        };
+        assert!(exit_sample(7, m, 0).is_none());
     }
 }

@@ -132,6 +132,10 @@ struct Cached {
     /// The tree's estimate (bytes) at the read that saw `max_rss`: the others as they were
     /// when the process was last seen at its highest.
     max_rss_tree: f64,
+    /// The most the tree's upper bound stood above its resident size at any tick or read of
+    /// its image (bytes; `None`: not seen yet): its high-water mark at exit was reached
+    /// between two of them, and the tree then was at most this plus the mark.
+    rest_hi: Option<f64>,
     /// Last `VmHWM` reported for it (when reading peaks).
     hwm: u64,
     /// Its smaps_rollup was refused (a setuid or non-dumpable program). Only an exec can
@@ -265,12 +269,14 @@ impl State {
 }
 
 impl Cached {
-    /// A read saw it at `rss` bytes, the tree's estimate then `tree`.
-    fn saw_rss(&mut self, rss: u64, tree: f64) {
+    /// A read saw it at `rss` bytes, the tree then `tree`.
+    fn saw_rss(&mut self, rss: u64, tree: &Term) {
         if rss >= self.max_rss {
             self.max_rss = rss;
-            self.max_rss_tree = tree;
+            self.max_rss_tree = tree.central;
         }
+        let rest = tree.hi - rss as f64;
+        self.rest_hi = Some(self.rest_hi.map_or(rest, |r| r.max(rest)));
     }
 
     /// Whether it counts in the tree's figures: exec'd (the command's root) and readable.

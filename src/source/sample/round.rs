@@ -234,7 +234,7 @@ impl Sampler {
             for &(pid, rss) in &rss_by_pid {
                 if let Some(c) = st.live.get_mut(&pid) {
                     c.rss = rss;
-                    c.saw_rss(rss, term.central);
+                    c.saw_rss(rss, &term);
                 }
             }
             for &(pid, _, hwm) in &read {
@@ -402,6 +402,15 @@ impl Round<'_> {
                 // read): the read is a smear, not an anchor; the process is carried.
                 let smear = before != after;
                 self.moved_since_tick |= reader.seen(pid, cached, now);
+                // Memory the counters still hold that the walk did not see: a mapping already
+                // taken out of the process's map and not yet freed (munmap and exit detach the
+                // mapping first, then free its pages; a process preempted between the two holds
+                // them so for as long), or counters that lag. The walk's PSS is right without
+                // it, but that memory is falling where the counters do not show it yet, and
+                // this round's ceiling on earlier samples (`State::take_held`) must count it as
+                // fallen (a fill freed so was clamped to half its size, "exact").
+                let unseen = (now.resident * page).saturating_sub(r.rss_bytes);
+                reader.fallen += unseen as f64;
                 // Anonymous pages shared (PSS below their whole pages) by a process that
                 // shares with nobody the tree knows: a fork the tracker has not told of yet.
                 let shares_unknown = !reader.families.may_share(pid)

@@ -101,7 +101,7 @@ impl Sampler {
             if let Some(c) = st.live.get_mut(&pid) {
                 c.pss = pss;
                 c.rss = rss;
-                c.saw_rss(rss, sum.term.central);
+                c.saw_rss(rss, &sum.term);
             }
         }
         for &(pid, hwm) in &peaks {

@@ -19,6 +19,7 @@ impl State {
             c.exit_hwm = 0;
             c.max_rss = 0;
             c.max_rss_tree = 0.0;
+            c.rest_hi = None;
             c.exec_seen = true;
             c.exec_ns = Some(now);
             c.pss = 0;
