@@ -138,6 +138,18 @@ pub fn finish(run: &mut Run) {
             f.swap_reclaim_delay_ns = None;
         }
     }
+    let impossible = drop_impossible_waits(run);
+    if impossible > 0 {
+        a.unavailable.push(Unavailable {
+            figure: "block-I/O and swap/reclaim waits of the tree".into(),
+            why: format!(
+                "the kernel's wait counters of {impossible} process{} exceed what {} threads could wait in {} life (delay accounting switched on while a thread waited times that wait from the machine's start)",
+                if impossible == 1 { "" } else { "es" },
+                if impossible == 1 { "its" } else { "their" },
+                if impossible == 1 { "its" } else { "their" },
+            ),
+        });
+    }
     a.lingering = lingering(run, &a.lingering);
     a.taskstats_incomplete = run
         .processes
@@ -149,7 +161,8 @@ pub fn finish(run: &mut Run) {
         })
         .count() as u64;
     a.memory = memory(run, &a);
-    a.time = time(run, a.delays_on == Some(true));
+    // A sum without the processes whose waits were dropped would read as the tree's: none.
+    a.time = time(run, a.delays_on == Some(true) && impossible == 0);
     a.tree_cpu = tree_cpu(run, &a);
     a.critical_path = critical_path(run);
     run.accounting = Some(a);
@@ -241,6 +254,41 @@ fn memory(run: &Run, a: &Accounting) -> crate::model::MemoryReconciled {
         m.pss_interval_ns = run.sampler.effective_interval_ns;
     }
     m
+}
+
+/// Drops (to null) the block-I/O and swap/reclaim waits of each process whose figure is more
+/// than its threads could have waited in its life, and returns how many processes had one.
+/// The kernel times a wait from the moment it began, noted only while delay accounting is on
+/// (`kernel/delayacct.c`): a wait that began with it off and ended with it on is timed from 0,
+/// the machine's whole uptime (seen: a block-I/O wait of 10h05m on a 6.7 s build, while
+/// another run switched accounting on).
+fn drop_impossible_waits(run: &mut Run) -> u64 {
+    let end = run.totals.wall_ns;
+    let mut dropped = 0;
+    for p in &mut run.processes {
+        let life = p
+            .end_ns
+            .unwrap_or(end)
+            .saturating_sub(p.start_ns)
+            .saturating_mul(u64::from(p.threads.max(1)));
+        let Some(l) = p.ledger.as_mut() else {
+            continue;
+        };
+        let mut any = false;
+        for f in [l.taskstats.as_deref_mut(), l.last_switch.as_deref_mut()]
+            .into_iter()
+            .flatten()
+        {
+            let waits = f.blkio_delay_ns.unwrap_or(0) + f.swap_reclaim_delay_ns.unwrap_or(0);
+            if waits > life {
+                f.blkio_delay_ns = None;
+                f.swap_reclaim_delay_ns = None;
+                any = true;
+            }
+        }
+        dropped += u64::from(any);
+    }
+    dropped
 }
 
 fn time(run: &Run, delays_on: bool) -> Option<TimeBreakdown> {
@@ -614,6 +662,57 @@ mod tests {
         assert_eq!(with_waits(Some(false)), (None, None, Some(50 * MS)));
         assert_eq!(with_waits(None), (None, None, Some(50 * MS)));
         assert_eq!(with_waits(Some(true)), (Some(0), Some(0), Some(50 * MS)));
+    }
+
+    /// A wait timed from the machine's start (delay accounting switched on mid-wait) is more
+    /// than a process could wait in its life: dropped, and the tree's sum with it, said why.
+    #[test]
+    fn waits_longer_than_a_life_are_dropped_and_said() {
+        let mut ev = build();
+        let mut k = 0;
+        for e in &mut ev {
+            if let Event::Accounting {
+                event: AccountEvent::Ledger { figures, .. },
+            } = &mut e.event
+            {
+                // ld's (12, the second record): 10 hours, in a life of 300 ms.
+                figures.blkio_delay_ns = Some(if k == 1 { 36_000 * 1_000 * MS } else { MS });
+                figures.swap_reclaim_delay_ns = Some(0);
+                k += 1;
+            }
+        }
+        ev.insert(
+            1,
+            at(
+                0,
+                Event::Accounting {
+                    event: AccountEvent::Delays {
+                        on: true,
+                        switched_by_ste: false,
+                    },
+                },
+            ),
+        );
+        let run = Recorder::replay(ev);
+        let blkio = |pid: i32| {
+            run.processes
+                .iter()
+                .find(|p| p.pid == pid)?
+                .ledger
+                .as_ref()
+                .and_then(|l| l.taskstats.as_ref())
+                .and_then(|f| f.blkio_delay_ns)
+        };
+        assert_eq!(blkio(11), Some(MS));
+        assert_eq!(blkio(12), None);
+        let a = run.accounting.as_ref().unwrap();
+        assert_eq!(a.time.as_ref().unwrap().blkio_ns, None);
+        let u = a
+            .unavailable
+            .iter()
+            .find(|u| u.figure.starts_with("block-I/O"))
+            .expect("said");
+        assert!(u.why.contains("of 1 process exceed"), "{}", u.why);
     }
 
     #[test]
