@@ -8,22 +8,20 @@
 use crate::bus::event::{Event, Stamped};
 use crate::bus::sink::{Clock, Msg, Sink};
 use crate::cli::options::RunOptions;
-use crate::command::live::LiveExecs;
+use crate::command::own_usage::OwnUsage;
+pub use crate::command::own_usage::note_start;
+use crate::command::report_to::Output;
 use crate::export::Exports;
 use crate::launch::privilege::{self, Role};
 use crate::launch::signals;
 use crate::launch::{self, Credentials, Prepared};
 use crate::ledger::record::Recording;
-use crate::ledger::recorder::{Applied, Recorder};
-use crate::model::{Run, Source, join_escaped, signal_name};
-use crate::report::text;
+use crate::ledger::recorder::Recorder;
+use crate::model::{Source, signal_name};
 use crate::source::account;
 use crate::source::sample::Sampler;
 use crate::source::track;
 use anyhow::{Context, Result};
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
@@ -654,183 +652,4 @@ fn tasks(
             rec.apply(&Stamped { t_ns, event });
         }
     }
-}
-
-/// `getrusage` of ste and of its reaped children when ste started (see [`note_start`]).
-static AT_START: std::sync::OnceLock<[(u64, u64); 2]> = std::sync::OnceLock::new();
-
-/// Notes ste's CPU counters as they are before the run, as early as the binary can (its
-/// `main` calls this first). Both counters survive `execve`: `RUSAGE_SELF` holds what the
-/// process did before it exec'd ste, `RUSAGE_CHILDREN` what its reaped children did (`cargo
-/// run` builds, then execs ste), and neither is the run's. Later calls change nothing.
-pub fn note_start() {
-    AT_START.get_or_init(|| [rusage(libc::RUSAGE_CHILDREN), rusage(libc::RUSAGE_SELF)]);
-}
-
-/// What the run itself cost: counters differenced from [`note_start`]'s values.
-struct OwnUsage {
-    /// (user ns, system ns) of the reaped tree.
-    children: (u64, u64),
-    /// (user ns, system ns) of ste itself.
-    me: (u64, u64),
-    /// ste's high-water RSS: `VmHWM` of its own memory map, which exec made new (`ru_maxrss`
-    /// carries the pre-exec image's peak over, so it is the fallback only).
-    max_rss_bytes: u64,
-}
-
-impl OwnUsage {
-    fn since_start() -> Self {
-        let [children0, me0] = *AT_START.get_or_init(|| [(0, 0), (0, 0)]);
-        let since = |now: (u64, u64), then: (u64, u64)| {
-            (now.0.saturating_sub(then.0), now.1.saturating_sub(then.1))
-        };
-        let max_rss_bytes = crate::kernel::proc::ProcFs::default()
-            .status(std::process::id() as i32)
-            .ok()
-            .and_then(|s| s.vm_hwm_bytes)
-            .unwrap_or_else(max_rss_self);
-        OwnUsage {
-            children: since(rusage(libc::RUSAGE_CHILDREN), children0),
-            me: since(rusage(libc::RUSAGE_SELF), me0),
-            max_rss_bytes,
-        }
-    }
-}
-
-use crate::kernel::calls::rusage as getrusage;
-
-/// (user ns, system ns) of `who`.
-fn rusage(who: libc::c_int) -> (u64, u64) {
-    let ru = getrusage(who);
-    let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1_000;
-    (ns(ru.ru_utime), ns(ru.ru_stime))
-}
-
-fn max_rss_self() -> u64 {
-    getrusage(libc::RUSAGE_SELF).ru_maxrss as u64 * 1024
-}
-
-/// The report and its live `EXEC:` lines, in the order of the execs.
-struct Output {
-    to: To,
-    execs: LiveExecs,
-}
-
-/// Where the report goes: stderr or a file, with the first error writing there (the run goes
-/// on; the end says it).
-enum To {
-    Stderr(Option<std::io::Error>),
-    File(BufWriter<File>, PathBuf, Option<std::io::Error>),
-}
-
-impl Output {
-    /// The report's destination: stderr, or `file` (opened at `path`), emptied now.
-    fn begin(file: Option<crate::output::Opened>, path: Option<&Path>) -> Result<Output> {
-        let to = match (file, path) {
-            (Some(f), Some(p)) => To::File(
-                BufWriter::new(
-                    f.into_file()
-                        .with_context(|| format!("cannot empty --output file {}", p.display()))?,
-                ),
-                p.to_path_buf(),
-                None,
-            ),
-            _ => To::Stderr(None),
-        };
-        Ok(Output {
-            to,
-            execs: LiveExecs::default(),
-        })
-    }
-
-    /// What the ledger applied, for the live view: an exec's line goes out once it and every
-    /// exec before it are known (see `command::live`).
-    fn exec(&mut self, applied: Applied, style: crate::report::style::Style) {
-        match applied {
-            Applied::Exec(p, x) => self.execs.line(p.pid, text::exec_line(p, x, style)),
-            Applied::ExecPending(p) => self.execs.pending(p.pid, Instant::now()),
-            Applied::Nothing => return,
-        }
-        self.execs_due();
-    }
-
-    /// The live lines due: those no longer held behind a pending exec.
-    fn execs_due(&mut self) {
-        for line in self.execs.due(Instant::now) {
-            self.live_line(&line);
-        }
-    }
-
-    /// The live lines still held, at the end of the run.
-    fn execs_rest(&mut self) {
-        for line in self.execs.rest() {
-            self.live_line(&line);
-        }
-    }
-
-    fn live_line(&mut self, line: &str) {
-        match &mut self.to {
-            To::Stderr(err) => {
-                let mut buf = String::with_capacity(line.len() + 1);
-                buf.push_str(line);
-                buf.push('\n');
-                if let Err(e) = std::io::stderr().write_all(buf.as_bytes()) {
-                    err.get_or_insert(e);
-                }
-            }
-            To::File(w, _, err) => {
-                if err.is_none()
-                    && let Err(e) = writeln!(w, "{line}")
-                {
-                    *err = Some(e);
-                }
-            }
-        }
-    }
-
-    /// The report's end, then `after` (a line each).
-    fn summary(&mut self, run: &Run, opts: &RunOptions, after: &[&str]) -> Result<()> {
-        if let (To::File(..), Some(line)) = (&self.to, text::launch_failure_line(run)) {
-            // The error is for the user at the terminal, wherever the report goes.
-            say(&line);
-        }
-        let mut buf = Vec::new();
-        text::render_end(run, &mut buf, opts.style, opts.text).expect("writing to memory");
-        for line in after {
-            buf.extend_from_slice(line.as_bytes());
-            buf.push(b'\n');
-        }
-        match &mut self.to {
-            To::Stderr(err) => {
-                let res = match err.take() {
-                    Some(e) => Err(e),
-                    None => std::io::stderr().write_all(&buf),
-                };
-                res.with_context(|| {
-                    format!(
-                        "writing the report to stderr (the command exited with status {})",
-                        run.exit.ste_status()
-                    )
-                })
-            }
-            To::File(w, path, err) => {
-                let res = match err.take() {
-                    Some(e) => Err(e),
-                    None => w.write_all(&buf).and_then(|()| w.flush()),
-                };
-                res.with_context(|| {
-                    format!(
-                        "writing --output {} (the command exited with status {})",
-                        path.display(),
-                        run.exit.ste_status()
-                    )
-                })
-            }
-        }
-    }
-}
-
-/// The command line for messages.
-pub fn describe(command: &[crate::model::Arg]) -> String {
-    join_escaped(command)
 }

@@ -23,6 +23,11 @@ mod common;
 /// take CI's whole budget.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
+/// QEMU's accelerator: `STE_KERNEL_ACCEL`, else TCG with a host thread per virtual CPU.
+fn accel() -> String {
+    std::env::var("STE_KERNEL_ACCEL").unwrap_or_else(|_| "tcg,thread=multi".into())
+}
+
 /// How long a guest may take: `BOOT_TIMEOUT`, or `STE_KERNEL_TIMEOUT` seconds (a debugging
 /// session's loop of short runs).
 fn boot_timeout() -> Duration {
@@ -332,16 +337,7 @@ fn boot(
     }
     let mut child = Command::new("qemu-system-x86_64")
         .args(["-nodefaults", "-no-user-config", "-display", "none"])
-        .args([
-            "-accel",
-            "tcg,thread=multi",
-            "-cpu",
-            "max",
-            "-smp",
-            "2",
-            "-m",
-            "2G",
-        ])
+        .args(["-accel", &accel(), "-cpu", "max", "-smp", "2", "-m", "2G"])
         .args(["-serial", "stdio", "-no-reboot", "-kernel"])
         .arg(image)
         .arg("-initrd")
