@@ -318,6 +318,10 @@ pub struct SamplerInfo {
     pub effective_interval_ns: Option<u64>,
     /// Longest time between two consecutive rounds.
     pub max_gap_ns: Option<u64>,
+    /// Longest time the live tree went unread (no tick nor round): how long the chart and the
+    /// carried figures were blind.
+    #[serde(default)]
+    pub max_look_gap_ns: Option<u64>,
     /// CPU the sampler spent reading /proc (exact rounds and counter ticks), paid rounds aside.
     pub cpu_ns: u64,
     /// Counter ticks taken (`/proc/PID/statm` of every live process) between exact rounds.

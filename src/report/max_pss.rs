@@ -139,7 +139,7 @@ pub(crate) fn sampler_text(run: &Run) -> String {
         out += &format!(", effective interval {}", duration_human(i));
     }
     if let Some(g) = s.max_gap_ns {
-        out += &format!(" (longest gap {})", duration_human(g));
+        out += &format!(" (longest gap between rounds {})", duration_human(g));
     }
     if let Some(m) = s.moments {
         out += &format!(
@@ -166,6 +166,9 @@ pub(crate) fn sampler_text(run: &Run) -> String {
             out += &format!(" every {}", duration_human(i));
         }
         out += &format!(" ({} of CPU)", duration_human(s.tick_cpu_ns));
+    }
+    if let Some(g) = s.max_look_gap_ns {
+        out += &format!("; the tree went unread for {} at most", duration_human(g));
     }
     match (s.mode.as_str(), s.budget, s.interval_ns) {
         ("fixed", _, Some(i)) => out += &format!("; fixed interval {}", duration_human(i)),

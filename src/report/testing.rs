@@ -326,6 +326,7 @@ pub fn events() -> Vec<Stamped> {
                 max_tick_cpu_ns: None,
                 effective_interval_ns: Some(50 * MS),
                 max_gap_ns: Some(50 * MS),
+                max_look_gap_ns: Some(3 * MS),
                 cpu_ns: 2 * MS,
                 ticks: 850,
                 effective_tick_ns: Some(MS),

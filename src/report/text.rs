@@ -540,6 +540,7 @@ mod tests {
             max_tick_cpu_ns: None,
             effective_interval_ns: Some(100_000_000),
             max_gap_ns: Some(100_000_000),
+            max_look_gap_ns: Some(100_000_000),
             cpu_ns: 12_000_000,
             ticks: 1_200,
             effective_tick_ns: Some(1_000_000),

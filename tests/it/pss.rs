@@ -93,6 +93,32 @@ matrix!(fillfill, |mode: Mode| {
     assert_eq!(o.run().totals.processes, 2);
 });
 
+matrix!(a_starved_budget_still_looks_every_second, |mode: Mode| {
+    // A budget far too small for its ticks (a twentieth of a thousandth of a core) is a target,
+    // not a licence to go blind: the tree is read at least every second, its CPU too. Before,
+    // such a run was read once in 4 s (one round, no tick), and a build's rounds had put the
+    // bucket so deep in debt that its ticks stopped for 37 s.
+    let o = ste(
+        mode,
+        &["--sample-budget", "0.0005"],
+        &[&fixture(), "spin", "3000"],
+    );
+    let run = o.run();
+    let gap = run.sampler.max_look_gap_ns.expect("more than one look");
+    // A second, and what a loaded machine may add to the sampler's wake-up.
+    let allowed = 2_000_000_000;
+    assert!(gap <= allowed, "unread for {gap} ns: {:?}", run.sampler);
+    let with_cpu: Vec<u64> = run
+        .samples
+        .iter()
+        .filter(|s| s.per_process.iter().flatten().any(|p| p.cpu_ns.is_some()))
+        .map(|s| s.t_ns)
+        .collect();
+    assert!(with_cpu.len() >= 2, "CPU read at {with_cpu:?}");
+    let worst = with_cpu.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    assert!(worst <= allowed, "CPU unread for {worst} ns: {with_cpu:?}");
+});
+
 /// 64 threads hold 8 MiB each for 5 ms, then free it and exit: the trackers that see the exit
 /// (ptrace's stop, ebpf's high-water mark) or ticks every few ms must find the 512 MiB. netlink
 /// has neither an exit stop nor a high-water mark at exit, so a peak shorter than its ticks

@@ -36,16 +36,28 @@ pub(super) struct Ended {
     applied: u64,
 }
 
-/// How far below the truth the kernel's resident counters may read (bytes): since 6.2 they
-/// are per-CPU counters read without summing (`percpu_counter_read_positive`), each CPU's part
-/// off by up to the counter's batch, `max(32, 2 × CPUs)` pages; statm, `VmHWM` and taskstats'
+/// How far below the truth the kernel's resident counters may read (bytes) at a process's
+/// exit, where one thread is left: since 6.2 they are per-CPU counters read without summing
+/// (`percpu_counter_read_positive`), each CPU's part off by up to the counter's batch,
+/// `max(32, 2 × CPUs)` pages; before, the exiting thread still holds up to 64 changes of its
+/// own (`kernel::release`: 4 MiB with fault-around). statm, `VmHWM` and taskstats'
 /// `hiwater_rss` all read them so. An upper bound taken from them adds it.
 pub(super) fn counter_lag_bytes() -> u64 {
     static LAG: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *LAG.get_or_init(|| {
+        let kernel = crate::kernel::release::Version::running();
+        if !kernel.exact_rss_counters() {
+            return kernel.rss_counter_lag_per_thread();
+        }
         let cpus = u64::from(crate::kernel::proc::online_cpus().unwrap_or(1));
         cpus * 32.max(2 * cpus) * crate::kernel::proc::page_size()
     })
+}
+
+/// Whether the counters an exit stop reads may lag by whole pages of the process's own
+/// faults (before 6.2): a process whose counters say it did not grow may have.
+pub fn exit_counters_lag() -> bool {
+    !crate::kernel::release::Version::running().exact_rss_counters()
 }
 
 /// What an exit's high-water mark says of the tree, from the process's last read (`rss`,
@@ -71,7 +83,13 @@ struct Mark {
 /// while it grew, then gone (netlink sees the end after the memory is freed), peaked beside
 /// the others as they were while it grew.
 fn exit_sample(t_ns: u64, m: Mark, rss_bytes: u64) -> Option<Sample> {
-    let beyond = carry::beyond_last_tick(m.rss, m.hwm)?;
+    // A mark no higher than the last read says nothing new, unless the counters of both lag
+    // by the exiting thread's own faults (before 6.2): the truth may be up to that above.
+    let beyond = match carry::beyond_last_tick(m.rss, m.hwm) {
+        Some(b) => b,
+        None if exit_counters_lag() => 0,
+        None => return None,
+    };
     let central = if m.max_rss > 0 {
         m.max_tree + m.hwm.saturating_sub(m.max_rss) as f64
     } else {
@@ -276,8 +294,15 @@ impl Sampler {
                 return;
             }
             let last = st.live.get(&tgid).map_or(0, |c| c.rss);
-            let could_raise =
-                st.tick_term.hi + rss_bytes.saturating_sub(last) as f64 > st.max_lo as f64;
+            // Before 6.2 the counters read here may lag the process's last faults by up to
+            // `counter_lag_bytes`: what it may have grown by unseen could raise the peak too.
+            let unseen = if exit_counters_lag() {
+                counter_lag_bytes()
+            } else {
+                0
+            };
+            let could_raise = st.tick_term.hi + (rss_bytes + unseen).saturating_sub(last) as f64
+                > st.max_lo as f64;
             if !could_raise {
                 return;
             }
@@ -408,6 +433,7 @@ mod tests {
         assert_eq!(s.pss_bytes, 340 * MIB);
     }
 
+    /// Unless the counters lag by the exiting thread's own faults (before 6.2).
     #[test]
     fn no_mark_above_the_last_read_makes_no_sample() {
         let m = Mark {
@@ -418,6 +444,6 @@ mod tests {
             rest_hi: None,
             hwm: 50 * MIB,
         };
-        assert!(exit_sample(7, m, 0).is_none());
+        assert_eq!(exit_sample(7, m, 0).is_some(), exit_counters_lag());
     }
 }

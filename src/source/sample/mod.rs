@@ -52,6 +52,7 @@ use budget::{Budget, TICK_MIN_NS};
 use carried::Reader;
 use carry::Term;
 use exit::Ended;
+pub use exit::exit_counters_lag;
 
 use crate::bus::event::Event;
 use crate::bus::sink::Sink;
@@ -251,6 +252,14 @@ impl State {
         v.into_iter()
     }
 
+    /// A tick or round read the tree at `t`.
+    fn looked(&mut self, t: u64) {
+        if let Some(l) = self.last_look_ns {
+            self.max_look_gap_ns = self.max_look_gap_ns.max(t.saturating_sub(l));
+        }
+        self.last_look_ns = Some(self.last_look_ns.map_or(t, |l| l.max(t)));
+    }
+
     /// The carry's cumulative `fallen` at `t`, marked when it moved.
     fn mark_fallen(&mut self, t: u64, fallen: f64) {
         if self.fallen_marks.last().is_none_or(|m| m.1 != fallen) {
@@ -334,6 +343,13 @@ struct State {
     max_rounds_cpu_ns: u64,
     first_round_ns: Option<u64>,
     max_gap_ns: u64,
+    /// The last tick or round, or wake-up with nothing to read, and the longest time between
+    /// two while the tree could be read: how long the sampler went blind.
+    last_look_ns: Option<u64>,
+    max_look_gap_ns: u64,
+    /// The last read of the processes' CPU (`stat`): every round, and a tick when it is
+    /// `CPU_PACE_NS` old.
+    last_cpu_ns: Option<u64>,
     rounds: u64,
     /// Rounds an observer paid for (counted in `rounds`, not in `cpu_ns`).
     paid_rounds: u64,
@@ -432,6 +448,9 @@ impl Sampler {
                 max_rounds_cpu_ns: 0,
                 first_round_ns: None,
                 max_gap_ns: 0,
+                last_look_ns: None,
+                max_look_gap_ns: 0,
+                last_cpu_ns: None,
                 rounds: 0,
                 paid_rounds: 0,
                 cpu_ns: 0,
@@ -589,6 +608,7 @@ impl Sampler {
             paid_rounds: st.paid_rounds,
             effective_interval_ns: mean_gap(st.first_round_ns, st.last_round_ns, st.rounds),
             max_gap_ns: (st.rounds > 1).then_some(st.max_gap_ns),
+            max_look_gap_ns: (st.rounds + st.ticks > 1).then_some(st.max_look_gap_ns),
             cpu_ns: st.cpu_ns,
             ticks: st.ticks,
             effective_tick_ns: mean_gap(st.first_tick_ns, st.last_tick_ns, st.ticks),

@@ -277,6 +277,8 @@ impl Sampler {
             if let Some(last) = st.last_round_ns {
                 st.max_gap_ns = st.max_gap_ns.max(t.saturating_sub(last));
             }
+            st.looked(t);
+            st.last_cpu_ns = Some(st.last_cpu_ns.map_or(t, |l| l.max(t)));
             // Rounds run on two threads (the sampler's, and a tracker's at an exit stop), so
             // they may finish out of order: keep the earliest and the latest.
             st.last_round_ns = Some(st.last_round_ns.map_or(t, |l| l.max(t)));

@@ -22,6 +22,11 @@ const MAX_ROUND_MOVING_GAP_NS: u64 = 1_000_000_000;
 /// between two of its forks or two bursts of writes is no moment to read, and a round that
 /// spans one is lost.
 const MAX_ROUND_STILL_NS: u64 = 20_000_000;
+/// The longest a tick waits, whatever the budget: the budget is a target, and a tree unread
+/// for long is a blind chart and carried figures that may have missed a peak (a build's
+/// rounds put the bucket so deep in debt that its ticks waited 37 s). A tick costs ~2 µs a
+/// process: one a second is a few thousandths of the budget.
+const MAX_BLIND_NS: u64 = 1_000_000_000;
 use crate::bus::sink::thread_cpu_ns;
 use std::time::Duration;
 
@@ -47,6 +52,10 @@ impl Sampler {
             let now = self.sink.now_ns();
             self.refill(&mut st, now);
             let readable = st.live.values().any(|c| c.readable(now));
+            if !readable {
+                // Nothing to read is not blindness: the gap starts again from here.
+                st.last_look_ns = Some(st.last_look_ns.map_or(now, |l| l.max(now)));
+            }
             // A process that has just exec'd becomes readable when it has settled.
             let settle_wait = st
                 .live
@@ -193,7 +202,10 @@ impl Sampler {
                 } else {
                     (st.tick_backoff_ns.max(paced) * 2).min(TICK_IDLE_MAX_NS.max(paced))
                 };
-                st.next_tick_ns = now + st.tick_backoff_ns.max(st.budget.debt_wait());
+                st.next_tick_ns = now
+                    + st.tick_backoff_ns
+                        .max(st.budget.debt_wait())
+                        .min(MAX_BLIND_NS);
                 continue;
             }
             let timeout = match (readable, settle_wait) {

@@ -20,6 +20,10 @@ const EMIT_SCALE: u64 = 1_000;
 /// Samples held for an exact round that may bound them (see `State::take_held`): beyond this
 /// many, they go out. ~4 a window: seconds at the least, and a run's whole chart at most.
 const HELD_SAMPLES: usize = 4_000;
+/// A tick reads the processes' CPU too (`stat`, ~10 µs each, against statm's ~2 µs) when no
+/// tick or round has for this long: the CPU over time keeps a pace of its own when the budget
+/// keeps rounds far apart (a chart of a build was empty for 40 s so).
+const CPU_PACE_NS: u64 = 1_000_000_000;
 
 impl Sampler {
     /// One tick: read the counters of every live process and carry the tree's PSS. Returns
@@ -28,10 +32,13 @@ impl Sampler {
     pub(super) fn tick(&self) -> (bool, Option<u64>) {
         let mut reader = self.reader.lock().expect("reader lock");
         let cpu0 = thread_cpu_ns();
-        let (procs, unreadable, live_now, generation) = {
+        let (procs, unreadable, live_now, generation, with_cpu) = {
             let st = self.state.lock().expect("sampler lock");
             let now = self.sink.now_ns();
             let gone = reader.sync(&st.live, now);
+            let with_cpu = st
+                .last_cpu_ns
+                .is_none_or(|t| now.saturating_sub(t) >= CPU_PACE_NS);
             (
                 parents_first(
                     st.live
@@ -43,6 +50,7 @@ impl Sampler {
                 st.live.values().filter(|c| c.unreadable).count() as u32,
                 gone,
                 st.generation,
+                with_cpu,
             )
         };
         let t = self.sink.now_ns();
@@ -72,6 +80,17 @@ impl Sampler {
             }
         }
         let sum = reader.carry_tree(&pids);
+        let cpu: foldhash::HashMap<i32, u64> = if with_cpu {
+            let per_tick = 1_000_000_000 / crate::kernel::proc::clock_ticks_per_second();
+            pids.iter()
+                .filter_map(|&pid| {
+                    let s = reader.procfs.stat(pid).ok().flatten()?;
+                    Some((pid, (s.utime_ticks + s.stime_ticks) * per_tick))
+                })
+                .collect()
+        } else {
+            Default::default()
+        };
         let fallen = reader.fallen;
         drop(reader);
         let cost = thread_cpu_ns().saturating_sub(cpu0);
@@ -90,7 +109,7 @@ impl Sampler {
                     .map(|&(pid, pss_bytes, _)| ProcessSample {
                         pid,
                         pss_bytes,
-                        cpu_ns: None,
+                        cpu_ns: cpu.get(&pid).copied(),
                     })
                     .collect(),
             ),
@@ -111,6 +130,10 @@ impl Sampler {
         }
         self.emit_peaks(t, peaks);
         st.budget.tick_spent(cost);
+        st.looked(t);
+        if with_cpu {
+            st.last_cpu_ns = Some(st.last_cpu_ns.map_or(t, |l| l.max(t)));
+        }
         st.tick_growing = sample.rss_bytes > st.tick_rss_bytes.saturating_add(GROWING_BYTES);
         st.tick_rss_bytes = sample.rss_bytes;
         st.cpu_ns += cost;
@@ -147,7 +170,8 @@ impl Sampler {
             Vec::new()
         };
         match &mut st.provisional {
-            Some((_, last_t)) if !changed => *last_t = t,
+            // A tick that read the CPU is a sample of its own: the CPU moved if nothing else.
+            Some((_, last_t)) if !changed && !with_cpu => *last_t = t,
             _ => {
                 st.finalize_provisional();
                 st.provisional = Some((sample, t));

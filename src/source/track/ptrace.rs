@@ -511,7 +511,7 @@ impl Tracer {
         // counters the exit stop reads, but not from the kernel's high-water mark: growth
         // beyond the last tick up to it may have made the tree's peak (an upper bound).
         if let Some((Some(hwm), _, Some(rss), _)) = group
-            && hwm > rss
+            && (hwm > rss || crate::source::sample::exit_counters_lag())
         {
             sampler.exit_peak(tgid, self.sink.sink().now_ns(), hwm);
         }
