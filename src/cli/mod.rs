@@ -526,7 +526,8 @@ pub struct TrackingArgs {
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Memory sampling")]
 pub struct MemoryArgs {
-    /// CPU the PSS sampler may use, in percent of one core (e.g. 1, 0.5, 2%).
+    /// CPU the PSS sampler aims to use, in percent of one core (e.g. 1, 0.5, 2%); whatever it
+    /// is, the tree is read at least every second.
     #[arg(long, value_name = "PERCENT", default_value = "1", value_parser = parse_percent)]
     pub sample_budget: f64,
 

@@ -165,9 +165,10 @@ struct Cached {
 
 /// The window's held samples: the highest estimate, the highest lower bound and the highest
 /// upper bound of its ticks (often one sample, up to three), so that none of the figures Max
-/// PSS is made of is dropped, and the end of a plateau.
+/// PSS is made of is dropped, the end of a plateau, and the last tick that read the processes'
+/// CPU (at most one a second: the CPU over time must not lose it to a higher PSS).
 #[derive(Default)]
-struct Held([Option<Sample>; 4]);
+struct Held([Option<Sample>; 5]);
 
 impl Held {
     fn hold(&mut self, s: Sample) {
@@ -176,10 +177,14 @@ impl Held {
             |a: &Sample, b: &Sample| a.low() > b.low(),
             |a: &Sample, b: &Sample| a.high() > b.high(),
         ];
+        let read_cpu = s.per_process.iter().flatten().any(|p| p.cpu_ns.is_some());
         for (slot, better) in self.0.iter_mut().zip(better) {
             if slot.as_ref().is_none_or(|h| better(&s, h)) {
                 *slot = Some(s.clone());
             }
+        }
+        if read_cpu {
+            self.0[4] = Some(s);
         }
     }
 
@@ -207,10 +212,14 @@ impl State {
     fn finalize_provisional(&mut self) {
         if let Some((first, last_t)) = self.provisional.take() {
             if last_t > first.t_ns {
-                let end = Sample {
+                // The same memory later; not the same CPU, which the first point read then.
+                let mut end = Sample {
                     t_ns: last_t,
                     ..first.clone()
                 };
+                for p in end.per_process.iter_mut().flatten() {
+                    p.cpu_ns = None;
+                }
                 self.pending.hold(first);
                 self.pending.hold_end(end);
             } else {
@@ -654,7 +663,31 @@ impl Sampler {
 mod tests {
     use super::*;
     use crate::bus::sink::{Clock, Msg};
-    use crate::model::SampleKind;
+    use crate::model::{ProcessSample, SampleKind};
+
+    /// A window keeps the last tick that read the CPU, whatever a later tick's PSS.
+    #[test]
+    fn a_window_keeps_its_cpu_read() {
+        let at = |t_ns: u64, pss_bytes: u64, cpu_ns: Option<u64>| Sample {
+            t_ns,
+            pss_bytes,
+            per_process: Some(vec![ProcessSample {
+                pid: 1,
+                pss_bytes,
+                cpu_ns,
+            }]),
+            ..Default::default()
+        };
+        let mut h = Held::default();
+        h.hold(at(1, 10, Some(5)));
+        h.hold(at(2, 20, None));
+        let kept: Vec<(u64, Option<u64>)> = h
+            .take()
+            .iter()
+            .map(|s| (s.t_ns, s.per_process.as_ref().unwrap()[0].cpu_ns))
+            .collect();
+        assert_eq!(kept, [(1, Some(5)), (2, None)]);
+    }
 
     fn samples(rx: &mut crate::bus::mailbox::Receiver<Msg>) -> Vec<Sample> {
         rx.try_iter()

@@ -303,10 +303,15 @@ impl Sampler {
                 && st.generation == st.tick_generation
                 && let Some((first, _)) = st.provisional.take()
             {
-                st.pending.hold(Sample {
+                // Its memory, not its CPU: the round read that now, not at the first tick.
+                let mut then = Sample {
                     t_ns: first.t_ns,
                     ..sample.clone()
-                });
+                };
+                for p in then.per_process.iter_mut().flatten() {
+                    p.cpu_ns = None;
+                }
+                st.pending.hold(then);
             }
             // The window's held ticks go out before this round, so samples leave in order;
             // read at one moment, the round bounds each from above, by its figure plus what
