@@ -25,7 +25,7 @@ const BOOT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
 /// QEMU's accelerator: `STE_KERNEL_ACCEL`, else TCG on one host thread for both virtual CPUs.
 /// With a host thread per virtual CPU (`tcg,thread=multi`), the 5.10 guest hung in about one
-/// boot in five (3 of 14), both CPUs spinning at static-key sites the kernel had just patched
+/// boot in five (4 of 18), both CPUs spinning at static-key sites the kernel had just patched
 /// (BPF programs attached to tracepoints switch their keys): TCG running code one CPU had
 /// rewritten under the other, not the kernel, as no boot on one thread hung (0 of 14) and the
 /// same guest runs no slower so (bench/README.md, 2026-11-29).
