@@ -75,7 +75,7 @@ fn checked(ptr: *mut u8, size: usize) -> *mut u8 {
     let status = if ste::command::run::command_ran() {
         ste::command::run::OUTPUT_LOST
     } else {
-        125
+        ste::model::status::STE_FAILED
     };
     // SAFETY: write(2) from a local buffer, then _exit: no allocation, no unwinding.
     unsafe {
@@ -92,7 +92,11 @@ fn main() -> ExitCode {
         Err(e) => {
             let _ = e.print();
             // Usage errors are ste's own failure (125, as env(1) and timeout(1) do).
-            return ExitCode::from(if e.use_stderr() { 125 } else { 0 });
+            return ExitCode::from(if e.use_stderr() {
+                ste::model::status::STE_FAILED as u8
+            } else {
+                0
+            });
         }
     };
     // Not for `ste bench`: the ste it runs for each round raises its own, and its `--prepare`
@@ -127,7 +131,7 @@ fn main() -> ExitCode {
         Ok(status) => ExitCode::from(status.clamp(0, 255) as u8),
         Err(e) => {
             ste::output::say(&format!("ste: {e:#}"));
-            ExitCode::from(125)
+            ExitCode::from(ste::model::status::STE_FAILED as u8)
         }
     }
 }

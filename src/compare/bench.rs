@@ -239,7 +239,7 @@ fn prepare(opts: &BenchOptions) -> std::result::Result<(), Stop> {
         c.stdout(Stdio::null()).stderr(Stdio::null());
     }
     let status = c.status().map_err(|e| Stop {
-        status: 125,
+        status: crate::model::status::STE_FAILED,
         message: format!("--prepare could not start: {e}"),
     })?;
     match exit_status(status) {
@@ -279,7 +279,7 @@ fn run_once(
     argv: &[String],
 ) -> std::result::Result<Run, Stop> {
     let failed = |message: String| Stop {
-        status: 125,
+        status: crate::model::status::STE_FAILED,
         message,
     };
     let mut json = memfd("ste-bench-run", true).map_err(|e| failed(format!("{e:#}")))?;

@@ -11,6 +11,7 @@
 //! with `execvp`'s search rules) and how it reports a failure. Must not touch anything the parent side owns
 //! (`super`): the parent builds the plan, this file runs it.
 
+use crate::model::status;
 use std::ffi::CString;
 
 /// What the child reports through the error pipe: the stage that failed, then errno.
@@ -68,7 +69,11 @@ fn child_main(plan: &mut ChildPlan) -> ! {
         msg[..4].copy_from_slice(&stage.to_ne_bytes());
         msg[4..].copy_from_slice(&(errno as u32).to_ne_bytes());
         let _ = sys::write(plan.err, &msg);
-        sys::exit(if stage == STAGE_EXEC { 127 } else { 125 });
+        sys::exit(if stage == STAGE_EXEC {
+            status::NOT_FOUND
+        } else {
+            status::STE_FAILED
+        });
     };
     // Rust ignores SIGPIPE in ste; the command must get the default back. The signals ste
     // waits for in its signal thread are blocked in ste, and stay blocked here until the exec
@@ -95,7 +100,7 @@ fn child_main(plan: &mut ChildPlan) -> ! {
     // errno, or (n, 0) when all n were joined.
     let Some(len) = read_join(plan.go, &mut plan.join) else {
         // ste went away before telling: do not run the command unobserved.
-        sys::exit(125)
+        sys::exit(status::STE_FAILED)
     };
     let (mut index, mut errno) = (0u32, 0i32);
     for path in plan.join[..len].split_inclusive(|&b| b == 0) {
@@ -137,7 +142,7 @@ fn child_main(plan: &mut ChildPlan) -> ! {
             Ok(1) => break,
             Err(libc::EINTR) => {}
             // ste went away before releasing us: do not run the command unobserved.
-            _ => sys::exit(125),
+            _ => sys::exit(status::STE_FAILED),
         }
     }
     sys::close(plan.go);

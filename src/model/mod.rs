@@ -100,21 +100,31 @@ pub enum LaunchErrorKind {
     Other,
 }
 
+/// ste's exit statuses of its own, beside the command's (as `env(1)` and `timeout(1)` give).
+pub mod status {
+    /// ste failed (the command may or may not have run: the message says).
+    pub const STE_FAILED: i32 = 125;
+    /// The command was found and could not be executed.
+    pub const NOT_EXECUTABLE: i32 = 126;
+    /// The command was not found.
+    pub const NOT_FOUND: i32 = 127;
+}
+
 impl Exit {
     /// The status ste exits with: the command's code, 128+N for signal N, 127/126/125 when it
     /// could not start, as `time(1)`, `env(1)` and `timeout(1)` do.
     pub fn ste_status(&self) -> i32 {
         if let Some(err) = &self.launch_error {
             return match err.kind {
-                LaunchErrorKind::NotFound => 127,
-                LaunchErrorKind::NotExecutable => 126,
-                LaunchErrorKind::Other => 125,
+                LaunchErrorKind::NotFound => self::status::NOT_FOUND,
+                LaunchErrorKind::NotExecutable => self::status::NOT_EXECUTABLE,
+                LaunchErrorKind::Other => self::status::STE_FAILED,
             };
         }
         match (self.code, self.signal) {
             (Some(code), _) => code,
             (None, Some(sig)) => 128 + sig,
-            (None, None) => 125,
+            (None, None) => self::status::STE_FAILED,
         }
     }
 }

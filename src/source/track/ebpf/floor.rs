@@ -86,7 +86,7 @@ pub fn run(
         unsafe {
             for &fd in &join_fds {
                 if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                    libc::_exit(125);
+                    libc::_exit(crate::model::status::STE_FAILED);
                 }
             }
             libc::read(go[0], b.as_mut_ptr().cast(), 1);
