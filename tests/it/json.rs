@@ -440,6 +440,7 @@ struct SamplerInfo {
     paid_rounds: u64,
     effective_interval_ns: Option<u64>,
     max_gap_ns: Option<u64>,
+    max_look_gap_ns: Option<u64>,
     cpu_ns: u64,
     ticks: u64,
     effective_tick_ns: Option<u64>,

@@ -169,10 +169,16 @@ impl Sampler {
         } else {
             Vec::new()
         };
-        match &mut st.provisional {
-            // A tick that read the CPU is a sample of its own: the CPU moved if nothing else.
-            Some((_, last_t)) if !changed && !with_cpu => *last_t = t,
-            _ => {
+        match st.provisional.take() {
+            Some((first, _)) if !changed && !with_cpu => st.provisional = Some((first, t)),
+            // The memory stands still and the CPU moved: the plateau goes on from this tick,
+            // which carries the CPU (a point just before it would draw nothing new).
+            Some((first, _)) if !changed => {
+                st.pending.hold(first);
+                st.provisional = Some((sample, t));
+            }
+            other => {
+                st.provisional = other;
                 st.finalize_provisional();
                 st.provisional = Some((sample, t));
             }
