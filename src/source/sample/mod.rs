@@ -549,8 +549,8 @@ impl Sampler {
         self.sink.emit(Event::Source {
             figure: "samples.per_process.cpu_ns".into(),
             source: Source::sampled(
-                "/proc/PID/stat utime + stime of each live process, at each exact round",
-                "in clock ticks (10 ms); CPU of a process that starts and ends between two rounds is not seen, nor its last interval; none in carried samples",
+                "/proc/PID/stat utime + stime of each live process, at each exact round and at a tick when no read of it is a second old",
+                "in clock ticks (10 ms); CPU of a process that starts and ends between two reads is not seen, nor its last interval; none in the other carried samples",
             ),
         });
     }
