@@ -725,6 +725,13 @@ fn print_readme(runs: &[KernelRun], judged: &[Vec<Judged>]) {
                         Verdict::Pass => {}
                     }
                 }
+                if j.o
+                    .run
+                    .iter()
+                    .any(|r| r.max_pss.as_ref().is_some_and(|m| m.kind == "at least"))
+                {
+                    note("Max PSS: a lower bound");
+                }
                 for (name, f) in j.o.run.iter().flat_map(|r| &r.memory) {
                     match (name.as_str(), f.kind.as_str()) {
                         ("largest_process_peak", "sampled") => {
