@@ -81,12 +81,8 @@ impl Sampler {
         }
         let sum = reader.carry_tree(&pids);
         let cpu: foldhash::HashMap<i32, u64> = if with_cpu {
-            let per_tick = 1_000_000_000 / crate::kernel::proc::clock_ticks_per_second();
             pids.iter()
-                .filter_map(|&pid| {
-                    let s = reader.procfs.stat(pid).ok().flatten()?;
-                    Some((pid, (s.utime_ticks + s.stime_ticks) * per_tick))
-                })
+                .filter_map(|&pid| Some((pid, reader.procfs.cpu_ns(pid).ok().flatten()?)))
                 .collect()
         } else {
             Default::default()
